@@ -1,0 +1,1 @@
+"""GPIO devices (relay, switch, status LED) over gpiozero pin factories."""

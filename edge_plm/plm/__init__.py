@@ -1,0 +1,1 @@
+"""Pure computation for the Precision Language Model (no I/O, no hardware)."""

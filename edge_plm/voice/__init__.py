@@ -1,0 +1,1 @@
+"""Audio sources, endpointing and ASR backends."""
