@@ -1,0 +1,60 @@
+"""Model configurations as dataclasses, and parameter counting.
+
+The switch model (``edge_plm.plm.switch``) is two SAFFU blocks and an output layer:
+  local block  — at every position t: context = the last `window` tokens, query = token t,
+                 `heads` attention heads with W_h in R^{window x window}, z_t = concat_h(a_h X),
+                 h_t = softmax(z_t U) with U in R^{heads*bits x local_hidden};
+  global block — at the DEVICE: position: context = the local states h of the whole dialogue,
+                 query = the last state, branch width B = smallest of `widths` >= length,
+                 W_B in R^{B x B}, z = a H, g = softmax(z U_B), U_B in R^{local_hidden x bits};
+  output O     — R^{bits x 3}: the distribution over the action tokens ON / OFF / NOOP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PLMConfig:
+    name: str
+    bits: int = 16  # bit-cipher width b
+    window: int = 4  # local context (tokens) of the local block
+    heads: int = 4  # local attention heads
+    local_hidden: int = 128  # d_h of the local block (n-gram detector units)
+    hidden_ngram: int = 3  # n of the n-gram whose identity is the local hidden target
+    widths: tuple[int, ...] = (16, 32, 64, 128)  # global context branches
+    eps: float = 1e-3  # epsilon of the explicit solution
+    class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
+    lr: float = 0.01  # Adam learning rate of the online updates
+    replay: int = 8  # replay mini-batch size per online update
+    update_steps: int = 1  # optimiser steps per online update
+    clip: float = 5.0  # gradient-norm clipping
+    radial: bool = False  # radial co-occurrence refinement of the embedding
+    kernel: str = "numba"  # numba | numpy
+
+    def with_(self, **changes) -> "PLMConfig":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def max_len(self) -> int:
+        return max(self.widths)
+
+    def param_count(self) -> int:
+        local = self.heads * self.window * self.window + self.heads * self.bits * self.local_hidden
+        glob = sum(w * w for w in self.widths) + len(self.widths) * self.local_hidden * self.bits
+        out = self.bits * 3
+        return local + glob + out
+
+
+CONFIGS: dict[str, PLMConfig] = {
+    "potato": PLMConfig(name="potato"),
+    "orange": PLMConfig(name="orange", bits=24, window=6, heads=6, local_hidden=256, widths=(16, 32, 64, 128, 256)),
+}
+
+
+def get_config(name: str, **overrides) -> PLMConfig:
+    if name not in CONFIGS:
+        raise ValueError(f"unknown model config {name!r}; known: {', '.join(CONFIGS)}")
+    return CONFIGS[name].with_(**overrides) if overrides else CONFIGS[name]

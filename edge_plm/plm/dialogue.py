@@ -1,0 +1,96 @@
+"""The switch as a dialogue language model (DESIGN.md §2.7): a small API used identically by
+``edge-plm eval`` and by the device loop.
+
+    model = SwitchModel.empty("potato")
+    p = model.predict("turn on the lamp")   # Prediction(action, confidence, distribution)
+    model.learn("turn on the lamp", "ON")   # one online update (+ a replay mini-batch)
+
+The input is ``USER: <transcript> <sep> DEVICE:`` at character level; the prediction is the
+distribution over the three action tokens that may follow ``DEVICE:``. ``learn`` adds the
+interaction to the explicit statistics, re-solves the explicit layers and takes
+``update_steps`` gradient steps on the interaction plus a replay mini-batch drawn
+deterministically (seeded) from earlier labelled interactions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge_plm.plm.config import PLMConfig, get_config
+from edge_plm.plm.switch import Batch, SwitchNet
+from edge_plm.plm.tokenizer import ACTIONS, CharTokenizer
+
+LABEL_INDEX = {a: i for i, a in enumerate(ACTIONS)}
+
+
+@dataclass
+class Prediction:
+    action: str
+    confidence: float
+    distribution: dict[str, float]
+
+
+@dataclass
+class SwitchModel:
+    config: PLMConfig
+    tokenizer: CharTokenizer
+    net: SwitchNet
+    seed: int = 0
+    examples: list[tuple[list[int], int]] = field(default_factory=list)  # labelled, for replay
+    unlabeled_seen: int = 0
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    @classmethod
+    def empty(cls, config: str | PLMConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
+        cfg = get_config(config, **overrides) if isinstance(config, str) else config
+        tok = CharTokenizer()
+        return cls(cfg, tok, SwitchNet(cfg, len(tok)), seed)
+
+    @property
+    def params(self) -> int:
+        return self.config.param_count()
+
+    def encode(self, transcript: str, grow: bool) -> list[int]:
+        ids = self.tokenizer.dialogue(transcript, grow=grow)
+        self.net.grow_vocab(len(self.tokenizer))
+        return ids
+
+    def predict(self, transcript: str) -> Prediction:
+        y = self.predict_many([transcript])[0]
+        i = int(np.argmax(y))
+        return Prediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
+
+    def predict_many(self, transcripts: list[str]) -> np.ndarray:
+        seqs = [self.encode(t, grow=False) for t in transcripts]
+        return self.net.predict_proba(Batch.from_sequences(seqs))
+
+    def observe(self, transcript: str) -> None:
+        """An unlabelled transcript: language signal for the local (USER-side) block."""
+        self.net.observe(Batch.from_sequences([self.encode(transcript, grow=True)]))
+        self.net.solve()
+        self.unlabeled_seen += 1
+
+    def learn(self, transcript: str, label: str) -> float:
+        """One online update from a labelled interaction. Returns the loss before the update."""
+        if label not in LABEL_INDEX:
+            raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
+        seq, y = self.encode(transcript, grow=True), LABEL_INDEX[label]
+        self.net.observe(Batch.from_sequences([seq], [y]))
+        self.net.solve()
+        loss = 0.0
+        for _ in range(self.config.update_steps):
+            batch = [(seq, y), *self.replay_sample()]
+            loss = self.net.train_step(Batch.from_sequences([s for s, _ in batch], [l for _, l in batch]))
+        self.examples.append((seq, y))
+        return loss
+
+    def replay_sample(self) -> list[tuple[list[int], int]]:
+        k = min(self.config.replay, len(self.examples))
+        if k == 0:
+            return []
+        idx = self.rng.choice(len(self.examples), size=k, replace=False)
+        return [self.examples[i] for i in sorted(idx)]

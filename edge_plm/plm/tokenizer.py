@@ -1,0 +1,84 @@
+"""Character-level tokenizer with reserved dialogue tokens and an online-growing vocabulary.
+
+Normalisation (``normalize``), applied to every transcript before tokenising:
+  1. Unicode NFKC, then lower-case (``str.casefold``);
+  2. characters other than letters, digits, apostrophes and spaces become spaces
+     (punctuation carries almost nothing in ASR output, and ASR engines differ in it);
+  3. runs of whitespace collapse to one space; leading/trailing spaces are removed.
+
+Ids 0..7 are reserved (``RESERVED``): padding, unknown, the dialogue markers and the three
+actions. Characters get the following ids, in the order they are added. A vocabulary can
+*grow* (``add``) as new characters appear online; ids of known tokens never change, so their
+bit-cipher codes never change either. ``encode(..., grow=False)`` maps unseen characters to
+``<unk>`` instead of growing.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+
+PAD, UNK, USER, DEVICE, SEP, ON, OFF, NOOP = range(8)
+RESERVED = ("<pad>", "<unk>", "USER:", "DEVICE:", "<sep>", "ON", "OFF", "NOOP")
+ACTIONS = ("ON", "OFF", "NOOP")
+ACTION_IDS = (ON, OFF, NOOP)
+
+
+def normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    kept = [ch if (ch.isalnum() or ch in "' ") else " " for ch in text]
+    return " ".join("".join(kept).split())
+
+
+class CharTokenizer:
+    """Maps normalised text to ids. Reserved tokens first, then characters."""
+
+    def __init__(self, chars: Iterable[str] = ()):
+        self.tokens: list[str] = list(RESERVED)
+        self.index: dict[str, int] = {tok: i for i, tok in enumerate(self.tokens)}
+        for ch in chars:
+            self.add(ch)
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> "CharTokenizer":
+        """Characters ranked by frequency (ties by character), most frequent first."""
+        counts = Counter(ch for text in texts for ch in normalize(text))
+        ranked = sorted(counts, key=lambda ch: (-counts[ch], ch))
+        return cls(ranked)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, ch: str) -> int:
+        if len(ch) != 1:
+            raise ValueError(f"a character token must be one character, got {ch!r}")
+        if ch not in self.index:
+            self.index[ch] = len(self.tokens)
+            self.tokens.append(ch)
+        return self.index[ch]
+
+    def encode(self, text: str, grow: bool = True) -> list[int]:
+        ids = []
+        for ch in normalize(text):
+            if ch in self.index:
+                ids.append(self.index[ch])
+            elif grow:
+                ids.append(self.add(ch))
+            else:
+                ids.append(UNK)
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return "".join(self.tokens[i] if i >= len(RESERVED) else f"[{self.tokens[i]}]" for i in ids)
+
+    def dialogue(self, transcript: str, grow: bool = True) -> list[int]:
+        """``USER: <transcript> <sep> DEVICE:`` — the action token follows this prefix."""
+        return [USER, *self.encode(transcript, grow=grow), SEP, DEVICE]
+
+    def to_json(self) -> list[str]:
+        return list(self.tokens[len(RESERVED):])
+
+    @classmethod
+    def from_json(cls, chars: list[str]) -> "CharTokenizer":
+        return cls(chars)
