@@ -1,0 +1,93 @@
+"""The status LED: lit/blinking while the device asks "I'm not sure" (an ask window is open).
+
+`StatusLed` drives a gpiozero `LED`; `NoLed` is the drop-in used when ``led_pin = -1`` (the
+"asking" state is still tracked, so the controller and tests behave the same). Both share the
+`StatusIndicator` interface.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from gpiozero import LED, Factory
+
+log = logging.getLogger(__name__)
+
+
+class StatusIndicator(Protocol):
+    """What the controller needs from a status signal."""
+
+    @property
+    def asking(self) -> bool: ...
+
+    def ask(self) -> None: ...
+
+    def done(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class StatusLed:
+    """A gpiozero LED that blinks (``on_time``/``off_time`` seconds) while asking."""
+
+    def __init__(self, pin: int, pin_factory: Factory, on_time: float = 0.25,
+                 off_time: float = 0.25) -> None:
+        if on_time <= 0 or off_time <= 0:
+            raise ValueError("LED on_time and off_time must be > 0")
+        self._led = LED(pin, initial_value=False, pin_factory=pin_factory)
+        self._on_time, self._off_time = on_time, off_time
+        self._asking = False
+
+    @property
+    def asking(self) -> bool:
+        return self._asking
+
+    @property
+    def is_lit(self) -> bool:
+        """The LED's current level (changes while blinking)."""
+        return bool(self._led.is_lit)
+
+    def ask(self) -> None:
+        """Start the "I'm not sure" blink (gpiozero runs it in a background thread)."""
+        self._asking = True
+        self._led.blink(on_time=self._on_time, off_time=self._off_time, background=True)
+
+    def done(self) -> None:
+        """Stop blinking; LED off."""
+        self._asking = False
+        self._led.off()
+
+    def close(self) -> None:
+        self._asking = False
+        self._led.close()
+
+
+class NoLed:
+    """No LED configured (``led_pin = -1``): tracks the asking state, drives nothing."""
+
+    def __init__(self) -> None:
+        self._asking = False
+
+    @property
+    def asking(self) -> bool:
+        return self._asking
+
+    def ask(self) -> None:
+        self._asking = True
+        log.info("asking (no status LED configured)")
+
+    def done(self) -> None:
+        self._asking = False
+
+    def close(self) -> None:
+        self._asking = False
+
+
+def make_status_led(pin: int, pin_factory: Factory) -> StatusLed | NoLed:
+    """`StatusLed` on `pin`, or `NoLed` when pin is -1."""
+    if pin == -1:
+        return NoLed()
+    if pin < 0:
+        raise ValueError(f"led_pin must be a GPIO number or -1 (disabled), got {pin}")
+    return StatusLed(pin, pin_factory)
