@@ -1,0 +1,271 @@
+"""Speech recognition backends behind one small interface.
+
+    backend.transcribe(samples_int16_16k) -> Transcript
+    backend.transcribe_utterance(utterance) -> Transcript   (what the controller calls)
+
+* `VoskASR`         Kaldi models through vosk; the default on a device when a model is installed.
+* `PocketSphinxASR` the English model shipped inside the pocketsphinx wheel: works with no download.
+* `TextASR`         passes a `TextSource` utterance's text through (tests, replays of text logs).
+
+Models are loaded once, at construction (seconds, hundreds of MB); `transcribe` is then cheap
+and safe to call from one thread at a time per backend (a lock serialises callers). Empty
+audio gives an empty transcript, not an error. `make_asr` picks the backend from the config.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edge_plm.voice.audio import TARGET_RATE, Utterance
+
+log = logging.getLogger(__name__)
+
+
+class AsrError(Exception):
+    """An ASR backend could not be created or could not decode; the message says why."""
+
+
+@dataclass
+class Transcript:
+    """What the recogniser heard. `confidence` is in [0, 1] when the backend provides one."""
+
+    text: str
+    backend: str
+    decode_ms: float
+    confidence: float | None = None
+
+
+def _check_samples(samples) -> np.ndarray:
+    """Validate the ASR input: a 1-D int16 array (anything else is a caller bug, said clearly)."""
+    arr = np.asarray(samples)
+    if arr.ndim != 1:
+        raise AsrError(f"ASR expects mono 1-D samples, got shape {arr.shape}")
+    if arr.dtype != np.int16:
+        raise AsrError(f"ASR expects int16 samples at 16 kHz, got dtype {arr.dtype}")
+    return arr
+
+
+def _is_marker(word: str) -> bool:
+    """Non-word tokens some models emit ([noise], [unk], <sil>, ...)."""
+    return (word.startswith("[") and word.endswith("]")) or (word.startswith("<") and word.endswith(">"))
+
+
+class AsrBackend:
+    """Base class: subclasses implement `transcribe`; `name` identifies them in logs and the DB."""
+
+    name = "base"
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def transcribe_utterance(self, utterance: Utterance) -> Transcript:
+        if utterance.sample_rate != TARGET_RATE:
+            raise AsrError(f"utterance is at {utterance.sample_rate} Hz; ASR needs {TARGET_RATE} Hz")
+        return self.transcribe(utterance.samples)
+
+    def _empty(self, t0: float) -> Transcript:
+        return Transcript(text="", backend=self.name, decode_ms=(time.perf_counter() - t0) * 1000.0)
+
+
+class PocketSphinxASR(AsrBackend):
+    """CMU PocketSphinx 5 with the wheel's US-English acoustic model, LM and dictionary.
+
+    Confidence is the decoder's utterance posterior probability (`Decoder.get_prob()`, already
+    a linear probability in pocketsphinx 5). Filler tokens (<sil>, [NOISE]) are removed.
+    """
+
+    name = "pocketsphinx"
+
+    def __init__(self, **decoder_options) -> None:
+        try:
+            from pocketsphinx import Decoder  # noqa: PLC0415 - heavy import only when used
+        except ImportError as exc:
+            raise AsrError(f"pocketsphinx is not installed ({exc})") from exc
+        t0 = time.perf_counter()
+        try:
+            self._decoder = Decoder(logfn=os.devnull, samprate=TARGET_RATE, **decoder_options)
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise AsrError(f"pocketsphinx could not load its model: {exc}") from exc
+        self._lock = threading.Lock()
+        self.load_ms = (time.perf_counter() - t0) * 1000.0
+        log.info("pocketsphinx loaded (%s) in %.0f ms", self._decoder.config["hmm"], self.load_ms)
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        t0 = time.perf_counter()
+        samples = _check_samples(samples)
+        if len(samples) == 0:
+            return self._empty(t0)
+        with self._lock:
+            try:
+                self._decoder.start_utt()
+                self._decoder.process_raw(samples.astype("<i2").tobytes(), no_search=False, full_utt=True)
+                self._decoder.end_utt()
+                hyp = self._decoder.hyp()
+                prob = self._decoder.get_prob() if hyp is not None else None
+            except RuntimeError as exc:
+                raise AsrError(f"pocketsphinx failed to decode {len(samples)} samples: {exc}") from exc
+        if hyp is None:
+            return self._empty(t0)
+        words = [w for w in hyp.hypstr.split() if not _is_marker(w)]
+        conf = float(min(1.0, max(0.0, prob))) if prob is not None else None
+        return Transcript(text=" ".join(words), backend=self.name,
+                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=conf if words else None)
+
+
+class VoskASR(AsrBackend):
+    """Vosk (Kaldi) recogniser over a model directory; optional grammar (phrase list) mode.
+
+    With `grammar`, the recogniser only outputs those phrases (plus "[unk]"), which is faster
+    and more robust for a fixed command set; it only works with models that have a dynamic
+    graph (the "small" models) — others ignore it (vosk logs a warning). Confidence is the
+    mean per-word confidence (SetWords). Non-word markers ([unk], [noise], ...) are dropped.
+    """
+
+    name = "vosk"
+
+    def __init__(self, model_dir: str | Path, grammar: list[str] | None = None) -> None:
+        model_dir = Path(model_dir)
+        if not model_dir.is_dir():
+            raise AsrError(f"vosk model directory not found: {model_dir} "
+                           "(install one with `edge-plm asr install` or `edge-plm asr fetch`)")
+        try:
+            import vosk  # noqa: PLC0415 - heavy import only when used
+        except ImportError as exc:
+            raise AsrError(f"vosk is not installed ({exc})") from exc
+        vosk.SetLogLevel(-1)  # Kaldi's stderr chatter; our own log says what was loaded
+        t0 = time.perf_counter()
+        try:
+            self._model = vosk.Model(str(model_dir))
+        except Exception as exc:  # vosk raises a bare Exception("Failed to create a model")
+            raise AsrError(f"vosk could not load the model in {model_dir}: {exc}") from exc
+        self.model_dir = model_dir
+        self.grammar = list(grammar) if grammar else None
+        self._vosk = vosk
+        self._recognizer = self._make_recognizer()
+        self._lock = threading.Lock()
+        self.load_ms = (time.perf_counter() - t0) * 1000.0
+        log.info("vosk model %s loaded in %.0f ms%s", model_dir, self.load_ms,
+                 f" (grammar of {len(self.grammar)} phrases)" if self.grammar else "")
+
+    def _make_recognizer(self):
+        try:
+            if self.grammar:
+                rec = self._vosk.KaldiRecognizer(self._model, float(TARGET_RATE), json.dumps(self.grammar))
+            else:
+                rec = self._vosk.KaldiRecognizer(self._model, float(TARGET_RATE))
+        except Exception as exc:
+            raise AsrError(f"vosk could not create a recogniser: {exc}") from exc
+        rec.SetWords(True)
+        return rec
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        t0 = time.perf_counter()
+        samples = _check_samples(samples)
+        if len(samples) == 0:
+            return self._empty(t0)
+        with self._lock:
+            try:
+                self._recognizer.AcceptWaveform(samples.astype("<i2").tobytes())
+                result = json.loads(self._recognizer.FinalResult())  # also resets the recogniser
+            except Exception as exc:
+                self._recognizer = self._make_recognizer()  # do not reuse a recogniser in a bad state
+                raise AsrError(f"vosk failed to decode {len(samples)} samples: {exc}") from exc
+        words = [w for w in result.get("result", []) if not _is_marker(w.get("word", ""))]
+        if words:
+            text = " ".join(w["word"] for w in words)
+            conf = float(np.mean([w.get("conf", 0.0) for w in words]))
+        else:
+            text = " ".join(w for w in result.get("text", "").split() if not _is_marker(w))
+            conf = None
+        return Transcript(text=text, backend=self.name,
+                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=conf)
+
+
+class TextASR(AsrBackend):
+    """Passes a text utterance's transcript through (confidence 1.0: nothing was misheard)."""
+
+    name = "text"
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        raise AsrError("the text ASR backend has no acoustic model: give it utterances from a "
+                       "text source, or choose the vosk/pocketsphinx backend for audio")
+
+    def transcribe_utterance(self, utterance: Utterance) -> Transcript:
+        t0 = time.perf_counter()
+        if utterance.text is None:
+            raise AsrError(f"the text ASR backend got an audio utterance (source={utterance.source!r}, "
+                           f"path={utterance.path!r}) without text")
+        return Transcript(text=utterance.text.strip(), backend=self.name,
+                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=1.0)
+
+
+def resolve_vosk_model(asr_config, models_dir: str | Path | None) -> Path | None:
+    """The Vosk model to use: `asr.vosk_model` as a path or a name under models_dir; else an
+    installed model whose name mentions `asr.language` (e.g. vosk-model-small-en-us-0.15)."""
+    from edge_plm.voice.models import list_models  # noqa: PLC0415 - models imports nothing from here
+
+    models_dir = Path(models_dir) if models_dir else None
+    if asr_config.vosk_model:
+        given = Path(asr_config.vosk_model).expanduser()
+        for candidate in (given, models_dir / given if models_dir else None):
+            if candidate is not None and candidate.is_dir():
+                return candidate
+        raise AsrError(f"asr.vosk_model {asr_config.vosk_model!r} is neither a directory nor a "
+                       f"model installed in {models_dir}")
+    if models_dir is None or not models_dir.is_dir():
+        return None
+    installed = [m for m in list_models(models_dir) if m.valid]
+    lang = (asr_config.language or "").lower()
+    matching = [m for m in installed if lang and lang in m.name.lower().replace("_", "-").split("-")]
+    if matching:
+        return matching[0].path
+    if installed:
+        log.warning("installed vosk models %s do not look like language %r; not using them "
+                    "automatically (set asr.vosk_model to force one)", [m.name for m in installed], lang)
+    return None
+
+
+def make_asr(asr_config, models_dir: str | Path | None = None) -> AsrBackend:
+    """Create the configured backend. `auto`: vosk when a model is configured or installed for
+    the configured language, else the embedded pocketsphinx English model. Logs the choice."""
+    backend = asr_config.backend
+    if backend == "text":
+        log.info("ASR backend: text (transcripts given directly)")
+        return TextASR()
+    if backend == "pocketsphinx":
+        log.info("ASR backend: pocketsphinx (configured)")
+        return PocketSphinxASR()
+    if backend == "vosk":
+        model = resolve_vosk_model(asr_config, models_dir)
+        if model is None:
+            raise AsrError(f"asr.backend is 'vosk' but no model is configured (asr.vosk_model) or "
+                           f"installed in {models_dir}; run `edge-plm asr fetch` or `asr install`")
+        log.info("ASR backend: vosk, model %s (configured)", model)
+        return VoskASR(model, asr_config.vosk_grammar or None)
+    if backend != "auto":
+        raise AsrError(f"unknown ASR backend {backend!r} (auto | vosk | pocketsphinx | text)")
+    try:
+        model = resolve_vosk_model(asr_config, models_dir)
+    except AsrError as exc:
+        log.error("%s; falling back to pocketsphinx", exc)
+        model = None
+    if model is not None:
+        log.info("ASR backend: vosk (auto), model %s", model)
+        return VoskASR(model, asr_config.vosk_grammar or None)
+    if (asr_config.language or "en").lower() not in ("en", "en-us", "english"):
+        log.warning("no vosk model for language %r; pocketsphinx only understands English",
+                    asr_config.language)
+    log.info("ASR backend: pocketsphinx (auto: no vosk model configured or installed in %s)", models_dir)
+    return PocketSphinxASR()
+
+
+__all__ = ["AsrError", "Transcript", "AsrBackend", "PocketSphinxASR", "VoskASR", "TextASR",
+           "make_asr", "resolve_vosk_model"]
