@@ -1,0 +1,312 @@
+"""Act / ask / ignore: the decision state machine and the label rules. No I/O, no gpiozero.
+
+The `Policy` takes events (an utterance's prediction, the relay's state, switch flips, the
+passage of time) and returns decisions and labels; the controller does the I/O. Times are
+plain float seconds from whatever clock the controller uses.
+
+Decision (thresholds from `PolicyConfig`; ``c`` = confidence of the predicted action):
+
+=======================  ==========================  =========================================
+confidence               predicted ON / OFF          predicted NOOP
+=======================  ==========================  =========================================
+c >= act_threshold       ACT (drive relay)           IGNORE (confident NOOP)
+ask <= c < act           ASK ("I'm not sure")        ASK
+c < ask_threshold        IGNORE (too unsure)         IGNORE
+=======================  ==========================  =========================================
+
+Each decision opens a window for the person's reaction: ``ask_window_s`` after ASK,
+``override_window_s`` after ACT and IGNORE. Both ends are inclusive (a flip at exactly
+``opened + window`` still counts); the window expires when ``now > opened + window``.
+The first flip inside the window resolves the interaction; later flips are plain manual use.
+
+Label rules (``flip`` = the state the person switched the relay to; sources as in the store):
+
+====================================================  ==============  ===========
+what happened                                         label           source
+====================================================  ==============  ===========
+ASK, flip within the ask window                       flip            asked
+ASK, no flip                                          NOOP            asked
+ASK about ON/OFF while the relay already was in it,   (none)          (none)
+no flip (the person could not say "yes" by flipping)
+ACT that changed the relay, flip back (revert)        NOOP            override
+ACT that did not change the relay (already there),    flip            override
+flip to the other state
+ACT, flip to the state the device chose (only when    action          confirmed
+the switch and relay disagree; cannot happen with
+the relay-referenced switch)
+ACT, no flip within the override window               action          confirmed
+ACT refused by the relay's rate limit, flip           flip            manual
+ACT refused by the relay's rate limit, no flip        (none)          (none)
+IGNORE, flip within the override window (a miss)      flip            manual
+IGNORE, no flip                                       NOOP            confirmed
+new utterance while a window is still open            (none)          (none)
+flip while no window is open (plain manual use)       no label for any utterance
+====================================================  ==============  ===========
+
+Why these choices:
+
+- Revert after an ACT -> NOOP, not the flipped-to state: the relay is binary, so after the
+  device switched it, the person's flip can only restore the previous state. The likely story
+  is that the utterance was not a command at all (chatter, TV) and the device should not have
+  acted; a command for the state the relay already had ("off" while off) is the rarer case.
+- Confident ON while the relay is already ON: the device "acts" (nothing toggles); left alone it
+  is confirmed ON (the label is what the words meant, not what changed). A flip then means the
+  person wanted the other state, so the label is the flipped-to state (source override).
+- Asked about ON while the relay is already ON and no flip: "yes, ON" and "nothing" look the
+  same from the switch, so no label rather than a possibly wrong NOOP. (Same for OFF.)
+- Rate-limited ACT: the action never reached the relay, so "left alone" confirms nothing and
+  NOOP is not known either; only a flip (source manual) gives a label.
+- Two utterances in quick succession: the earlier interaction is closed first, *without a
+  label*: the person was still talking, so neither "left alone" nor "did not answer" holds (a
+  rephrased command after an ASK is the typical case). The row keeps its transcript.
+- A flip with no open window is ordinary use of the switch and labels nothing.
+
+`SimulatedPerson` produces the flips a real person would make (used by ``edge-plm replay``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from collections.abc import Hashable
+
+from edge_plm.settings import PolicyConfig
+
+
+class Action(str, Enum):
+    """What an utterance asks of the switch."""
+
+    ON = "ON"
+    OFF = "OFF"
+    NOOP = "NOOP"
+
+    @classmethod
+    def from_state(cls, on: bool) -> Action:
+        """ON for a relay state of True, OFF for False."""
+        return cls.ON if on else cls.OFF
+
+    @property
+    def state(self) -> bool | None:
+        """The relay state this action asks for (None for NOOP)."""
+        return {Action.ON: True, Action.OFF: False, Action.NOOP: None}[self]
+
+
+class Decision(str, Enum):
+    ACT = "act"
+    ASK = "ask"
+    IGNORE = "ignore"
+
+
+class LabelSource(str, Enum):
+    ASKED = "asked"
+    OVERRIDE = "override"
+    CONFIRMED = "confirmed"
+    MANUAL = "manual"
+
+
+class PolicyError(RuntimeError):
+    """An event arrived that the policy's state does not allow (a controller bug)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's best action and its confidence in [0, 1]."""
+
+    action: Action
+    confidence: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.action, Action):
+            object.__setattr__(self, "action", Action(self.action))
+        if not (isinstance(self.confidence, (int, float)) and math.isfinite(self.confidence)
+                and 0.0 <= self.confidence <= 1.0):
+            raise ValueError(f"confidence must be a number in [0, 1], got {self.confidence!r}")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The outcome of one closed interaction: its label (or None) and how it was obtained."""
+
+    key: Hashable  # the controller's interaction id
+    decision: Decision
+    label: Action | None
+    source: LabelSource | None
+    ts: float  # when the label was decided
+    reason: str  # one human-readable line for logs and `edge-plm log`
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the controller must do after an utterance."""
+
+    decision: Decision
+    drive: Action | None  # ON/OFF: drive the relay to this state (ACT only), else None
+    ask: bool  # signal "I'm not sure" until this interaction resolves
+    deadline: float  # when this interaction's window expires
+    closed: list[Resolution]  # earlier interactions closed by this utterance
+
+
+@dataclass
+class OpenInteraction:
+    """The interaction whose window is open."""
+
+    key: Hashable
+    decision: Decision
+    prediction: Prediction
+    relay_before: bool
+    opened: float
+    deadline: float
+    applied: bool = True  # False when the relay refused the ACT (rate limit)
+
+
+def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
+    """The decision table above, as a pure function."""
+    c = prediction.confidence
+    if c < cfg.ask_threshold:
+        return Decision.IGNORE
+    if c >= cfg.act_threshold:
+        return Decision.IGNORE if prediction.action is Action.NOOP else Decision.ACT
+    return Decision.ASK
+
+
+class Policy:
+    """One interaction window at a time; every event method returns what it resolved."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        if not 0.0 <= cfg.ask_threshold <= cfg.act_threshold <= 1.0:
+            raise ValueError("policy: need 0 <= ask_threshold <= act_threshold <= 1")
+        if cfg.ask_window_s <= 0 or cfg.override_window_s <= 0:
+            raise ValueError("policy: ask_window_s and override_window_s must be > 0")
+        self.cfg = cfg
+        self._open: OpenInteraction | None = None
+
+    @property
+    def open(self) -> OpenInteraction | None:
+        """The interaction waiting for the person's reaction, if any."""
+        return self._open
+
+    @property
+    def deadline(self) -> float | None:
+        """When the open window expires (call `tick` after it), or None."""
+        return self._open.deadline if self._open else None
+
+    def on_utterance(self, key: Hashable, prediction: Prediction, relay_on: bool,
+                     now: float) -> Step:
+        """Decide for a new utterance; closes (expired or superseded) earlier interactions."""
+        closed = self.tick(now)
+        if self._open is not None:
+            closed.append(self._resolve(None, None, now, "superseded by a new utterance "
+                                        "before its window ended"))
+        decision = decide(prediction, self.cfg)
+        window = self.cfg.ask_window_s if decision is Decision.ASK else self.cfg.override_window_s
+        self._open = OpenInteraction(key, decision, prediction, bool(relay_on), now, now + window)
+        drive = prediction.action if decision is Decision.ACT else None
+        return Step(decision, drive, decision is Decision.ASK, now + window, closed)
+
+    def action_refused(self, key: Hashable) -> None:
+        """The relay refused the ACT of interaction `key` (rate limit): nothing was switched."""
+        if self._open is None or self._open.key != key or self._open.decision is not Decision.ACT:
+            raise PolicyError(f"action_refused({key!r}): no open ACT interaction with that key")
+        self._open.applied = False
+
+    def on_flip(self, desired: bool, now: float) -> list[Resolution]:
+        """The person used the switch and wants the relay `desired`; returns what it resolved."""
+        resolved = self.tick(now)
+        o = self._open
+        if o is None:
+            return resolved  # plain manual use: labels nothing
+        flipped = Action.from_state(desired)
+        if o.decision is Decision.ASK:
+            resolved.append(self._resolve(flipped, LabelSource.ASKED, now,
+                                          f"asked; person flipped to {flipped.value}"))
+        elif o.decision is Decision.IGNORE or not o.applied:
+            why = "ignored" if o.decision is Decision.IGNORE else "action refused by rate limit"
+            resolved.append(self._resolve(flipped, LabelSource.MANUAL, now,
+                                          f"{why}; person flipped to {flipped.value}"))
+        else:
+            resolved.append(self._after_act(o, flipped, now))
+        return resolved
+
+    def _after_act(self, o: OpenInteraction, flipped: Action, now: float) -> Resolution:
+        action = o.prediction.action
+        if flipped is action:
+            return self._resolve(action, LabelSource.CONFIRMED, now,
+                                 f"acted {action.value}; person flipped to the same state")
+        if action.state != o.relay_before:  # the act changed the relay: the flip reverts it
+            return self._resolve(Action.NOOP, LabelSource.OVERRIDE, now,
+                                 f"acted {action.value}; person reverted to {flipped.value}")
+        return self._resolve(flipped, LabelSource.OVERRIDE, now,
+                             f"relay already {action.value}; person flipped to {flipped.value}")
+
+    def tick(self, now: float) -> list[Resolution]:
+        """Close the open interaction if its window has expired (``now > deadline``)."""
+        o = self._open
+        if o is None or now <= o.deadline:
+            return []
+        at = o.deadline
+        action = o.prediction.action
+        if o.decision is Decision.ASK:
+            if action.state is not None and action.state == o.relay_before:
+                return [self._resolve(None, None, at, f"asked about {action.value} while "
+                                      "already in that state; no flip: ambiguous")]
+            return [self._resolve(Action.NOOP, LabelSource.ASKED, at, "asked; no flip")]
+        if o.decision is Decision.IGNORE:
+            return [self._resolve(Action.NOOP, LabelSource.CONFIRMED, at, "ignored; no flip")]
+        if not o.applied:
+            return [self._resolve(None, None, at, "action refused by rate limit; no flip")]
+        return [self._resolve(action, LabelSource.CONFIRMED, at,
+                              f"acted {action.value}; left alone")]
+
+    def close(self, now: float) -> list[Resolution]:
+        """Shut down: expire what has expired, close the rest without a label."""
+        resolved = self.tick(now)
+        if self._open is not None:
+            resolved.append(self._resolve(None, None, now, "closed at shutdown"))
+        return resolved
+
+    def _resolve(self, label: Action | None, source: LabelSource | None, ts: float,
+                 reason: str) -> Resolution:
+        o = self._open
+        if o is None:
+            raise PolicyError("no open interaction to resolve")
+        self._open = None
+        return Resolution(o.key, o.decision, label, source, ts, reason)
+
+
+@dataclass(frozen=True)
+class SimulatedFlip:
+    """A flip the simulated person makes at time `at`, wanting the relay `desired`."""
+
+    at: float
+    desired: bool
+
+
+@dataclass(frozen=True)
+class SimulatedPerson:
+    """A person who wants `wants` and fixes what the device got wrong after `reaction_s`.
+
+    The person wants the relay to end in: ON for ON, OFF for OFF, and for NOOP whatever it was
+    before they spoke. After the device acted, asked or ignored, if the relay is not in that
+    state they flip the switch once to it; when it is right they do nothing. (So when asked
+    for what the relay already does, they do nothing: a flip could only make it wrong.)
+    """
+
+    reaction_s: float = 1.5
+
+    def __post_init__(self) -> None:
+        if not self.reaction_s > 0:
+            raise ValueError("reaction_s must be > 0")
+
+    @staticmethod
+    def wanted_state(wants: Action, before: bool) -> bool:
+        """The relay state the person wants after saying something meaning `wants`."""
+        return before if wants is Action.NOOP else bool(wants.state)
+
+    def react(self, wants: Action, before: bool, after: bool, now: float) -> list[SimulatedFlip]:
+        """Flips the person makes, given the relay state before the utterance and after the
+        device's response (`now` is when the device responded)."""
+        target = self.wanted_state(Action(wants), before)
+        if after == target:
+            return []
+        return [SimulatedFlip(now + self.reaction_s, target)]

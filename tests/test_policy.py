@@ -1,0 +1,296 @@
+"""Policy: decisions at the threshold boundaries, every label rule, the ambiguous cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from edge_plm.policy import (
+    Action, Decision, LabelSource, Policy, PolicyError, Prediction, SimulatedFlip,
+    SimulatedPerson, decide,
+)
+from edge_plm.settings import PolicyConfig
+
+CFG = PolicyConfig(act_threshold=0.8, ask_threshold=0.4, ask_window_s=8.0, override_window_s=10.0)
+ON, OFF, NOOP = Action.ON, Action.OFF, Action.NOOP
+
+
+def p(action: Action, confidence: float) -> Prediction:
+    return Prediction(action, confidence)
+
+
+@pytest.fixture
+def policy() -> Policy:
+    return Policy(CFG)
+
+
+def only(resolutions):
+    assert len(resolutions) == 1, resolutions
+    return resolutions[0]
+
+
+# --- decisions ---------------------------------------------------------------------------
+@pytest.mark.parametrize("action,confidence,expected", [
+    (ON, 0.80, Decision.ACT),  # act threshold is inclusive
+    (ON, 0.7999, Decision.ASK),
+    (OFF, 1.0, Decision.ACT),
+    (OFF, 0.40, Decision.ASK),  # ask threshold is inclusive
+    (OFF, 0.3999, Decision.IGNORE),
+    (ON, 0.0, Decision.IGNORE),
+    (NOOP, 0.80, Decision.IGNORE),  # confident NOOP
+    (NOOP, 0.7999, Decision.ASK),  # unsure NOOP: might be a missed command
+    (NOOP, 0.3999, Decision.IGNORE),
+])
+def test_decide_at_threshold_boundaries(action, confidence, expected):
+    assert decide(p(action, confidence), CFG) is expected
+
+
+def test_equal_thresholds_never_ask():
+    cfg = PolicyConfig(act_threshold=0.6, ask_threshold=0.6)
+    assert decide(p(ON, 0.5999), cfg) is Decision.IGNORE
+    assert decide(p(ON, 0.6), cfg) is Decision.ACT
+
+
+@pytest.mark.parametrize("bad", [-0.01, 1.01, float("nan"), "0.5"])
+def test_prediction_rejects_bad_confidence(bad):
+    with pytest.raises(ValueError, match="confidence"):
+        Prediction(ON, bad)
+
+
+def test_prediction_accepts_action_strings():
+    assert Prediction("OFF", 0.5).action is OFF
+    with pytest.raises(ValueError):
+        Prediction("MAYBE", 0.5)
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="ask_threshold"):
+        Policy(PolicyConfig(act_threshold=0.3, ask_threshold=0.5))
+    with pytest.raises(ValueError, match="window"):
+        Policy(PolicyConfig(ask_window_s=0))
+
+
+def test_step_for_act_ask_ignore(policy):
+    step = policy.on_utterance(1, p(ON, 0.9), relay_on=False, now=0.0)
+    assert (step.decision, step.drive, step.ask, step.deadline) == (Decision.ACT, ON, False, 10.0)
+    step = policy.on_utterance(2, p(OFF, 0.5), relay_on=True, now=100.0)
+    assert (step.decision, step.drive, step.ask, step.deadline) == (Decision.ASK, None, True, 108.0)
+    step = policy.on_utterance(3, p(NOOP, 0.95), relay_on=True, now=200.0)
+    assert (step.decision, step.drive, step.ask, step.deadline) == (
+        Decision.IGNORE, None, False, 210.0)
+
+
+# --- ASK -----------------------------------------------------------------------------------
+def test_asked_and_flipped_within_window_labels_flipped_state(policy):
+    policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
+    r = only(policy.on_flip(True, now=3.0))
+    assert (r.key, r.label, r.source, r.ts, r.decision) == ("a", ON, LabelSource.ASKED, 3.0,
+                                                            Decision.ASK)
+    assert policy.open is None
+
+
+def test_asked_flip_to_other_than_predicted_is_the_label(policy):
+    policy.on_utterance("a", p(ON, 0.5), relay_on=True, now=0.0)
+    r = only(policy.on_flip(False, now=1.0))
+    assert (r.label, r.source) == (OFF, LabelSource.ASKED)
+
+
+def test_asked_flip_exactly_at_window_end_counts(policy):
+    policy.on_utterance("a", p(OFF, 0.6), relay_on=True, now=0.0)
+    r = only(policy.on_flip(False, now=8.0))
+    assert (r.label, r.source) == (OFF, LabelSource.ASKED)
+
+
+def test_asked_and_no_flip_is_noop(policy):
+    policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
+    assert policy.tick(8.0) == []  # window still open at its end
+    r = only(policy.tick(8.001))
+    assert (r.label, r.source, r.ts) == (NOOP, LabelSource.ASKED, 8.0)
+
+
+def test_asked_flip_after_window_is_noop_then_plain_manual_use(policy):
+    policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
+    r = only(policy.on_flip(True, now=8.5))
+    assert (r.key, r.label, r.source) == ("a", NOOP, LabelSource.ASKED)
+    assert policy.on_flip(False, now=9.0) == []
+
+
+def test_asked_unsure_noop_and_no_flip_is_noop(policy):
+    policy.on_utterance("a", p(NOOP, 0.6), relay_on=True, now=0.0)
+    r = only(policy.tick(20.0))
+    assert (r.label, r.source) == (NOOP, LabelSource.ASKED)
+
+
+def test_asked_about_state_relay_already_has_and_no_flip_is_unlabeled(policy):
+    policy.on_utterance("a", p(ON, 0.5), relay_on=True, now=0.0)
+    r = only(policy.tick(9.0))
+    assert r.label is None and r.source is None
+    assert "ambiguous" in r.reason
+
+
+# --- ACT -----------------------------------------------------------------------------------
+def test_acted_and_left_alone_is_confirmed_action(policy):
+    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
+    assert policy.tick(10.0) == []
+    r = only(policy.tick(10.5))
+    assert (r.label, r.source, r.ts) == (ON, LabelSource.CONFIRMED, 10.0)
+
+
+def test_acted_and_reverted_within_override_window_is_noop_override(policy):
+    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
+    r = only(policy.on_flip(False, now=10.0))  # window end is inclusive
+    assert (r.label, r.source) == (NOOP, LabelSource.OVERRIDE)
+
+
+def test_acted_off_and_reverted_is_noop_override(policy):
+    policy.on_utterance("a", p(OFF, 0.99), relay_on=True, now=0.0)
+    r = only(policy.on_flip(True, now=2.0))
+    assert (r.label, r.source) == (NOOP, LabelSource.OVERRIDE)
+
+
+def test_acted_flip_after_override_window_confirms_then_is_manual_use(policy):
+    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
+    r = only(policy.on_flip(False, now=10.01))
+    assert (r.label, r.source) == (ON, LabelSource.CONFIRMED)
+    assert policy.open is None
+
+
+def test_confident_on_while_already_on_left_alone_is_confirmed_on(policy):
+    step = policy.on_utterance("a", p(ON, 0.9), relay_on=True, now=0.0)
+    assert step.decision is Decision.ACT and step.drive is ON  # relay.set(True) is a no-op
+    r = only(policy.tick(11.0))
+    assert (r.label, r.source) == (ON, LabelSource.CONFIRMED)
+
+
+def test_confident_on_while_already_on_then_flip_off_is_off_override(policy):
+    policy.on_utterance("a", p(ON, 0.9), relay_on=True, now=0.0)
+    r = only(policy.on_flip(False, now=2.0))
+    assert (r.label, r.source) == (OFF, LabelSource.OVERRIDE)
+
+
+def test_acted_then_flip_to_same_state_is_confirmed(policy):
+    # possible only when the switch is read by position and disagrees with the relay
+    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
+    r = only(policy.on_flip(True, now=1.0))
+    assert (r.label, r.source) == (ON, LabelSource.CONFIRMED)
+
+
+def test_rate_limited_act_then_flip_is_manual(policy):
+    policy.on_utterance("a", p(OFF, 0.9), relay_on=True, now=0.0)
+    policy.action_refused("a")
+    r = only(policy.on_flip(False, now=2.0))
+    assert (r.label, r.source) == (OFF, LabelSource.MANUAL)
+
+
+def test_rate_limited_act_and_no_flip_is_unlabeled(policy):
+    policy.on_utterance("a", p(OFF, 0.9), relay_on=True, now=0.0)
+    policy.action_refused("a")
+    r = only(policy.tick(11.0))
+    assert r.label is None and r.source is None and "rate limit" in r.reason
+
+
+def test_action_refused_for_wrong_interaction_is_an_error(policy):
+    with pytest.raises(PolicyError, match="no open ACT"):
+        policy.action_refused("a")
+    policy.on_utterance("a", p(OFF, 0.5), relay_on=True, now=0.0)  # an ASK, not an ACT
+    with pytest.raises(PolicyError):
+        policy.action_refused("a")
+
+
+# --- IGNORE --------------------------------------------------------------------------------
+def test_ignored_and_flipped_within_window_is_manual(policy):
+    policy.on_utterance("a", p(ON, 0.2), relay_on=False, now=0.0)
+    r = only(policy.on_flip(True, now=5.0))
+    assert (r.label, r.source, r.decision) == (ON, LabelSource.MANUAL, Decision.IGNORE)
+
+
+def test_confident_noop_ignored_then_flip_is_manual(policy):
+    policy.on_utterance("a", p(NOOP, 0.95), relay_on=True, now=0.0)
+    r = only(policy.on_flip(False, now=1.0))
+    assert (r.label, r.source) == (OFF, LabelSource.MANUAL)
+
+
+def test_ignored_and_nothing_is_noop_confirmed(policy):
+    policy.on_utterance("a", p(NOOP, 0.95), relay_on=False, now=0.0)
+    r = only(policy.tick(10.001))
+    assert (r.label, r.source) == (NOOP, LabelSource.CONFIRMED)
+
+
+def test_ignored_window_is_the_override_window(policy):
+    policy.on_utterance("a", p(ON, 0.1), relay_on=False, now=0.0)
+    assert policy.deadline == 10.0
+    r = only(policy.on_flip(True, now=9.0))  # after the ask window, inside the override window
+    assert r.source is LabelSource.MANUAL
+
+
+# --- ambiguous cases -----------------------------------------------------------------------
+def test_flip_with_no_open_interaction_labels_nothing(policy):
+    assert policy.on_flip(True, now=1.0) == []
+    assert policy.tick(100.0) == []
+
+
+def test_second_utterance_closes_previous_without_label(policy):
+    policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
+    step = policy.on_utterance("b", p(ON, 0.9), relay_on=False, now=2.0)
+    r = only(step.closed)
+    assert (r.key, r.label, r.source) == ("a", None, None)
+    assert "superseded" in r.reason
+    assert policy.open.key == "b"
+    r = only(policy.on_flip(False, now=3.0))  # the flip belongs to "b" only
+    assert (r.key, r.label, r.source) == ("b", NOOP, LabelSource.OVERRIDE)
+
+
+def test_second_utterance_after_expired_window_resolves_previous_normally(policy):
+    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
+    step = policy.on_utterance("b", p(NOOP, 0.9), relay_on=True, now=30.0)
+    r = only(step.closed)
+    assert (r.key, r.label, r.source) == ("a", ON, LabelSource.CONFIRMED)
+
+
+def test_close_at_shutdown(policy):
+    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
+    r = only(policy.close(now=1.0))
+    assert r.label is None and "shutdown" in r.reason
+    assert policy.close(now=2.0) == []
+
+
+# --- SimulatedPerson -----------------------------------------------------------------------
+@pytest.mark.parametrize("wants,before,after,flips", [
+    (ON, False, True, []),  # device acted right
+    (ON, False, False, [SimulatedFlip(11.5, True)]),  # asked/ignored/missed: person does it
+    (OFF, True, False, []),
+    (OFF, True, True, [SimulatedFlip(11.5, False)]),
+    (NOOP, False, True, [SimulatedFlip(11.5, False)]),  # acted wrongly: person reverts
+    (NOOP, True, True, []),
+    (ON, True, True, []),  # already as wanted: nothing to do
+])
+def test_simulated_person(wants, before, after, flips):
+    assert SimulatedPerson(reaction_s=1.5).react(wants, before, after, now=10.0) == flips
+
+
+def test_simulated_person_drives_policy_to_expected_labels():
+    """The person + policy loop gives the right label for each kind of outcome."""
+    person = SimulatedPerson(reaction_s=1.0)
+    cases = [  # wants, prediction, relay before -> label, source
+        (ON, p(ON, 0.9), False, ON, LabelSource.CONFIRMED),
+        (NOOP, p(ON, 0.9), False, NOOP, LabelSource.OVERRIDE),
+        (OFF, p(OFF, 0.5), True, OFF, LabelSource.ASKED),
+        (NOOP, p(ON, 0.5), False, NOOP, LabelSource.ASKED),
+        (ON, p(NOOP, 0.95), False, ON, LabelSource.MANUAL),
+        (NOOP, p(NOOP, 0.95), True, NOOP, LabelSource.CONFIRMED),
+    ]
+    t = 0.0
+    for i, (wants, pred, before, label, source) in enumerate(cases):
+        policy = Policy(CFG)
+        step = policy.on_utterance(i, pred, relay_on=before, now=t)
+        after = step.drive.state if step.drive is not None else before
+        resolved = []
+        for flip in person.react(wants, before, after, now=t):
+            resolved += policy.on_flip(flip.desired, flip.at)
+        resolved += policy.tick(t + 100.0)
+        r = only(resolved)
+        assert (r.label, r.source) == (label, source), (i, r)
+
+
+def test_simulated_person_rejects_bad_reaction_time():
+    with pytest.raises(ValueError):
+        SimulatedPerson(reaction_s=0)
