@@ -6,8 +6,8 @@ The switch model (``edge_plm.plm.switch``) is two SAFFU blocks and an output lay
                  h_t = softmax(z_t U) with U in R^{heads*bits x local_hidden};
   global block — at the DEVICE: position: context = the local states h of the whole dialogue,
                  query = the last state, branch width B = smallest of `widths` >= length,
-                 W_B in R^{B x B}, z = a H, g = softmax(z U_B), U_B in R^{local_hidden x bits};
-  output O     — R^{bits x 3}: the distribution over the action tokens ON / OFF / NOOP.
+                 W_B in R^{B x B}, z = L * a H, g = softmax(z U_B), U_B in R^{local_hidden x 3};
+  output O     — R^{3 x 3}: the distribution over the action tokens ON / OFF / NOOP.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ class PLMConfig:
     local_hidden: int = 128  # d_h of the local block (n-gram detector units)
     hidden_ngram: int = 3  # n of the n-gram whose identity is the local hidden target
     widths: tuple[int, ...] = (16, 32, 64, 128)  # global context branches
-    eps: float = 1e-3  # epsilon of the explicit solution
+    eps: float = 1e-3  # epsilon of the explicit solution (unlabelled layers)
+    eps_action: float = 0.1  # epsilon of the labelled layers U_B, O (smoothing of few examples)
     class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
     lr: float = 0.01  # Adam learning rate of the online updates
     replay: int = 8  # replay mini-batch size per online update
+    refresh_every: int = 16  # re-gather labelled-layer statistics (every update up to 64 examples)
     update_steps: int = 1  # optimiser steps per online update
     clip: float = 5.0  # gradient-norm clipping
     radial: bool = False  # radial co-occurrence refinement of the embedding
@@ -43,8 +45,8 @@ class PLMConfig:
 
     def param_count(self) -> int:
         local = self.heads * self.window * self.window + self.heads * self.bits * self.local_hidden
-        glob = sum(w * w for w in self.widths) + len(self.widths) * self.local_hidden * self.bits
-        out = self.bits * 3
+        glob = sum(w * w for w in self.widths) + len(self.widths) * self.local_hidden * 3
+        out = 3 * 3
         return local + glob + out
 
 

@@ -86,7 +86,14 @@ class SwitchModel:
             batch = [(seq, y), *self.replay_sample()]
             loss = self.net.train_step(Batch.from_sequences([s for s, _ in batch], [l for _, l in batch]))
         self.examples.append((seq, y))
+        if self.refresh_due():
+            self.net.refresh_labelled_stats(
+                Batch.from_sequences([s for s, _ in self.examples], [l for _, l in self.examples]))
         return loss
+
+    def refresh_due(self) -> bool:
+        n = len(self.examples)
+        return self.config.refresh_every > 0 and (n <= 64 or n % self.config.refresh_every == 0)
 
     def replay_sample(self) -> list[tuple[list[int], int]]:
         k = min(self.config.replay, len(self.examples))

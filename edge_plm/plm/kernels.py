@@ -192,7 +192,7 @@ def _global_forward(h, lengths, branch, widths, W2, U2, O, X2, c2, a2, z2, g, y)
             s = 0.0
             for j in range(Ln):
                 s += a2[n, j] * X2[n, j, o]
-            z2[n, o] = s
+            z2[n, o] = Ln * s
         m = -1e300
         for e in range(d):
             s = 0.0
@@ -256,7 +256,7 @@ def _global_backward(lengths, branch, W2, U2, O, X2, c2, a2, z2, g, dv, dW2, dU2
             for e in range(d):
                 dU2[bi, o, e] += z2[n, o] * du2[e]
                 acc += U2[bi, o, e] * du2[e]
-            dz2[o] = acc
+            dz2[o] = Ln * acc
         sa = 0.0
         for k in range(Ln):
             acc = 0.0

@@ -12,6 +12,10 @@ Two blocks make the switch model (see ``config.PLMConfig``):
   global — at the last position, the context is the sequence of local states h (slot k =
            position L-1-k, i.e. aligned to the end), with the branch width B chosen as the
            smallest configured width >= L (``branch_for``); W_B, U_B per branch, O shared.
+           Its aggregation is count-scaled, z = L * (a X): the L local states are L pieces of
+           evidence, and |z|_1 = L makes the priming number of U_B the mean dialogue length,
+           so the explicit solution of U_B is a sum of per-position log-likelihoods (a plain
+           average would shrink every logit difference by 1/L; measured in docs/method.md).
 
 Everything here is plain NumPy and is the reference for the Numba kernels in ``kernels.py``.
 Masked positions get logit -inf, hence attention weight exactly 0.
@@ -141,7 +145,7 @@ def global_forward(h, lengths, widths, W2, U2, O) -> GlobalCache:
         logits = c2 @ W2[bi, :B, :B]
         logits[Ln:] = NEG
         a2 = softmax(logits)
-        z2[n] = a2 @ X2
+        z2[n] = Ln * (a2 @ X2)  # count-scaled pooling: |z2|_1 = L (see module docstring)
         g[n] = softmax(z2[n] @ U2[bi])
         X2s.append(X2), c2s.append(c2), a2s.append(a2)
     y = softmax(g @ O)
@@ -162,7 +166,7 @@ def global_backward(h_shape, lengths, widths, W2, U2, O, cache: GlobalCache, dv:
         B = widths[bi]
         X2, c2, a2 = cache.X2[n], cache.c2[n], cache.a2[n]
         dU2[bi] += np.outer(cache.z2[n], du2[n])
-        dz2 = U2[bi] @ du2[n]
+        dz2 = Ln * (U2[bi] @ du2[n])
         da2 = X2 @ dz2
         dX2 = np.outer(a2, dz2)
         dl2 = a2 * (da2 - (da2 * a2).sum())

@@ -13,7 +13,7 @@ Hidden targets used by the explicit solution, bottom-up (see docs/method.md):
                so local states are n-gram detectors. Needs no label: every transcript counts;
   global W_B — attend to positions whose local state carries evidence for the target action
                (t_k ∝ h_k · r_y + eps, r_y = balanced P(y | unit));
-  global U_B — the action token's bit-cipher code (label embedding);
+  global U_B — the action as a one-hot label embedding (three actions need no compression);
   O          — the one-hot action.
 Class balance (config.class_balance): ON/OFF/NOOP are very unequal in a home (mostly NOOP),
 so statistics of the labelled layers are divided by class counts when solved and the loss is
@@ -32,7 +32,6 @@ from edge_plm.plm.cache import ComparisonCache
 from edge_plm.plm.config import PLMConfig
 from edge_plm.plm.optim import Adam, clip_by_global_norm
 from edge_plm.plm.saffu import branch_for
-from edge_plm.plm.tokenizer import ACTION_IDS
 from edge_plm.plm.warmstart import CooccurrenceStats
 
 N_ACTIONS = 3
@@ -106,8 +105,8 @@ class SwitchNet:
             "W": (c.heads, c.window, c.window),
             "U": (c.heads * c.bits, c.local_hidden),
             "W2": (nb, Bmax, Bmax),
-            "U2": (nb, c.local_hidden, c.bits),
-            "O": (c.bits, N_ACTIONS),
+            "U2": (nb, c.local_hidden, N_ACTIONS),
+            "O": (N_ACTIONS, N_ACTIONS),
         }
         self.base = {k: np.zeros(s) for k, s in shapes.items()}
         self.delta = {k: np.zeros(s) for k, s in shapes.items()}
@@ -118,8 +117,8 @@ class SwitchNet:
         self.stats_U = CooccurrenceStats(c.heads * c.bits, c.local_hidden)
         self.stats_H = ClassStats(c.local_hidden, N_ACTIONS)
         self.stats_W2 = [CooccurrenceStats(B, B) for B in c.widths]
-        self.stats_U2 = [ClassStats(c.local_hidden, c.bits) for _ in c.widths]
-        self.stats_O = ClassStats(c.bits, N_ACTIONS)
+        self.stats_U2 = [ClassStats(c.local_hidden, N_ACTIONS) for _ in c.widths]
+        self.stats_O = ClassStats(N_ACTIONS, N_ACTIONS)
         self.class_counts = np.zeros(N_ACTIONS)
         self.optimizer = Adam(c.lr)
         self.embeddings_frozen = True
@@ -206,11 +205,30 @@ class SwitchNet:
 
     # -- explicit warm start --------------------------------------------------------------
 
-    def observe(self, batch: Batch) -> None:
+    def reset_labelled_stats(self) -> None:
+        c = self.config
+        self.stats_H = ClassStats(c.local_hidden, N_ACTIONS)
+        self.stats_W2 = [CooccurrenceStats(B, B) for B in c.widths]
+        self.stats_U2 = [ClassStats(c.local_hidden, N_ACTIONS) for _ in c.widths]
+        self.stats_O = ClassStats(N_ACTIONS, N_ACTIONS)
+        self.class_counts = np.zeros(N_ACTIONS)
+
+    def refresh_labelled_stats(self, batch: Batch) -> None:
+        """Recompute the statistics of the labelled layers from `batch` (all labelled examples)
+        with the current lower layers: statistics gathered while the local block was still
+        young are stale, and the explicit solution is only as good as its statistics.
+        Layer by layer, bottom-up: each layer's statistics use the layers below re-solved."""
+        self.reset_labelled_stats()
+        self.observe(batch, local_stats=False)
+        self.solve()
+
+    def observe(self, batch: Batch, local_stats: bool = True) -> None:
         """Add a batch to the co-occurrence statistics (labels optional), bottom-up."""
         c = self.config
         ids, local, glob = self.forward(batch)
         valid = local.valid
+        if not local_stats:
+            return self._observe_labelled(ids, local, glob)
         for hh in range(c.heads):
             sel = valid[:, :, hh]
             if sel.any():
@@ -222,8 +240,11 @@ class SwitchNet:
         target = np.zeros((len(buckets), c.local_hidden))
         target[np.arange(len(buckets)), buckets] = 1.0
         self.stats_U.add(local.z[rows], target)
-        if ids.labels is None:
-            return
+        if ids.labels is not None:
+            self._observe_labelled(ids, local, glob)
+
+    def _observe_labelled(self, ids: Batch, local, glob) -> None:
+        c = self.config
         labels = ids.labels
         self.class_counts += np.bincount(labels, minlength=N_ACTIONS)
         # local states vs action (each dialogue counts once: states averaged over positions)
@@ -240,8 +261,7 @@ class SwitchNet:
             c2 = np.zeros(c.widths[bi])
             c2[:Ln] = np.asarray(glob.c2[n])[:Ln]
             self.stats_W2[bi].add(c2[None], target[None])
-            code = self.E[ACTION_IDS[labels[n]]]
-            self.stats_U2[bi].add(glob.z2[n][None], code[None], labels[n : n + 1])
+            self.stats_U2[bi].add(glob.z2[n][None], onehot[n][None], labels[n : n + 1])
         self.stats_O.add(glob.g, onehot, labels)
 
     def _unit_evidence(self) -> np.ndarray:
@@ -258,8 +278,8 @@ class SwitchNet:
         self.base["U"] = self.stats_U.solve(eps)
         for i, B in enumerate(c.widths):
             self.base["W2"][i, :B, :B] = self.stats_W2[i].solve(eps)
-            self.base["U2"][i] = self.stats_U2[i].combined(bal).solve(eps)
-        self.base["O"] = self.stats_O.combined(bal).solve(eps)
+            self.base["U2"][i] = self.stats_U2[i].combined(bal).solve(c.eps_action, seen_only=True)
+        self.base["O"] = self.stats_O.combined(bal).solve(c.eps_action, seen_only=True)
 
     # -- online update --------------------------------------------------------------------
 

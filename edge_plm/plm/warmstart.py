@@ -34,13 +34,21 @@ def check_nonnegative(name: str, A: np.ndarray) -> None:
         )
 
 
-def explicit_solution(F: np.ndarray, K: float, eps: float) -> np.ndarray:
-    """P_ji = log(F_ji + eps) - ((K - 1)/K) log(sum_d F_di + eps)."""
+def explicit_solution(F: np.ndarray, K: float, eps: float, seen_only: bool = False) -> np.ndarray:
+    """P_ji = log(F_ji + eps) - ((K - 1)/K) log(sum_d F_di + eps).
+
+    With ``seen_only`` a target column that never occurred (zero mass) keeps log(eps) and is
+    not translated: the translation would otherwise lift a never-seen target to log(eps)/K,
+    above every target that did occur (a label that was never given must not be predicted).
+    """
     check_nonnegative("co-occurrence F", F)
     if K <= 0:
         raise NegativeInputError(f"priming number must be positive, got {K}")
     column_mass = F.sum(axis=0, keepdims=True)
-    return np.log(F + eps) - ((K - 1.0) / K) * np.log(column_mass + eps)
+    translation = ((K - 1.0) / K) * np.log(column_mass + eps)
+    if seen_only:
+        translation = np.where(column_mass > 0, translation, 0.0)
+    return np.log(F + eps) - translation
 
 
 NORM_BINS = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, np.inf])
@@ -101,7 +109,5 @@ class CooccurrenceStats:
             "histogram": {f"[{lo:g},{hi:g})": int(c) for lo, hi, c in zip(NORM_BINS[:-1], NORM_BINS[1:], self.norm_hist)},
         }
 
-    def solve(self, eps: float, column_weights: np.ndarray | None = None) -> np.ndarray:
-        """Explicit weights; `column_weights` rescales target columns (e.g. class balancing)."""
-        F = self.F if column_weights is None else self.F * column_weights[None, :]
-        return explicit_solution(F, max(self.priming_number, 1e-12), eps)
+    def solve(self, eps: float, seen_only: bool = False) -> np.ndarray:
+        return explicit_solution(self.F, max(self.priming_number, 1e-12), eps, seen_only)
