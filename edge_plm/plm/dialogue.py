@@ -14,10 +14,17 @@ deterministically (seeded) from earlier labelled interactions.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
+import dataclasses
+from pathlib import Path
+
+from edge_plm.plm import checkpoint
+from edge_plm.plm.bitcipher import embedding_hash
+from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.config import PLMConfig, get_config
 from edge_plm.plm.switch import Batch, SwitchNet
 from edge_plm.plm.tokenizer import ACTIONS, CharTokenizer
@@ -101,3 +108,51 @@ class SwitchModel:
             return []
         idx = self.rng.choice(len(self.examples), size=k, replace=False)
         return [self.examples[i] for i in sorted(idx)]
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def save(self, path: str | Path, extra: dict | None = None) -> Path:
+        """Atomic checkpoint with everything needed to continue learning identically."""
+        arrays = self.net.state_arrays()
+        lengths = np.array([len(s) for s, _ in self.examples], dtype=np.int64)
+        arrays["examples.ids"] = np.array([t for s, _ in self.examples for t in s], dtype=np.int64)
+        arrays["examples.lengths"] = lengths
+        arrays["examples.labels"] = np.array([y for _, y in self.examples], dtype=np.int64)
+        arrays["rng"] = np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), dtype=np.uint8)
+        meta = {
+            "kind": "edge-plm switch model",
+            "config": dataclasses.asdict(self.config),
+            "vocabulary": self.tokenizer.to_json(),
+            "embedding_hash": embedding_hash(self.net.E),
+            "seed": self.seed,
+            "counters": {**self.net.counters(), "labelled": len(self.examples),
+                         "unlabelled": self.unlabeled_seen},
+            **(extra or {}),
+        }
+        return checkpoint.save(path, arrays, meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SwitchModel":
+        arrays, meta = checkpoint.load(path)
+        if meta.get("kind") != "edge-plm switch model":
+            raise CheckpointError(f"{path} is not a switch-model checkpoint (kind={meta.get('kind')!r})")
+        try:
+            cfg_dict = dict(meta["config"])
+            cfg_dict["widths"] = tuple(cfg_dict["widths"])
+            config = PLMConfig(**cfg_dict)
+            tok = CharTokenizer.from_json(meta["vocabulary"])
+            model = cls(config, tok, SwitchNet(config, len(tok)), int(meta["seed"]))
+            model.net.load_state(arrays, meta["counters"])
+            if embedding_hash(model.net.E) != meta["embedding_hash"]:
+                raise CheckpointError(f"{path}: embedding hash mismatch (vocabulary and codes disagree)")
+            ids, lengths, labels = arrays["examples.ids"], arrays["examples.lengths"], arrays["examples.labels"]
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
+            model.rng.bit_generator.state = json.loads(arrays["rng"].tobytes().decode())
+            model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, CheckpointError):
+                raise
+            raise CheckpointError(f"{path}: incompatible checkpoint: {exc}") from exc
+        return model
+

@@ -307,3 +307,56 @@ class SwitchNet:
 
     def width_of(self, length: int) -> int:
         return self.config.widths[branch_for(min(length, self.config.max_len), self.config.widths)]
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _all_stats(self) -> dict[str, CooccurrenceStats]:
+        named = {f"W.{i}": st for i, st in enumerate(self.stats_W)}
+        named["U"] = self.stats_U
+        named.update({f"H.{y}": st for y, st in enumerate(self.stats_H.per_class)})
+        named.update({f"W2.{i}": st for i, st in enumerate(self.stats_W2)})
+        for i, cs in enumerate(self.stats_U2):
+            named.update({f"U2.{i}.{y}": st for y, st in enumerate(cs.per_class)})
+        named.update({f"O.{y}": st for y, st in enumerate(self.stats_O.per_class)})
+        return named
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        arrays = {"E": self.E, "class_counts": self.class_counts}
+        arrays.update({f"base.{k}": v for k, v in self.base.items()})
+        arrays.update({f"delta.{k}": v for k, v in self.delta.items()})
+        for name, st in self._all_stats().items():
+            arrays[f"stats.{name}.F"] = st.F
+            arrays[f"stats.{name}.norm_hist"] = st.norm_hist
+            arrays[f"stats.{name}.moments"] = np.array([st.rows, st.norm_sum, st.norm_sq_sum])
+        arrays.update({f"adam.m.{k}": v for k, v in self.optimizer.m.items()})
+        arrays.update({f"adam.v.{k}": v for k, v in self.optimizer.v.items()})
+        return arrays
+
+    def counters(self) -> dict:
+        return {"updates": self.updates, "adam_steps": self.optimizer.steps,
+                "embeddings_frozen": self.embeddings_frozen}
+
+    def load_state(self, arrays: dict[str, np.ndarray], counters: dict) -> None:
+        def take(name: str, like: np.ndarray | None = None) -> np.ndarray:
+            if name not in arrays:
+                raise KeyError(f"checkpoint lacks array {name!r}")
+            a = arrays[name]
+            if like is not None and a.shape != like.shape:
+                raise ValueError(f"checkpoint array {name!r} has shape {a.shape}, config needs {like.shape}")
+            return np.array(a, dtype=np.float64)
+
+        self.E = take("E")
+        self.class_counts = take("class_counts", self.class_counts)
+        for k in PARAM_NAMES:
+            self.base[k] = take(f"base.{k}", self.base[k])
+            self.delta[k] = take(f"delta.{k}", self.delta[k])
+        for name, st in self._all_stats().items():
+            st.F = take(f"stats.{name}.F", st.F)
+            st.norm_hist = take(f"stats.{name}.norm_hist", st.norm_hist)
+            st.rows, st.norm_sum, st.norm_sq_sum = (float(x) for x in take(f"stats.{name}.moments"))
+        self.optimizer.m = {k[7:]: np.array(v) for k, v in arrays.items() if k.startswith("adam.m.")}
+        self.optimizer.v = {k[7:]: np.array(v) for k, v in arrays.items() if k.startswith("adam.v.")}
+        self.optimizer.steps = int(counters.get("adam_steps", 0))
+        self.updates = int(counters.get("updates", 0))
+        self.embeddings_frozen = bool(counters.get("embeddings_frozen", True))
+

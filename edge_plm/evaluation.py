@@ -1,0 +1,109 @@
+"""Budgeted online evaluation (the `edge-plm eval` contract, DESIGN.md §4).
+
+Starts from an empty model, feeds TRAIN in file order through ``SwitchModel.learn`` (the same
+online-update path the device uses) and, after each budget n, scores TEST. Also times every
+prediction and every update.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.plm.tokenizer import ACTIONS
+
+
+class DataError(ValueError):
+    """A JSONL file is missing or has a bad line."""
+
+
+def read_labelled_jsonl(path: str | Path) -> list[dict]:
+    """Lines {"text": str, "label": "ON"|"OFF"|"NOOP", ...}; other keys ignored."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    rows = []
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, 1):
+            line = raw.decode("utf-8", errors="replace").strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{no}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                raise DataError(f'{path}:{no}: expected an object with a "text" string')
+            if row.get("label") not in ACTIONS:
+                raise DataError(f'{path}:{no}: "label" must be one of {", ".join(ACTIONS)}, got {row.get("label")!r}')
+            rows.append(row)
+    if not rows:
+        raise DataError(f"{path}: no examples")
+    return rows
+
+
+def confusion(y_true: list[str], y_pred: list[str]) -> dict[str, dict[str, int]]:
+    table = {t: {p: 0 for p in ACTIONS} for t in ACTIONS}
+    for t, p in zip(y_true, y_pred):
+        table[t][p] += 1
+    return table
+
+
+def balanced_accuracy(table: dict[str, dict[str, int]]) -> float:
+    """Mean recall over the classes present in the test set."""
+    recalls = [row[t] / sum(row.values()) for t, row in table.items() if sum(row.values())]
+    return float(np.mean(recalls))
+
+
+def accuracy(table: dict[str, dict[str, int]]) -> float:
+    total = sum(sum(row.values()) for row in table.values())
+    return sum(table[t][t] for t in table) / total
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    if not ms:
+        return {"median": 0.0, "p95": 0.0}
+    return {"median": float(np.median(ms)), "p95": float(np.percentile(ms, 95))}
+
+
+def parse_budgets(text: str) -> list[int]:
+    try:
+        budgets = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError as exc:
+        raise DataError(f"--budgets must be comma-separated integers, got {text!r}") from exc
+    if not budgets or budgets[0] <= 0:
+        raise DataError("--budgets must be positive integers")
+    return budgets
+
+
+def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: str = "potato",
+             seed: int = 0, progress=None, **overrides) -> dict:
+    model = SwitchModel.empty(config, seed=seed, **overrides)
+    test_texts = [r["text"] for r in test]
+    truth = [r["label"] for r in test]
+    # a budget beyond the file means "all"; several such budgets collapse into one
+    stops = sorted({min(b, len(train)) for b in budgets})
+    results, predict_ms, update_ms = [], [], []
+    done = 0
+    for stop in stops:
+        for row in train[done:stop]:
+            t0 = time.perf_counter()
+            model.learn(row["text"], row["label"])
+            update_ms.append((time.perf_counter() - t0) * 1e3)
+            if progress:
+                progress()
+        done = stop
+        preds = []
+        for text in test_texts:
+            t0 = time.perf_counter()
+            preds.append(model.predict(text).action)
+            predict_ms.append((time.perf_counter() - t0) * 1e3)
+        table = confusion(truth, preds)
+        results.append({"n": stop, "balanced_accuracy": balanced_accuracy(table),
+                        "accuracy": accuracy(table), "confusion": table})
+    return {"config": model.config.name, "params": model.params, "budgets": results,
+            "predict_ms": percentiles(predict_ms), "update_ms": percentiles(update_ms)}

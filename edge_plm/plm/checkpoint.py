@@ -1,0 +1,85 @@
+"""Checkpoints: one .npz file holding named arrays plus JSON metadata.
+
+Metadata: format version, config, vocabulary, embedding hash, training counters, and a
+SHA-256 over every array's bytes. Writing is atomic (temp file in the same directory, fsync,
+rename, fsync of the directory), so a power cut leaves either the old or the new file.
+Loading validates the format version, the checksum and the embedding hash and raises
+``CheckpointError`` with a clear message for a missing, truncated or damaged file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+META_KEY = "__meta__"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be read: missing, truncated, damaged or incompatible."""
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode())
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def save(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {**meta, "format_version": FORMAT_VERSION, "sha256": _digest(arrays)}
+    buf = io.BytesIO()
+    np.savez(buf, **arrays, **{META_KEY: np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)})
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(buf.getvalue())
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def load(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+        raise CheckpointError(f"checkpoint {path} is damaged or truncated: {exc}") from exc
+    if META_KEY not in arrays:
+        raise CheckpointError(f"checkpoint {path} has no metadata; not an edge-plm checkpoint")
+    try:
+        meta = json.loads(arrays.pop(META_KEY).tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata: {exc}") from exc
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path} has format version {meta.get('format_version')}, this edge-plm reads {FORMAT_VERSION}")
+    if meta.get("sha256") != _digest(arrays):
+        raise CheckpointError(f"checkpoint {path} failed its checksum: the file is damaged")
+    return arrays, meta
