@@ -26,7 +26,7 @@ class PLMConfig:
     hidden_ngram: int = 3  # n of the n-gram whose identity is the local hidden target
     widths: tuple[int, ...] = (16, 32, 64, 128)  # global context branches
     eps: float = 1e-3  # epsilon of the explicit solution (unlabelled layers)
-    eps_action: float = 0.1  # epsilon of the labelled layers U_B, O (smoothing of few examples)
+    smoothing: float = 0.1  # additive prior (in counts) of the labelled layers U_B, O
     class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
     lr: float = 0.01  # Adam learning rate of the online updates
     replay: int = 8  # replay mini-batch size per online update

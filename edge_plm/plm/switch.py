@@ -79,13 +79,18 @@ class ClassStats:
             if sel.any():
                 self.per_class[y].add(H[sel], Y[sel])
 
-    def combined(self, balance: bool) -> CooccurrenceStats:
+    def combined(self, balance: bool, smoothing: float = 0.0) -> CooccurrenceStats:
+        """Sum of the per-class statistics. With ``balance`` every class with data counts as
+        one example: its F (plus ``smoothing`` per entry of its own target column, an
+        additive prior in counts) is divided by its number of rows."""
         total = CooccurrenceStats(self.per_class[0].n_in, self.per_class[0].n_out)
-        for s in self.per_class:
+        for y, s in enumerate(self.per_class):
             if s.rows == 0:
                 continue
             if balance:
-                part = CooccurrenceStats(s.n_in, s.n_out, F=s.F / s.rows, rows=1.0,
+                F = s.F.copy()
+                F[:, y] += smoothing
+                part = CooccurrenceStats(s.n_in, s.n_out, F=F / s.rows, rows=1.0,
                                          norm_sum=s.norm_sum / s.rows, norm_sq_sum=s.norm_sq_sum / s.rows,
                                          norm_hist=s.norm_hist / s.rows)
                 total.merge(part)
@@ -219,16 +224,16 @@ class SwitchNet:
         young are stale, and the explicit solution is only as good as its statistics.
         Layer by layer, bottom-up: each layer's statistics use the layers below re-solved."""
         self.reset_labelled_stats()
-        self.observe(batch, local_stats=False)
-        self.solve()
+        for stage in ("W2", "U2", "O"):
+            ids, local, glob = self.forward(batch)
+            self._observe_labelled(ids, local, glob, only=stage)
+            self.solve()
 
-    def observe(self, batch: Batch, local_stats: bool = True) -> None:
+    def observe(self, batch: Batch) -> None:
         """Add a batch to the co-occurrence statistics (labels optional), bottom-up."""
         c = self.config
         ids, local, glob = self.forward(batch)
         valid = local.valid
-        if not local_stats:
-            return self._observe_labelled(ids, local, glob)
         for hh in range(c.heads):
             sel = valid[:, :, hh]
             if sel.any():
@@ -243,14 +248,20 @@ class SwitchNet:
         if ids.labels is not None:
             self._observe_labelled(ids, local, glob)
 
-    def _observe_labelled(self, ids: Batch, local, glob) -> None:
+    def _observe_labelled(self, ids: Batch, local, glob, only: str | None = None) -> None:
+        """Statistics of the labelled layers; ``only`` restricts to one stage (W2, U2 or O)
+        so that a refresh can re-solve each layer before gathering the next one's inputs."""
         c = self.config
         labels = ids.labels
-        self.class_counts += np.bincount(labels, minlength=N_ACTIONS)
-        # local states vs action (each dialogue counts once: states averaged over positions)
-        mean_h = local.h.sum(axis=1) / ids.lengths[:, None]
         onehot = np.eye(N_ACTIONS)[labels]
-        self.stats_H.add(mean_h, onehot, labels)
+        if only in (None, "W2"):
+            self.class_counts += np.bincount(labels, minlength=N_ACTIONS)
+            # local states vs action (each dialogue counts once: states averaged over positions)
+            mean_h = local.h.sum(axis=1) / ids.lengths[:, None]
+            self.stats_H.add(mean_h, onehot, labels)
+        if only == "O":
+            self.stats_O.add(glob.g, onehot, labels)
+            return
         evidence = self._unit_evidence()
         for n in range(len(labels)):
             bi, Ln = int(glob.branch[n]), int(ids.lengths[n])
@@ -260,9 +271,12 @@ class SwitchNet:
             target /= target.sum()
             c2 = np.zeros(c.widths[bi])
             c2[:Ln] = np.asarray(glob.c2[n])[:Ln]
-            self.stats_W2[bi].add(c2[None], target[None])
-            self.stats_U2[bi].add(glob.z2[n][None], onehot[n][None], labels[n : n + 1])
-        self.stats_O.add(glob.g, onehot, labels)
+            if only in (None, "W2"):
+                self.stats_W2[bi].add(c2[None], target[None])
+            if only in (None, "U2"):
+                self.stats_U2[bi].add(glob.z2[n][None], onehot[n][None], labels[n : n + 1])
+        if only is None:
+            self.stats_O.add(glob.g, onehot, labels)
 
     def _unit_evidence(self) -> np.ndarray:
         """r[j, y]: balanced share of class y in unit j's co-occurrence with actions."""
@@ -278,8 +292,8 @@ class SwitchNet:
         self.base["U"] = self.stats_U.solve(eps)
         for i, B in enumerate(c.widths):
             self.base["W2"][i, :B, :B] = self.stats_W2[i].solve(eps)
-            self.base["U2"][i] = self.stats_U2[i].combined(bal).solve(c.eps_action, seen_only=True)
-        self.base["O"] = self.stats_O.combined(bal).solve(c.eps_action, seen_only=True)
+            self.base["U2"][i] = self.stats_U2[i].combined(bal, c.smoothing).solve(c.eps, seen_only=True)
+        self.base["O"] = self.stats_O.combined(bal, c.smoothing).solve(c.eps, seen_only=True)
 
     # -- online update --------------------------------------------------------------------
 
