@@ -9,7 +9,7 @@
 
 Models are loaded once, at construction (seconds, hundreds of MB); `transcribe` is then cheap
 and safe to call from one thread at a time per backend (a lock serialises callers). Empty
-audio gives an empty transcript, not an error. `make_asr` picks the backend from the config.
+or silent audio gives an empty transcript, not an error. `make_asr` picks the backend from the config.
 """
 
 from __future__ import annotations
@@ -53,6 +53,18 @@ def _check_samples(samples) -> np.ndarray:
     return arr
 
 
+SILENCE_DBFS = -75.0  # quieter than this (RMS) cannot hold speech
+
+
+def _no_speech(samples: np.ndarray) -> bool:
+    """True for empty or (near-)digitally silent audio: decoders hallucinate words on zeros
+    (pocketsphinx hears "i'm" in one second of zeros), so such input is not decoded at all."""
+    if len(samples) == 0:
+        return True
+    x = samples.astype(np.float64)
+    return 20.0 * np.log10(max(float(np.sqrt(np.mean(x * x))), 1e-9) / 32768.0) < SILENCE_DBFS
+
+
 def _is_marker(word: str) -> bool:
     """Non-word tokens some models emit ([noise], [unk], <sil>, ...)."""
     return (word.startswith("[") and word.endswith("]")) or (word.startswith("<") and word.endswith(">"))
@@ -80,11 +92,17 @@ class PocketSphinxASR(AsrBackend):
 
     Confidence is the decoder's utterance posterior probability (`Decoder.get_prob()`, already
     a linear probability in pocketsphinx 5). Filler tokens (<sil>, [NOISE]) are removed.
+
+    `adapt_cmn=True` (the device default) lets the cepstral mean carry over from utterance to
+    utterance, so the decoder adapts to the microphone and room; the transcript of a clip then
+    depends a little on what was decoded before it. `adapt_cmn=False` restores the initial
+    estimate before every utterance: the same samples give the same words whatever came before
+    (tests, benchmarks, replays); the posterior may still differ in the last digits.
     """
 
     name = "pocketsphinx"
 
-    def __init__(self, **decoder_options) -> None:
+    def __init__(self, adapt_cmn: bool = True, **decoder_options) -> None:
         try:
             from pocketsphinx import Decoder  # noqa: PLC0415 - heavy import only when used
         except ImportError as exc:
@@ -94,6 +112,8 @@ class PocketSphinxASR(AsrBackend):
             self._decoder = Decoder(logfn=os.devnull, samprate=TARGET_RATE, **decoder_options)
         except (RuntimeError, ValueError, OSError) as exc:
             raise AsrError(f"pocketsphinx could not load its model: {exc}") from exc
+        self.adapt_cmn = adapt_cmn
+        self._initial_cmn = self._decoder.get_cmn(False)
         self._lock = threading.Lock()
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("pocketsphinx loaded (%s) in %.0f ms", self._decoder.config["hmm"], self.load_ms)
@@ -101,10 +121,12 @@ class PocketSphinxASR(AsrBackend):
     def transcribe(self, samples: np.ndarray) -> Transcript:
         t0 = time.perf_counter()
         samples = _check_samples(samples)
-        if len(samples) == 0:
+        if _no_speech(samples):
             return self._empty(t0)
         with self._lock:
             try:
+                if not self.adapt_cmn:
+                    self._decoder.set_cmn(self._initial_cmn)
                 self._decoder.start_utt()
                 self._decoder.process_raw(samples.astype("<i2").tobytes(), no_search=False, full_utt=True)
                 self._decoder.end_utt()
@@ -169,7 +191,7 @@ class VoskASR(AsrBackend):
     def transcribe(self, samples: np.ndarray) -> Transcript:
         t0 = time.perf_counter()
         samples = _check_samples(samples)
-        if len(samples) == 0:
+        if _no_speech(samples):
             return self._empty(t0)
         with self._lock:
             try:

@@ -372,7 +372,8 @@ class MicrophoneSource:
         try:
             sd.query_devices(self.device, "input")
         except Exception as exc:
-            raise AudioError(f"no usable input device {self.device!r} ({exc}); "
+            name = "(system default)" if self.device is None else repr(self.device)
+            raise AudioError(f"no usable input device {name} ({exc}); "
                              "check `arecord -l` and audio.device in the config") from exc
         self.capture_rate = self._choose_rate(sd)
         self._sd = sd
