@@ -1,0 +1,625 @@
+"""The loop: audio -> endpointing -> ASR -> learner.predict -> policy -> devices -> store -> learner.
+
+`Controller` does the I/O around the pure `Policy` (DESIGN.md §1, §3):
+
+    for item in source:                       # Utterance (endpointed by its source) or InputFailure
+        controller.handle(item)               # ASR, predict, decide, relay/LED, store a row
+    # meanwhile, every ~100 ms (a thread in `run`, explicit calls in `run_session`):
+    controller.pump()                         # switch flips and window expiry -> labels -> learner
+
+- Every input becomes one row of ``interactions`` with its latency breakdown in ms:
+  ``audio`` (reading/capturing the utterance), ``asr``, ``model`` (predict), ``actuator``
+  (relay/LED) and ``total`` (audio + everything `handle` did, including policy and store).
+- Bad input never stops the loop: a corrupt/unreadable WAV (`InputFailure`), an empty
+  utterance (no speech, nothing recognised) and an ASR error are logged and stored as an
+  interaction with ``error`` set; the policy never sees them. Unexpected exceptions in one
+  input are logged with a traceback and the loop continues.
+- Labels: when the policy resolves an interaction with a label, the label is stored with its
+  source and handed to `Learner.on_label` (holdout or update, then versioning); without a
+  label the transcript is `Learner.observe`d.
+- The person's switch drives the relay (it is the light switch); a flip the relay's rate
+  limit refuses is applied as soon as the limit allows.
+- Audio is written to ``paths.audio_path()`` only when ``paths.keep_audio`` is set: files
+  0600 in a 0700 directory.
+- `stop` closes the open interaction, then LED off, switch released and relay to its safe state.
+
+`run_session` replays a labelled session (``edge-plm replay``/``demo``) on MockFactory pins with
+a `SimulatedPerson` and a simulated clock (nothing sleeps): the person's corrections are made
+by driving the mock pin of their switch, so the real `PersonSwitch` code path labels them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from edge_plm.device import Devices
+from edge_plm.evaluation import percentiles
+from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.policy import Action, Decision, Policy, Resolution, SimulatedPerson
+from edge_plm.policy import Prediction as PolicyPrediction
+from edge_plm.settings import Settings
+from edge_plm.store import ReplayStore
+from edge_plm.voice.asr import AsrBackend, AsrError, TextASR
+from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
+from edge_plm.voice.endpoint import Endpointer
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+# --- inputs ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputFailure:
+    """An input that could not be turned into an utterance (e.g. a corrupt WAV file)."""
+
+    source: str
+    error: str
+    path: str | None = None
+    audio_ms: float = 0.0
+
+
+Item = Utterance | InputFailure
+
+
+def wav_inputs(paths: Iterable[str | Path], endpointer: Endpointer | None = None) -> Iterator[Item]:
+    """Each WAV file as an `Utterance` (silence trimmed), or an `InputFailure` if unreadable."""
+    reader = WavSource([], endpointer=endpointer)
+    for path in paths:
+        t0 = time.perf_counter()
+        try:
+            yield reader.load(path)
+        except AudioError as exc:
+            yield InputFailure("wav", str(exc), str(path), (time.perf_counter() - t0) * 1e3)
+
+
+def text_utterance(text: str) -> Utterance:
+    """An utterance whose transcript is given (the text source's shape)."""
+    import numpy as np  # noqa: PLC0415 - tiny, only for the empty sample array
+
+    return Utterance(samples=np.zeros(0, dtype=np.int16), source="text", text=text)
+
+
+# --- records --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Latency:
+    """Per-interaction latency breakdown in milliseconds (None: that stage did not run)."""
+
+    audio: float | None = None
+    asr: float | None = None
+    model: float | None = None
+    actuator: float | None = None
+    total: float | None = None
+
+    def columns(self) -> dict[str, float | None]:
+        return {"latency_audio_ms": self.audio, "latency_asr_ms": self.asr,
+                "latency_model_ms": self.model, "latency_actuator_ms": self.actuator,
+                "latency_total_ms": self.total}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What `Controller.handle` did with one input."""
+
+    interaction_id: int | None  # None only if even storing the row failed
+    transcript: str
+    decision: Decision | None  # None for an input with an error
+    prediction: str | None
+    confidence: float | None
+    action: Action | None  # the relay state driven (ACT that reached the relay)
+    error: str | None
+    latency: Latency
+
+
+# --- the controller -------------------------------------------------------------------------
+class Controller:
+    """One device's loop. Thread-safe: `handle`, `pump` and `stop` share one lock."""
+
+    def __init__(self, settings: Settings, store: ReplayStore, learner: Learner,
+                 devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
+                 wall: Clock = time.time) -> None:
+        self.settings = settings
+        self.store = store
+        self.learner = learner
+        self.devices = devices
+        self.asr = asr
+        self.text_asr = TextASR()
+        self.policy = Policy(settings.policy)
+        self._clock = clock
+        self._wall = wall
+        self._lock = threading.RLock()
+        self._open_texts: dict[int, str] = {}
+        self._pending_manual: bool | None = None
+        self._stopped = False
+        self.resolutions: list[Resolution] = []  # every resolution, in order (for replay/tests)
+
+    # --- inputs -------------------------------------------------------------------------
+    def handle(self, item: Item) -> Outcome:
+        """Process one input end to end; never raises for bad input."""
+        with self._lock:
+            t0 = time.perf_counter()
+            self.pump()
+            try:
+                if isinstance(item, InputFailure):
+                    log.error("input failed (%s): %s", item.source, item.error)
+                    return self._error_row("", item.error, Latency(audio=item.audio_ms), t0,
+                                           asr_backend=None)
+                return self._handle_utterance(item, t0)
+            except Exception as exc:  # a bug or a failing component: record it, keep running
+                log.exception("interaction failed unexpectedly")
+                return self._error_row("", f"internal error: {type(exc).__name__}: {exc}",
+                                       Latency(), t0, asr_backend=None)
+
+    def _handle_utterance(self, utt: Utterance, t0: float) -> Outcome:
+        audio_ms = float(utt.audio_ms)
+        is_text = utt.text is not None
+        asr = self.text_asr if is_text else self.asr
+        if not is_text and len(utt.samples) == 0:
+            msg = f"empty utterance: no speech in the audio ({utt.path or utt.source})"
+            log.error(msg)
+            return self._error_row("", msg, Latency(audio=audio_ms), t0, asr_backend=None)
+        if asr is None:
+            msg = "no ASR backend configured for audio input"
+            log.error(msg)
+            return self._error_row("", msg, Latency(audio=audio_ms), t0, asr_backend=None)
+        if utt.truncated:
+            log.warning("utterance was cut at max_utterance_ms; transcribing what was kept")
+        ta = time.perf_counter()
+        try:
+            tr = asr.transcribe_utterance(utt)
+        except AsrError as exc:
+            asr_ms = (time.perf_counter() - ta) * 1e3
+            log.error("ASR failed (%s): %s", asr.name, exc)
+            return self._error_row("", f"ASR error: {exc}", Latency(audio=audio_ms, asr=asr_ms),
+                                   t0, asr_backend=asr.name, utt=utt)
+        asr_ms = (time.perf_counter() - ta) * 1e3
+        text = " ".join(tr.text.split())
+        if not text:
+            msg = "empty utterance: nothing recognised" if not is_text else "empty transcript"
+            log.error("%s (%s)", msg, utt.path or utt.source)
+            return self._error_row("", msg, Latency(audio=audio_ms, asr=asr_ms), t0,
+                                   asr_backend=tr.backend, utt=utt)
+        tm = time.perf_counter()
+        pred = self.learner.predict(text)
+        model_ms = (time.perf_counter() - tm) * 1e3
+        confidence = min(1.0, max(0.0, float(pred.confidence)))
+        iid = self.store.add_interaction(
+            ts=self._wall(), transcript=text, asr_backend=tr.backend,
+            asr_confidence=tr.confidence, prediction=pred.action, confidence=confidence,
+            distribution=pred.distribution, model_version=self.learner.version,
+            latency_audio_ms=audio_ms, latency_asr_ms=asr_ms, latency_model_ms=model_ms)
+        now = self._clock()
+        step = self.policy.on_utterance(iid, PolicyPrediction(Action(pred.action), confidence),
+                                        self.devices.relay.is_on, now)
+        self._resolve_all(step.closed)
+        self._open_texts[iid] = text
+        tx = time.perf_counter()
+        driven: Action | None = None
+        if step.drive is not None:
+            if self.devices.relay.set(bool(step.drive.state), now):
+                driven = step.drive
+            else:
+                self.policy.action_refused(iid)
+                log.warning("interaction %d: relay refused %s (rate limit)", iid, step.drive.value)
+        if step.ask:
+            self.devices.led.ask()
+        actuator_ms = (time.perf_counter() - tx) * 1e3
+        total_ms = audio_ms + (time.perf_counter() - t0) * 1e3
+        latency = Latency(audio_ms, asr_ms, model_ms, actuator_ms, total_ms)
+        audio_path = self._keep_audio(iid, utt)
+        self.store.update_interaction(
+            iid, decision=step.decision.value, action=driven.value if driven else None,
+            latency_actuator_ms=actuator_ms, latency_total_ms=total_ms,
+            **({"audio_path": audio_path} if audio_path else {}))
+        log.info("#%d %r -> %s %.2f -> %s%s", iid, text, pred.action, confidence,
+                 step.decision.value, f" {driven.value}" if driven else "")
+        return Outcome(iid, text, step.decision, pred.action, confidence, driven, None, latency)
+
+    def _error_row(self, transcript: str, error: str, latency: Latency, t0: float,
+                   asr_backend: str | None, utt: Utterance | None = None) -> Outcome:
+        total = (latency.audio or 0.0) + (time.perf_counter() - t0) * 1e3
+        latency = replace(latency, total=total)
+        iid: int | None = None
+        try:
+            iid = self.store.add_interaction(ts=self._wall(), transcript=transcript,
+                                             asr_backend=asr_backend, error=error,
+                                             model_version=self.learner.version,
+                                             **latency.columns())
+            if utt is not None:
+                path = self._keep_audio(iid, utt)
+                if path:
+                    self.store.update_interaction(iid, audio_path=path)
+        except Exception:
+            log.exception("could not store the failed interaction (%s)", error)
+        return Outcome(iid, transcript, None, None, None, None, error, latency)
+
+    # --- time and the switch --------------------------------------------------------------
+    def pump(self) -> list[Resolution]:
+        """Apply the person's flips and expire windows; returns what it resolved."""
+        with self._lock:
+            if self._stopped:
+                return []
+            now = self._clock()
+            resolved: list[Resolution] = []
+            for flip in self.devices.switch.poll(until=now):
+                log.info("switch flipped: person wants %s", "ON" if flip.desired else "OFF")
+                resolved += self.policy.on_flip(flip.desired, flip.ts)
+                self._manual(flip.desired, flip.ts)
+            resolved += self.policy.tick(now)
+            if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
+                self._manual(self._pending_manual, now)
+            self._resolve_all(resolved)
+            return resolved
+
+    def _manual(self, desired: bool, now: float) -> None:
+        """The person's switch drives the relay (retried later if the rate limit refuses)."""
+        if self.devices.relay.set(desired, now):
+            self._pending_manual = None
+        else:
+            self._pending_manual = desired
+            log.warning("switch flip to %s delayed by the relay rate limit",
+                        "ON" if desired else "OFF")
+
+    def _resolve_all(self, resolutions: list[Resolution]) -> None:
+        for r in resolutions:
+            try:
+                self._resolve(r)
+            except Exception:  # one failing label must not stop the loop
+                log.exception("could not apply the resolution of interaction %s", r.key)
+
+    def _resolve(self, r: Resolution) -> None:
+        self.resolutions.append(r)
+        text = self._open_texts.pop(r.key, None)
+        if r.decision is Decision.ASK and self.devices.led.asking:
+            self.devices.led.done()
+        log.info("#%s resolved: %s (%s)", r.key,
+                 r.label.value if r.label else "no label", r.reason)
+        if text is None:
+            text = self.store.get(r.key).transcript
+        if r.label is None or r.source is None:
+            self.learner.observe(text)
+            return
+        label_ts = self._wall() - (self._clock() - r.ts)
+        self.store.set_label(r.key, r.label.value, r.source.value, ts=label_ts)
+        outcome = self.learner.on_label(int(r.key), text, r.label.value)
+        if outcome.event is not None:
+            e = outcome.event
+            log.info("model version %s: %s (%s)", e.version, e.status, e.reason)
+
+    # --- privacy --------------------------------------------------------------------------
+    def _keep_audio(self, iid: int, utt: Utterance) -> str | None:
+        """Write the utterance's audio (0600 in a 0700 dir) only when configured."""
+        if not self.settings.paths.keep_audio or len(utt.samples) == 0:
+            return None
+        try:
+            directory = self.settings.paths.audio_path()
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if stat.S_IMODE(directory.stat().st_mode) != 0o700:
+                directory.chmod(0o700)
+            path = directory / f"{iid:08d}.wav"
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
+            os.chmod(path, 0o600)
+            write_wav(path, utt.samples, utt.sample_rate)
+            return str(path)
+        except OSError as exc:
+            log.error("could not keep the audio of interaction %d: %s", iid, exc)
+            return None
+
+    # --- running --------------------------------------------------------------------------
+    def run(self, source: Iterable[Item], stop: threading.Event | None = None,
+            pump_interval_s: float = 0.1) -> int:
+        """Handle every input of `source` until it ends or `stop` is set; returns the count.
+
+        A background thread pumps flips and window expiry while the source blocks (live use).
+        """
+        stop = stop or threading.Event()
+        done = threading.Event()
+
+        def pumper() -> None:
+            while not (done.is_set() or stop.is_set()):
+                try:
+                    self.pump()
+                except Exception:
+                    log.exception("pump failed; continuing")
+                done.wait(pump_interval_s)
+
+        thread = threading.Thread(target=pumper, name="edge-plm-pump", daemon=True)
+        thread.start()
+        n = 0
+        try:
+            for item in source:
+                self.handle(item)
+                n += 1
+                if stop.is_set():
+                    break
+        finally:
+            done.set()
+            thread.join(timeout=2.0)
+        return n
+
+    def stop(self) -> None:
+        """Close the open interaction (expired ones get their label), release the devices."""
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                self.pump()
+                self._resolve_all(self.policy.close(self._clock()))
+            finally:
+                self._stopped = True
+                self.devices.close()  # relay to its safe state last, even if the above failed
+            log.info("controller stopped; relay in its safe state")
+
+
+# --- session replay ---------------------------------------------------------------------------
+class SessionError(ValueError):
+    """A session file is missing or has a bad line."""
+
+
+@dataclass(frozen=True)
+class SessionLine:
+    """One line of a session: what was said (text or a WAV) and what the person wanted."""
+
+    wish: Action
+    text: str | None = None
+    audio: Path | None = None
+
+
+def read_session(path: str | Path) -> list[SessionLine]:
+    """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``.
+
+    With both keys the audio is what is played (the text is the reference transcript).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SessionError(f"{path}: session file not found")
+    lines = []
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, 1):
+            s = raw.decode("utf-8", errors="replace").strip()
+            if not s:
+                continue
+            try:
+                row = json.loads(s)
+            except json.JSONDecodeError as exc:
+                raise SessionError(f"{path}:{no}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(row, dict):
+                raise SessionError(f"{path}:{no}: expected a JSON object")
+            if row.get("label") not in ("ON", "OFF", "NOOP"):
+                raise SessionError(f'{path}:{no}: "label" must be ON, OFF or NOOP, '
+                                   f'got {row.get("label")!r}')
+            audio = row.get("audio")
+            text = row.get("text")
+            if audio is not None and not isinstance(audio, str):
+                raise SessionError(f'{path}:{no}: "audio" must be a file name')
+            if text is not None and not isinstance(text, str):
+                raise SessionError(f'{path}:{no}: "text" must be a string')
+            if audio is None and text is None:
+                raise SessionError(f'{path}:{no}: needs "text" or "audio"')
+            lines.append(SessionLine(Action(row["label"]), text,
+                                     (path.parent / audio) if audio else None))
+    if not lines:
+        raise SessionError(f"{path}: no lines")
+    return lines
+
+
+class SimClock:
+    """A settable clock in seconds for replays: nothing sleeps, time jumps."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = float(t)
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    def set(self, t: float) -> None:
+        if t < self.t:
+            raise ValueError("the simulated clock cannot go back")
+        self.t = t
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """One replayed line: the wish, what the device did, and the stored row's id."""
+
+    index: int
+    wish: Action
+    outcome: Outcome
+    relay_before: bool
+    relay_after: bool
+    flips: int
+
+    @property
+    def asked(self) -> bool:
+        return self.outcome.decision is Decision.ASK
+
+    @property
+    def acted(self) -> bool:
+        return self.outcome.decision is Decision.ACT
+
+    @property
+    def acted_wrong(self) -> bool:
+        """Acted, and the action was not what the person wanted."""
+        return self.acted and self.outcome.prediction != self.wish.value
+
+    @property
+    def missed(self) -> bool:
+        """An ON/OFF wish that got neither an action nor a question (incl. input errors)."""
+        return self.wish is not Action.NOOP and not (self.asked or self.acted)
+
+
+@dataclass
+class SessionResult:
+    """All replayed lines plus the store rows they produced."""
+
+    lines: list[LineResult] = field(default_factory=list)
+    labels: int = 0
+    versions: list[str] = field(default_factory=list)
+    rollbacks: int = 0
+
+    def summary(self) -> dict:
+        """The ``edge-plm replay --json`` object (DESIGN.md §4), exact keys and types."""
+        ok = [r.outcome.latency for r in self.lines if r.outcome.error is None]
+        return {
+            "interactions": len(self.lines),
+            "asked": sum(r.asked for r in self.lines),
+            "acted": sum(r.acted for r in self.lines),
+            "acted_wrong": sum(r.acted_wrong for r in self.lines),
+            "missed": sum(r.missed for r in self.lines),
+            "labels": int(self.labels),
+            "latency_ms": {
+                "asr": percentiles([x.asr for x in ok if x.asr is not None]),
+                "model": percentiles([x.model for x in ok if x.model is not None]),
+                "total": percentiles([x.total for x in ok if x.total is not None]),
+            },
+        }
+
+    def parts(self, n: int = 4) -> list[dict[str, int]]:
+        """Counts per consecutive part of the session (e.g. quarters) to show learning."""
+        out = []
+        size = len(self.lines)
+        for k in range(n):
+            chunk = self.lines[k * size // n:(k + 1) * size // n]
+            out.append({"lines": len(chunk), "asked": sum(r.asked for r in chunk),
+                        "acted_right": sum(r.acted and not r.acted_wrong for r in chunk),
+                        "acted_wrong": sum(r.acted_wrong for r in chunk),
+                        "missed": sum(r.missed for r in chunk),
+                        "errors": sum(r.outcome.error is not None for r in chunk)})
+        return out
+
+
+def _flip_switch(devices: Devices, factory_pin, mode: str, clock: SimClock) -> None:
+    """Move the person's (mock) switch once, as a hand would: the real PersonSwitch reacts."""
+    if mode == "momentary":
+        factory_pin.drive_low() if devices.switch.cfg.pull_up else factory_pin.drive_high()
+        clock.advance(0.2)
+        factory_pin.drive_high() if devices.switch.cfg.pull_up else factory_pin.drive_low()
+    elif factory_pin.state:
+        factory_pin.drive_low()
+    else:
+        factory_pin.drive_high()
+
+
+def run_session(lines: list[SessionLine], controller: Controller, clock: SimClock,
+                person: SimulatedPerson | None = None, endpointer: Endpointer | None = None,
+                gap_s: float | None = None, progress: Callable[[], None] | None = None
+                ) -> SessionResult:
+    """Replay `lines` through `controller` (built on MockFactory pins and `clock`).
+
+    Each line: the clock jumps `gap_s` (default: longer than both windows, so the previous
+    interaction resolves by itself), the utterance is handled, and the simulated person flips
+    the mock switch if the relay is not where they want it (after their reaction time).
+    """
+    person = person or SimulatedPerson()
+    cfg = controller.settings.policy
+    gap = gap_s if gap_s is not None else max(cfg.ask_window_s, cfg.override_window_s) + 1.0
+    devices = controller.devices
+    pin = devices.factory.pin(devices.switch.cfg.pin)
+    result = SessionResult()
+    first_id: int | None = None
+    for i, line in enumerate(lines):
+        clock.advance(gap)
+        controller.pump()
+        if line.audio is not None:
+            item = next(iter(wav_inputs([line.audio], endpointer)))
+        else:
+            item = text_utterance(line.text or "")
+        before = devices.relay.is_on
+        outcome = controller.handle(item)
+        if first_id is None and outcome.interaction_id is not None:
+            first_id = outcome.interaction_id
+        after = devices.relay.is_on
+        flips = person.react(line.wish, before, after, clock())
+        for flip in flips:
+            clock.set(max(clock(), flip.at))
+            _flip_switch(devices, pin, devices.switch.cfg.mode, clock)
+            controller.pump()
+            if devices.relay.is_on != flip.desired:
+                log.warning("line %d: after the simulated flip the relay is %s, the person "
+                            "wanted %s", i + 1, devices.relay.is_on, flip.desired)
+        result.lines.append(LineResult(i, line.wish, outcome, before, after, len(flips)))
+        if progress:
+            progress()
+    clock.advance(gap)
+    controller.pump()
+    ids = {r.outcome.interaction_id for r in result.lines if r.outcome.interaction_id}
+    labelled = controller.store.interactions(labeled=True)
+    result.labels = sum(1 for row in labelled if row.id in ids)
+    result.versions = [e.version for e in controller.learner.events]
+    result.rollbacks = sum(e.status == "rolled_back" for e in controller.learner.events)
+    return result
+
+
+@dataclass
+class Replay:
+    """Everything a replay needs, built on MockFactory pins and a simulated clock."""
+
+    controller: Controller
+    clock: SimClock
+    store: ReplayStore
+    endpointer: Endpointer
+    tmpdir: tempfile.TemporaryDirectory | None = None
+
+    def close(self) -> None:
+        try:
+            self.controller.stop()
+        finally:
+            self.store.close()
+            if self.tmpdir is not None:
+                self.tmpdir.cleanup()
+
+
+def build_replay(settings: Settings, db: str | Path | None, seed: int | None = None,
+                 asr: AsrBackend | None = None, learner_cfg: LearnerConfig | None = None,
+                 epoch: float | None = None) -> Replay:
+    """A controller for replays: given (or temporary) DB, mock GPIO, simulated clock.
+
+    Checkpoints go next to the DB (``<db dir>/checkpoints``) unless ``paths.checkpoints_dir``
+    is set. The store's timestamps are the simulated clock offset to the wall time at start.
+    """
+    from gpiozero.pins.mock import MockFactory  # noqa: PLC0415
+
+    tmp = None
+    if db is None:
+        tmp = tempfile.TemporaryDirectory(prefix="edge-plm-replay-")
+        db = Path(tmp.name) / "edge-plm.db"
+    db = Path(db)
+    paths = replace(settings.paths, database=str(db),
+                    checkpoints_dir=settings.paths.checkpoints_dir
+                    or str(db.parent / "checkpoints"))
+    model = settings.model if seed is None else replace(settings.model, seed=seed)
+    settings = replace(settings, paths=paths, model=model,
+                       gpio=replace(settings.gpio, pin_factory="mock"))
+    clock = SimClock(0.0)
+    start = time.time() if epoch is None else epoch
+    wall = lambda: start + clock()  # noqa: E731
+    store = ReplayStore(db, clock=wall)
+    try:
+        lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
+        learner = Learner.open(store, lcfg, paths.checkpoints_path(), clock=wall)
+        devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
+                                      install_exit_handlers=False)
+    except BaseException:
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall)
+    return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp)
+
+
+__all__ = ["Controller", "InputFailure", "Latency", "LineResult", "Outcome", "Replay",
+           "SessionError", "SessionLine", "SessionResult", "SimClock", "build_replay",
+           "read_session", "run_session", "text_utterance", "wav_inputs"]
