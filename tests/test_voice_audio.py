@@ -126,6 +126,28 @@ def test_bad_files_raise_audio_error_with_a_clear_message(tmp_path, content, nee
     assert str(path) in str(info.value)
 
 
+def test_random_corruption_only_ever_raises_audio_error(tmp_path):
+    """Truncated and bit-flipped versions of a real WAV: converted or AudioError, nothing else."""
+    good = (DEMO / "what-time-is-it.slt.wav").read_bytes()
+    rng = np.random.default_rng(0)
+    path = tmp_path / "fuzz.wav"
+    outcomes = {"ok": 0, "error": 0}
+    for i in range(150):
+        data = bytearray(good[: int(rng.integers(0, 400))] if i % 3 == 0 else good)
+        for _ in range(int(rng.integers(1, 8))):
+            if data:
+                data[int(rng.integers(0, min(len(data), 64)))] = int(rng.integers(0, 256))
+        path.write_bytes(bytes(data))
+        try:
+            samples, _ = read_wav(path, max_seconds=60)
+            assert samples.dtype == np.int16
+            outcomes["ok"] += 1
+        except AudioError as exc:
+            assert str(path) in str(exc)
+            outcomes["error"] += 1
+    assert outcomes["error"] > 0
+
+
 def test_missing_and_zero_length_wavs(tmp_path):
     with pytest.raises(AudioError, match="not found"):
         read_wav(tmp_path / "nope.wav")

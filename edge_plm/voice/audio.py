@@ -219,13 +219,16 @@ def read_wav(path: str | Path, max_seconds: float | None = DEFAULT_MAX_SECONDS) 
                 raise AudioError(f"{path}: not a WAV file ({msg})") from exc
             raise AudioError(f"{path}: corrupt WAV file ({msg})") from exc
         raw, sampwidth, channels, rate, kind = _read_riff(path)  # extensible / float WAV
-    except (EOFError, struct.error) as exc:
+    except (EOFError, struct.error, RuntimeError) as exc:  # wave's chunk reader raises a bare RuntimeError
         raise AudioError(f"{path}: corrupt or truncated WAV header ({exc or type(exc).__name__})") from exc
     except OSError as exc:
         raise AudioError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     if channels < 1 or rate < 1:
         raise AudioError(f"{path}: corrupt WAV header (channels={channels}, rate={rate})")
-    frames = _pcm_to_float(raw, sampwidth, channels, kind)
+    try:
+        frames = _pcm_to_float(raw, sampwidth, channels, kind)
+    except AudioError as exc:
+        raise AudioError(f"{path}: {exc}") from exc
     if frames.shape[0] == 0:
         raise AudioError(f"{path}: WAV file contains no audio frames (zero length)")
     if max_seconds is not None and frames.shape[0] / rate > max_seconds:
