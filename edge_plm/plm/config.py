@@ -30,7 +30,7 @@ class PLMConfig:
     class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
     lr: float = 0.01  # Adam learning rate of the online updates
     replay: int = 8  # replay mini-batch size per online update
-    refresh_every: int = 16  # re-gather labelled-layer statistics (every update up to 64 examples)
+    refresh_every: int = 256  # re-gather labelled-layer statistics: geometric schedule, then every N
     update_steps: int = 1  # optimiser steps per online update
     clip: float = 5.0  # gradient-norm clipping
     radial: bool = False  # radial co-occurrence refinement of the embedding

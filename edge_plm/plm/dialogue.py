@@ -78,7 +78,6 @@ class SwitchModel:
     def observe(self, transcript: str) -> None:
         """An unlabelled transcript: language signal for the local (USER-side) block."""
         self.net.observe(Batch.from_sequences([self.encode(transcript, grow=True)]))
-        self.net.solve()
         self.unlabeled_seen += 1
 
     def learn(self, transcript: str, label: str) -> float:
@@ -87,7 +86,6 @@ class SwitchModel:
             raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
         seq, y = self.encode(transcript, grow=True), LABEL_INDEX[label]
         self.net.observe(Batch.from_sequences([seq], [y]))
-        self.net.solve()
         loss = 0.0
         for _ in range(self.config.update_steps):
             batch = [(seq, y), *self.replay_sample()]
@@ -99,8 +97,13 @@ class SwitchModel:
         return loss
 
     def refresh_due(self) -> bool:
+        """Refresh the labelled layers' statistics on a geometric schedule (n = 2, 3, 4, 6, 8,
+        11, 16, ... growing by ~sqrt(2)): the amortised cost per update stays bounded."""
         n = len(self.examples)
-        return self.config.refresh_every > 0 and (n <= 64 or n % self.config.refresh_every == 0)
+        if self.config.refresh_every <= 0 or n < 2:
+            return False
+        k = round(2 * np.log2(n))
+        return n == round(2 ** (k / 2)) or n % self.config.refresh_every == 0
 
     def replay_sample(self) -> list[tuple[list[int], int]]:
         k = min(self.config.replay, len(self.examples))

@@ -36,6 +36,8 @@ from edge_plm.plm.warmstart import CooccurrenceStats
 
 N_ACTIONS = 3
 PARAM_NAMES = ("W", "U", "W2", "U2", "O")
+STAGES = PARAM_NAMES  # explicit solution order, bottom-up
+LABELLED_STAGES = ("W2", "U2", "O")
 
 
 @dataclass
@@ -152,11 +154,13 @@ class SwitchNet:
 
     # -- forward --------------------------------------------------------------------------
 
-    def forward(self, batch: Batch, params: dict | None = None):
+    def forward(self, batch: Batch, params: dict | None = None, local_only: bool = False):
         p = self.params if params is None else params
         lf, _, gf, _ = self._backend()
         ids = self._clip(batch)
         local = lf(ids.ids, ids.lengths, self.E, self.comparisons(), p["W"], p["U"])
+        if local_only:
+            return ids, local, None
         glob = gf(local.h, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"])
         return ids, local, glob
 
@@ -220,63 +224,70 @@ class SwitchNet:
 
     def refresh_labelled_stats(self, batch: Batch) -> None:
         """Recompute the statistics of the labelled layers from `batch` (all labelled examples)
-        with the current lower layers: statistics gathered while the local block was still
-        young are stale, and the explicit solution is only as good as its statistics.
-        Layer by layer, bottom-up: each layer's statistics use the layers below re-solved."""
+        with the current lower layers: statistics gathered while the local block was younger
+        are stale, and the explicit solution is only as good as its statistics."""
         self.reset_labelled_stats()
-        for stage in ("W2", "U2", "O"):
-            ids, local, glob = self.forward(batch)
-            self._observe_labelled(ids, local, glob, only=stage)
-            self.solve()
+        self.observe(batch, stages=LABELLED_STAGES)
 
-    def observe(self, batch: Batch) -> None:
-        """Add a batch to the co-occurrence statistics (labels optional), bottom-up."""
+    def observe(self, batch: Batch, stages: tuple[str, ...] = STAGES) -> None:
+        """Add a batch to the co-occurrence statistics, bottom-up: for each layer, run the
+        network as it is now, add that layer's (inputs, hidden targets) and re-solve it, so
+        the next layer's inputs come from the re-solved layers below. Unlabelled batches stop
+        after the local block."""
+        for stage in stages:
+            if stage in LABELLED_STAGES and batch.labels is None:
+                break
+            ids, local, glob = self.forward(batch, local_only=stage not in LABELLED_STAGES)
+            getattr(self, f"_observe_{stage}")(ids, local, glob)
+            self.solve(stage)
+
+    def _observe_W(self, ids: Batch, local, glob) -> None:
         c = self.config
-        ids, local, glob = self.forward(batch)
-        valid = local.valid
         for hh in range(c.heads):
-            sel = valid[:, :, hh]
+            sel = local.valid[:, :, hh]
             if sel.any():
                 target = np.zeros((int(sel.sum()), c.window))
-                target[:, hh] = 1.0
+                target[:, hh] = 1.0  # head h reads relative position h
                 self.stats_W[hh].add(local.c[sel], target)
-        rows = valid[:, :, 0]
-        buckets = ngram_buckets(local.win, valid, min(c.window, c.hidden_ngram), c.local_hidden)[rows]
+
+    def _observe_U(self, ids: Batch, local, glob) -> None:
+        c = self.config
+        rows = local.valid[:, :, 0]
+        buckets = ngram_buckets(local.win, local.valid, min(c.window, c.hidden_ngram), c.local_hidden)[rows]
         target = np.zeros((len(buckets), c.local_hidden))
         target[np.arange(len(buckets)), buckets] = 1.0
         self.stats_U.add(local.z[rows], target)
-        if ids.labels is not None:
-            self._observe_labelled(ids, local, glob)
 
-    def _observe_labelled(self, ids: Batch, local, glob, only: str | None = None) -> None:
-        """Statistics of the labelled layers; ``only`` restricts to one stage (W2, U2 or O)
-        so that a refresh can re-solve each layer before gathering the next one's inputs."""
+    def _observe_W2(self, ids: Batch, local, glob) -> None:
         c = self.config
         labels = ids.labels
-        onehot = np.eye(N_ACTIONS)[labels]
-        if only in (None, "W2"):
-            self.class_counts += np.bincount(labels, minlength=N_ACTIONS)
-            # local states vs action (each dialogue counts once: states averaged over positions)
-            mean_h = local.h.sum(axis=1) / ids.lengths[:, None]
-            self.stats_H.add(mean_h, onehot, labels)
-        if only == "O":
-            self.stats_O.add(glob.g, onehot, labels)
-            return
+        self.class_counts += np.bincount(labels, minlength=N_ACTIONS)
+        # local states vs action (each dialogue counts once: states averaged over positions)
+        mean_h = local.h.sum(axis=1) / ids.lengths[:, None]
+        self.stats_H.add(mean_h, np.eye(N_ACTIONS)[labels], labels)
         evidence = self._unit_evidence()
-        for n in range(len(labels)):
-            bi, Ln = int(glob.branch[n]), int(ids.lengths[n])
-            X2 = np.asarray(glob.X2[n])[:Ln]
-            target = np.zeros(c.widths[bi])
-            target[:Ln] = X2 @ evidence[:, labels[n]] + c.eps
-            target /= target.sum()
-            c2 = np.zeros(c.widths[bi])
-            c2[:Ln] = np.asarray(glob.c2[n])[:Ln]
-            if only in (None, "W2"):
-                self.stats_W2[bi].add(c2[None], target[None])
-            if only in (None, "U2"):
-                self.stats_U2[bi].add(glob.z2[n][None], onehot[n][None], labels[n : n + 1])
-        if only is None:
-            self.stats_O.add(glob.g, onehot, labels)
+        for bi, B in enumerate(c.widths):
+            rows = np.flatnonzero(glob.branch == bi)
+            if not len(rows):
+                continue
+            c2 = np.zeros((len(rows), B))
+            target = np.zeros((len(rows), B))
+            for r, n in enumerate(rows):
+                Ln = int(ids.lengths[n])
+                X2 = np.asarray(glob.X2[n])[:Ln]
+                c2[r, :Ln] = np.asarray(glob.c2[n])[:Ln]
+                target[r, :Ln] = X2 @ evidence[:, labels[n]] + c.eps
+            self.stats_W2[bi].add(c2, target / target.sum(axis=1, keepdims=True))
+
+    def _observe_U2(self, ids: Batch, local, glob) -> None:
+        onehot = np.eye(N_ACTIONS)[ids.labels]
+        for bi in range(len(self.config.widths)):
+            rows = np.flatnonzero(glob.branch == bi)
+            if len(rows):
+                self.stats_U2[bi].add(glob.z2[rows], onehot[rows], ids.labels[rows])
+
+    def _observe_O(self, ids: Batch, local, glob) -> None:
+        self.stats_O.add(glob.g, np.eye(N_ACTIONS)[ids.labels], ids.labels)
 
     def _unit_evidence(self) -> np.ndarray:
         """r[j, y]: balanced share of class y in unit j's co-occurrence with actions."""
@@ -284,16 +295,22 @@ class SwitchNet:
         mass = F.sum(axis=1, keepdims=True)
         return np.divide(F, mass, out=np.full_like(F, 1.0 / N_ACTIONS), where=mass > 0)
 
-    def solve(self) -> None:
-        """Re-solve every explicit layer from its statistics (cheap: logs of small tables)."""
+    def solve(self, stage: str | None = None) -> None:
+        """Re-solve one explicit layer (or all, bottom-up) from its statistics (cheap: logs
+        of small tables)."""
         c, bal, eps = self.config, self.config.class_balance, self.config.eps
-        for hh in range(c.heads):
-            self.base["W"][hh] = self.stats_W[hh].solve(eps)
-        self.base["U"] = self.stats_U.solve(eps)
+        if stage in (None, "W"):
+            for hh in range(c.heads):
+                self.base["W"][hh] = self.stats_W[hh].solve(eps)
+        if stage in (None, "U"):
+            self.base["U"] = self.stats_U.solve(eps)
         for i, B in enumerate(c.widths):
-            self.base["W2"][i, :B, :B] = self.stats_W2[i].solve(eps)
-            self.base["U2"][i] = self.stats_U2[i].combined(bal, c.smoothing).solve(c.eps, seen_only=True)
-        self.base["O"] = self.stats_O.combined(bal, c.smoothing).solve(c.eps, seen_only=True)
+            if stage in (None, "W2"):
+                self.base["W2"][i, :B, :B] = self.stats_W2[i].solve(eps)
+            if stage in (None, "U2"):
+                self.base["U2"][i] = self.stats_U2[i].combined(bal, c.smoothing).solve(eps, seen_only=True)
+        if stage in (None, "O"):
+            self.base["O"] = self.stats_O.combined(bal, c.smoothing).solve(eps, seen_only=True)
 
     # -- online update --------------------------------------------------------------------
 

@@ -24,9 +24,12 @@ class NegativeInputError(ValueError):
 
 def check_nonnegative(name: str, A: np.ndarray) -> None:
     A = np.asarray(A)
-    if not np.all(np.isfinite(A)):
+    if not A.size:
+        return
+    lo = A.min()
+    if not np.isfinite(lo) or not np.isfinite(A.max()):
         raise NegativeInputError(f"{name}: explicit warm start needs finite values; found NaN/inf")
-    if A.size and A.min() < 0:
+    if lo < 0:
         frac = float((A < 0).mean())
         raise NegativeInputError(
             f"{name}: explicit warm start needs non-negative values; found minimum {A.min():.4g} "
@@ -84,7 +87,8 @@ class CooccurrenceStats:
         self.rows += H.shape[0]
         self.norm_sum += float(norms.sum())
         self.norm_sq_sum += float((norms**2).sum())
-        self.norm_hist += np.histogram(norms, bins=NORM_BINS)[0]
+        bins = np.searchsorted(NORM_BINS, norms, side="right") - 1
+        self.norm_hist += np.bincount(bins, minlength=len(NORM_BINS) - 1)[: len(NORM_BINS) - 1]
 
     def merge(self, other: "CooccurrenceStats") -> None:
         """Add another shard's statistics (sums parallelise trivially)."""
