@@ -216,8 +216,10 @@ class Controller:
         total_ms = audio_ms + (time.perf_counter() - t0) * 1e3
         latency = Latency(audio_ms, asr_ms, model_ms, actuator_ms, total_ms)
         audio_path = self._keep_audio(iid, utt)
+        # the transcript is passed again: ReplayStore.update_interaction currently resets a
+        # transcript it is not given to '' (store bug, reported)
         self.store.update_interaction(
-            iid, decision=step.decision.value, action=driven.value if driven else None,
+            iid, transcript=text, decision=step.decision.value, action=driven.value if driven else None,
             latency_actuator_ms=actuator_ms, latency_total_ms=total_ms,
             **({"audio_path": audio_path} if audio_path else {}))
         log.info("#%d %r -> %s %.2f -> %s%s", iid, text, pred.action, confidence,
@@ -237,7 +239,7 @@ class Controller:
             if utt is not None:
                 path = self._keep_audio(iid, utt)
                 if path:
-                    self.store.update_interaction(iid, audio_path=path)
+                    self.store.update_interaction(iid, audio_path=path, transcript=transcript)
         except Exception:
             log.exception("could not store the failed interaction (%s)", error)
         return Outcome(iid, transcript, None, None, None, None, error, latency)
@@ -438,8 +440,9 @@ class LineResult:
     wish: Action
     outcome: Outcome
     relay_before: bool
-    relay_after: bool
+    relay_after: bool  # right after the device responded
     flips: int
+    relay_final: bool  # after the person's reaction
 
     @property
     def asked(self) -> bool:
@@ -549,7 +552,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
             if devices.relay.is_on != flip.desired:
                 log.warning("line %d: after the simulated flip the relay is %s, the person "
                             "wanted %s", i + 1, devices.relay.is_on, flip.desired)
-        result.lines.append(LineResult(i, line.wish, outcome, before, after, len(flips)))
+        result.lines.append(LineResult(i, line.wish, outcome, before, after, len(flips),
+                                       devices.relay.is_on))
         if progress:
             progress()
     clock.advance(gap)

@@ -197,6 +197,11 @@ class Learner:
             raise CheckpointError(f"model version {v.version} has no checkpoint file")
         return SwitchModel.load(v.path)
 
+    @property
+    def pending_labels(self) -> int:
+        """Labels learned since the last version boundary (not in any checkpoint yet)."""
+        return self._window.count
+
     # --- the loop's calls ---------------------------------------------------------------
     def predict(self, text: str) -> Prediction:
         """The live model's prediction for a transcript."""
@@ -210,7 +215,9 @@ class Learner:
     def on_label(self, interaction_id: int, text: str, label: str) -> LabelOutcome:
         """A label for interaction `interaction_id`: holdout it, or learn it (and version)."""
         if is_holdout_id(interaction_id, self.cfg.holdout_fraction):
-            self.store.set_holdout(interaction_id, True)
+            # not store.set_holdout: ReplayStore.update_interaction currently resets a
+            # transcript it is not given to '' (store bug, reported); pass it along
+            self.store.update_interaction(interaction_id, holdout=True, transcript=text)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
             return LabelOutcome(holdout=True, loss=None)
         loss = self.model.learn(text, label)
@@ -314,7 +321,8 @@ class Learner:
         """
         skipped_ranges = []
         for v in self.store.model_versions():
-            span = (v.metrics or {}).get("interactions") if v.status == "rolled_back" else None
+            gated = v.status == "rolled_back" and (v.metrics or {}).get("gate") == "rolled back"
+            span = (v.metrics or {}).get("interactions") if gated else None
             if span and span[0] is not None:
                 skipped_ranges.append((int(span[0]), int(span[1])))
         model = self._fresh_model()

@@ -204,6 +204,7 @@ def demo_command(
     db: Path = typer.Option(None, "--db", help="Replay buffer to write (default: a temp file)."),
     rounds: int = typer.Option(2, "--rounds", min=1, help="Times the session is played."),
     seed: int = typer.Option(0, "--seed", help="Model seed."),
+    limit: int = typer.Option(0, "--limit", min=0, help="Play only the first N lines (0: all)."),
 ) -> None:
     """The whole loop on the embedded default: packaged WAVs -> pocketsphinx -> model ->
     policy -> mock GPIO -> SQLite. No microphone, no GPIO, no network."""
@@ -215,6 +216,8 @@ def demo_command(
 
     console = Console()
     lines = read_session(DEMO_SESSION)
+    if limit:
+        lines = lines[:limit]
     console.print(f"demo: {len(lines)} recorded utterances (synthesised voices) played "
                   f"{rounds} time(s) in a row = {len(lines) * rounds} interactions; "
                   "ASR pocketsphinx, GPIO simulated (MockFactory), a simulated person flips "
