@@ -1,0 +1,141 @@
+"""`edge-plm replay`, `demo` and `run` as a user runs them (subprocesses of the real CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DEMO = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo"
+CLI = [sys.executable, "-c", "from edge_plm.cli import main; main()"]
+
+
+def cli(*args, timeout=600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def write_session(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def check_schema(out: dict) -> None:
+    assert set(out) == {"interactions", "asked", "acted", "acted_wrong", "missed", "labels",
+                        "latency_ms"}
+    for key in ("interactions", "asked", "acted", "acted_wrong", "missed", "labels"):
+        assert type(out[key]) is int, key
+    assert set(out["latency_ms"]) == {"asr", "model", "total"}
+    for part in out["latency_ms"].values():
+        assert set(part) == {"median", "p95"}
+        assert all(type(v) is float for v in part.values())
+
+
+def test_replay_json_text_session(tmp_path):
+    rows = [{"text": "turn on the light", "label": "ON"},
+            {"text": "what time is it", "label": "NOOP"},
+            {"text": "turn off the light", "label": "OFF"}] * 5
+    session = write_session(tmp_path / "s.jsonl", rows)
+    db = tmp_path / "out" / "replay.db"
+    proc = cli("replay", str(session), "--db", str(db), "--seed", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1  # exactly one JSON object on stdout
+    out = json.loads(lines[0])
+    check_schema(out)
+    assert out["interactions"] == 15
+    assert out["acted_wrong"] <= out["acted"] and out["asked"] + out["acted"] <= 15
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM interactions").fetchone()[0] == 15
+        labelled = conn.execute("SELECT count(*) FROM interactions WHERE label IS NOT NULL")
+        assert labelled.fetchone()[0] == out["labels"]
+
+
+def test_replay_json_audio_relative_paths_and_a_corrupt_file(tmp_path):
+    for name in ("turn-on-the-light.slt.wav", "turn-off-the-light.awb.wav"):
+        shutil.copy(DEMO / name, tmp_path / name)
+    (tmp_path / "broken.wav").write_bytes(b"not audio at all")
+    session = write_session(tmp_path / "s.jsonl", [
+        {"audio": "turn-on-the-light.slt.wav", "label": "ON"},
+        {"audio": "broken.wav", "label": "OFF"},
+        {"audio": "turn-off-the-light.awb.wav", "label": "OFF"},
+        {"text": "what time is it", "label": "NOOP"}])
+    proc = cli("replay", str(session), "--json", cwd=str(Path.home()))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    check_schema(out)
+    assert out["interactions"] == 4
+    assert out["missed"] >= 1  # the broken file's OFF wish got neither action nor question
+    assert out["latency_ms"]["asr"]["p95"] > 0.0
+    assert "broken.wav" in proc.stderr  # logged clearly
+
+
+def test_replay_bad_session_file_is_a_clear_error(tmp_path):
+    bad = write_session(tmp_path / "bad.jsonl", [{"text": "hi", "label": "MAYBE"}])
+    proc = cli("replay", str(bad), "--json")
+    assert proc.returncode == 2 and "label" in proc.stderr and proc.stdout == ""
+
+
+def test_replay_readable_summary(tmp_path):
+    session = write_session(tmp_path / "s.jsonl", [{"text": "lights on", "label": "ON"}] * 4)
+    proc = cli("replay", str(session))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())  # rich wraps to the terminal width
+    assert "4 interactions" in text and "part" in text
+
+
+def test_demo_runs_and_prints_its_summary(tmp_path):
+    db = tmp_path / "demo.db"
+    proc = cli("demo", "--db", str(db), "--rounds", "2", "--limit", "3")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())  # rich wraps to the terminal width
+    assert "played 2 time(s)" in text and "6 interactions" in text
+    assert "acted" in text and "1/4" in text and "4/4" in text
+    with sqlite3.connect(db) as conn:
+        backends = {r[0] for r in conn.execute("SELECT asr_backend FROM interactions")}
+    assert backends == {"pocketsphinx"}
+
+
+def test_run_service_text_source_notify_and_sigterm(tmp_path):
+    state = tmp_path / "state"
+    config = tmp_path / "config.toml"
+    config.write_text(f'[paths]\nstate_dir = "{state}"\n[audio]\nsource = "text"\n'
+                      '[gpio]\npin_factory = "mock"\n')
+    sock_path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(120)
+    env = {**os.environ, "NOTIFY_SOCKET": sock_path}
+    proc = subprocess.Popen([*CLI, "run", "--config", str(config)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert sock.recv(64) == b"READY=1"
+        proc.stdin.write("turn on the light\n\nwhat time is it\n")
+        proc.stdin.flush()
+        deadline = time.time() + 120
+        db = state / "edge-plm.db"
+        while time.time() < deadline:
+            if db.exists():
+                with sqlite3.connect(db) as conn:
+                    if conn.execute("SELECT count(*) FROM interactions").fetchone()[0] >= 2:
+                        break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        sock.close()
+    assert proc.returncode == 0, err
+    assert "relay closed in safe state OFF" in out  # logs go to stdout (journald)
+    with sqlite3.connect(state / "edge-plm.db") as conn:
+        texts = [r[0] for r in conn.execute("SELECT transcript FROM interactions ORDER BY id")]
+    assert texts == ["turn on the light", "what time is it"]
