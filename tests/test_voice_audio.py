@@ -299,3 +299,18 @@ def test_microphone_without_device_gives_audio_error():
     with pytest.raises(AudioError) as info:
         next(iter(src))
     assert "no-such-microphone-xyz" in str(info.value) or "PortAudio" in str(info.value)
+
+
+def test_packaged_demo_session_is_consistent():
+    import json
+
+    lines = [json.loads(line) for line in (DEMO / "session.jsonl").read_text().splitlines() if line.strip()]
+    assert 40 <= len(lines) <= 60
+    assert {row["label"] for row in lines} == {"ON", "OFF", "NOOP"}
+    for row in lines:
+        samples, rate = read_wav(DEMO / row["audio"])
+        assert rate == RATE and len(samples) > RATE // 2 and row["text"]
+    wavs = list(DEMO.glob("*.wav"))
+    assert {row["audio"] for row in lines} == {w.name for w in wavs}  # every clip is used
+    assert len({w.name.split(".")[1] for w in wavs}) >= 3  # several voices
+    assert sum(w.stat().st_size for w in wavs) < 3_000_000
