@@ -7,6 +7,10 @@ lines in order with `text` replaced by the transcript, plus `clean_text` (the or
 and `asr_ms`; a learning-curve benchmark can then compare learning from clean text vs. from
 ASR output. Prints the word error rate (overall and per voice).
 
+The decoder runs as on the device (cepstral mean adapting across utterances, one decoder per
+worker process), so a rerun with another --jobs may change a few transcripts; `asr_ms` is wall
+time and depends on machine load.
+
     python3 benchmarks/asr_transcripts.py [--data ../shared/data] [--out benchmarks/data] [--jobs 2]
 """
 
@@ -55,7 +59,7 @@ def _work(job: tuple[int, str, str]) -> tuple[int, str, float]:
     global _ASR
     idx, text, voice = job
     if _ASR is None:
-        _ASR = PocketSphinxASR()
+        _ASR = PocketSphinxASR(adapt_cmn=True)  # as on the device
     with tempfile.TemporaryDirectory() as tmp:
         wav = synthesize(text, Path(tmp) / "u.wav", voice)
         samples, _ = read_wav(wav)
