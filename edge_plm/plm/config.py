@@ -30,8 +30,8 @@ class PLMConfig:
     class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
     lr: float = 0.01  # Adam learning rate of the online updates
     replay: int = 8  # replay mini-batch size per online update
-    refresh_every: int = 256  # re-gather labelled-layer statistics: geometric schedule, then every N
-    update_steps: int = 1  # optimiser steps per online update
+    refresh: int = 8  # examples whose labelled-layer statistics are re-gathered per update
+    update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see BENCHMARKS.md)
     clip: float = 5.0  # gradient-norm clipping
     radial: bool = False  # radial co-occurrence refinement of the embedding
     kernel: str = "numba"  # numba | numpy

@@ -47,6 +47,7 @@ class SwitchModel:
     seed: int = 0
     examples: list[tuple[list[int], int]] = field(default_factory=list)  # labelled, for replay
     unlabeled_seen: int = 0
+    refresh_cursor: int = 0
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -85,32 +86,37 @@ class SwitchModel:
         if label not in LABEL_INDEX:
             raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
         seq, y = self.encode(transcript, grow=True), LABEL_INDEX[label]
-        self.net.observe(Batch.from_sequences([seq], [y]))
+        key = len(self.examples)
+        self.examples.append((seq, y))
+        # the new interaction plus `refresh` earlier ones (cyclic), gathered layer by layer
+        keys = [key, *self.refresh_keys(key)]
+        self.net.observe(Batch.from_sequences([seq]))
+        self.net.regather(self.batch_of(keys), keys)
         loss = 0.0
         for _ in range(self.config.update_steps):
-            batch = [(seq, y), *self.replay_sample()]
-            loss = self.net.train_step(Batch.from_sequences([s for s, _ in batch], [l for _, l in batch]))
-        self.examples.append((seq, y))
-        if self.refresh_due():
-            self.net.refresh_labelled_stats(
-                Batch.from_sequences([s for s, _ in self.examples], [l for _, l in self.examples]))
+            batch = self.batch_of([key, *self.replay_sample(exclude=key)])
+            loss = self.net.train_step(batch)
         return loss
 
-    def refresh_due(self) -> bool:
-        """Refresh the labelled layers' statistics on a geometric schedule (n = 2, 3, 4, 6, 8,
-        11, 16, ... growing by ~sqrt(2)): the amortised cost per update stays bounded."""
-        n = len(self.examples)
-        if self.config.refresh_every <= 0 or n < 2:
-            return False
-        k = round(2 * np.log2(n))
-        return n == round(2 ** (k / 2)) or n % self.config.refresh_every == 0
+    def batch_of(self, keys: list[int]) -> Batch:
+        return Batch.from_sequences([self.examples[i][0] for i in keys], [self.examples[i][1] for i in keys])
 
-    def replay_sample(self) -> list[tuple[list[int], int]]:
-        k = min(self.config.replay, len(self.examples))
+    def refresh_keys(self, n: int) -> list[int]:
+        """The next `refresh` of the n earlier examples in cyclic order: their labelled-layer
+        statistics are re-gathered with the current lower layers (they go stale as the local
+        block learns); each update pays for a few, every example is refreshed once per sweep."""
+        k = min(self.config.refresh, n)
+        keys = [(self.refresh_cursor + i) % n for i in range(k)]
+        if n:
+            self.refresh_cursor = (self.refresh_cursor + k) % n
+        return keys
+
+    def replay_sample(self, exclude: int) -> list[int]:
+        """Indices of a replay mini-batch: `replay` earlier examples, seeded, without repeats."""
+        k = min(self.config.replay, exclude)
         if k == 0:
             return []
-        idx = self.rng.choice(len(self.examples), size=k, replace=False)
-        return [self.examples[i] for i in sorted(idx)]
+        return sorted(self.rng.choice(exclude, size=k, replace=False).tolist())
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -129,7 +135,7 @@ class SwitchModel:
             "embedding_hash": embedding_hash(self.net.E),
             "seed": self.seed,
             "counters": {**self.net.counters(), "labelled": len(self.examples),
-                         "unlabelled": self.unlabeled_seen},
+                         "unlabelled": self.unlabeled_seen, "refresh_cursor": self.refresh_cursor},
             **(extra or {}),
         }
         return checkpoint.save(path, arrays, meta)
@@ -153,6 +159,7 @@ class SwitchModel:
             model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
             model.rng.bit_generator.state = json.loads(arrays["rng"].tobytes().decode())
             model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
+            model.refresh_cursor = int(meta["counters"].get("refresh_cursor", 0))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, CheckpointError):
                 raise

@@ -41,9 +41,9 @@ class LMConfig:
     widths: tuple[int, ...] = (16, 32, 64, 128)
     # explicit warm start (eps relative to the per-row-normalised co-occurrence F / rows)
     eps_W: float = 1e-6
-    eps_U: float = 1e-4
-    eps_O: float = 1e-4
-    warm_tokens: int = 200_000  # size of the warm slice (first tokens of the training split)
+    eps_U: float = 1e-7
+    eps_O: float = 1e-6
+    warm_tokens: int = 100_000  # size of the warm slice (first tokens of the training split)
     # gradient training
     batch_size: int = 128
     lr: float = 3e-3  # Adam, frozen-embedding phase
@@ -103,7 +103,7 @@ LM_CONFIGS: dict[str, LMConfig] = {
     # ~16K BPE vocabulary, context up to 512 (scaled down from ~2K, see module docstring)
     "medium": LMConfig(name="medium", level="bpe", vocab_size=16384, bits=32, heads=4, positional_heads=3,
                        hidden=512, widths=(32, 64, 128, 256, 512), batch_size=128, lr=2e-3, lr_thaw=3e-4,
-                       warm_tokens=100_000, eval_tokens=8_000, eps_O=1e-5),
+                       warm_tokens=100_000, eval_tokens=8_000),
 }
 
 

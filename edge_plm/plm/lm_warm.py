@@ -54,10 +54,12 @@ def add_onehot(stats: CooccurrenceStats, H: np.ndarray, labels: np.ndarray) -> N
 
 
 def solve_rows(stats: CooccurrenceStats, eps: float) -> np.ndarray | None:
-    """Explicit solution of F / rows (None if the layer saw no data)."""
+    """Explicit solution of F / rows (None if the layer saw no data). Target columns that
+    never occurred keep log(eps) (``seen_only``): translating them would lift a never-seen
+    target above the seen ones, e.g. spread a positional head's attention over every slot."""
     if stats.rows == 0:
         return None
-    return explicit_solution(stats.F / stats.rows, max(stats.priming_number, 1e-12), eps)
+    return explicit_solution(stats.F / stats.rows, max(stats.priming_number, 1e-12), eps, seen_only=True)
 
 
 def pair_bucket(x0: np.ndarray, y: np.ndarray, buckets: int) -> np.ndarray:
@@ -124,9 +126,13 @@ class LMWarmStart:
         p = m.params
         cache = fwd(batch.ctx, batch.lengths, batch.targets, m.E, C, p[f"W.{bi}"], p[f"U.{bi}"], p["O"])
         for hh in range(c.heads):
-            rows, T = self.attention_targets(batch, hh)
-            if len(rows):
+            if hh < c.positional_heads:  # one-hot targets: no dense target matrix needed
+                rows = np.flatnonzero(batch.lengths > hh)
+                add_onehot(self.stats_W[bi][hh], cache.c[rows], np.full(len(rows), hh))
+            else:
+                rows, T = self.attention_targets(batch, hh)
                 self.stats_W[bi][hh].add(cache.c[rows], T)
+            if len(rows):
                 p[f"W.{bi}"][hh] = solve_rows(self.stats_W[bi][hh], c.eps_W)
         cache = fwd(batch.ctx, batch.lengths, batch.targets, m.E, C, p[f"W.{bi}"], p[f"U.{bi}"], p["O"])
         self.stats_U[bi].add(cache.z, self.hidden_targets(batch))

@@ -31,7 +31,7 @@ from edge_plm.plm.bitcipher import bit_cipher
 from edge_plm.plm.cache import ComparisonCache
 from edge_plm.plm.config import PLMConfig
 from edge_plm.plm.optim import Adam, clip_by_global_norm
-from edge_plm.plm.saffu import branch_for
+from edge_plm.plm.saffu import branch_for, local_windows
 from edge_plm.plm.warmstart import CooccurrenceStats
 
 N_ACTIONS = 3
@@ -75,11 +75,11 @@ class ClassStats:
     def __init__(self, n_in: int, n_out: int):
         self.per_class = [CooccurrenceStats(n_in, n_out) for _ in range(N_ACTIONS)]
 
-    def add(self, H: np.ndarray, Y: np.ndarray, labels: np.ndarray) -> None:
+    def add(self, H: np.ndarray, Y: np.ndarray, labels: np.ndarray, sign: float = 1.0) -> None:
         for y in range(N_ACTIONS):
             sel = labels == y
             if sel.any():
-                self.per_class[y].add(H[sel], Y[sel])
+                self.per_class[y].add(H[sel], Y[sel], sign)
 
     def combined(self, balance: bool, smoothing: float = 0.0) -> CooccurrenceStats:
         """Sum of the per-class statistics. With ``balance`` every class with data counts as
@@ -116,17 +116,14 @@ class SwitchNet:
             "O": (N_ACTIONS, N_ACTIONS),
         }
         self.base = {k: np.zeros(s) for k, s in shapes.items()}
+        self._effective: dict[str, np.ndarray] = {}
         self.delta = {k: np.zeros(s) for k, s in shapes.items()}
         self.w2_mask = np.zeros((nb, Bmax, Bmax))
         for i, B in enumerate(c.widths):
             self.w2_mask[i, :B, :B] = 1.0
         self.stats_W = [CooccurrenceStats(c.window, c.window) for _ in range(c.heads)]
         self.stats_U = CooccurrenceStats(c.heads * c.bits, c.local_hidden)
-        self.stats_H = ClassStats(c.local_hidden, N_ACTIONS)
-        self.stats_W2 = [CooccurrenceStats(B, B) for B in c.widths]
-        self.stats_U2 = [ClassStats(c.local_hidden, N_ACTIONS) for _ in c.widths]
-        self.stats_O = ClassStats(N_ACTIONS, N_ACTIONS)
-        self.class_counts = np.zeros(N_ACTIONS)
+        self.reset_labelled_stats()
         self.optimizer = Adam(c.lr)
         self.embeddings_frozen = True
         self.updates = 0
@@ -136,7 +133,11 @@ class SwitchNet:
 
     @property
     def params(self) -> dict[str, np.ndarray]:
-        return {k: self.base[k] + self.delta[k] for k in PARAM_NAMES}
+        """Effective parameters base + delta, cached per name until base or delta change."""
+        for k in PARAM_NAMES:
+            if k not in self._effective:
+                self._effective[k] = self.base[k] + self.delta[k]
+        return dict(self._effective)
 
     def grow_vocab(self, vocab_size: int) -> None:
         """Append codes for new tokens (old codes unchanged; the cache extends)."""
@@ -221,36 +222,37 @@ class SwitchNet:
         self.stats_U2 = [ClassStats(c.local_hidden, N_ACTIONS) for _ in c.widths]
         self.stats_O = ClassStats(N_ACTIONS, N_ACTIONS)
         self.class_counts = np.zeros(N_ACTIONS)
+        self.contributions: dict = {}  # key -> {stage: what the example added}
 
-    def refresh_labelled_stats(self, batch: Batch) -> None:
-        """Recompute the statistics of the labelled layers from `batch` (all labelled examples)
-        with the current lower layers: statistics gathered while the local block was younger
-        are stale, and the explicit solution is only as good as its statistics."""
-        self.reset_labelled_stats()
-        self.observe(batch, stages=LABELLED_STAGES)
 
-    def observe(self, batch: Batch, stages: tuple[str, ...] = STAGES) -> None:
+    def observe(self, batch: Batch, keys: list | None = None) -> None:
         """Add a batch to the co-occurrence statistics, bottom-up: for each layer, run the
         network as it is now, add that layer's (inputs, hidden targets) and re-solve it, so
-        the next layer's inputs come from the re-solved layers below. Unlabelled batches stop
-        after the local block."""
-        for stage in stages:
-            if stage in LABELLED_STAGES and batch.labels is None:
-                break
-            ids, local, glob = self.forward(batch, local_only=stage not in LABELLED_STAGES)
-            getattr(self, f"_observe_{stage}")(ids, local, glob)
-            self.solve(stage)
+        the next layer's inputs come from the re-solved layers below. A labelled batch needs
+        `keys` (one hashable id per row) under which its contributions are remembered."""
+        self._observe_W(self._clip(batch))
+        self.solve("W")
+        ids, local, _ = self.forward(batch, local_only=True)
+        self._observe_U(ids, local)
+        self.solve("U")
+        if batch.labels is not None:
+            if keys is None or len(keys) != len(batch.labels):
+                raise ValueError("a labelled batch needs one key per row")
+            self.regather(batch, keys)
 
-    def _observe_W(self, ids: Batch, local, glob) -> None:
+    def _observe_W(self, ids: Batch) -> None:
+        """Inputs of W are the comparisons alone (no parameters): read them from the cache."""
         c = self.config
+        win, valid = local_windows(ids.ids, ids.lengths, c.window)
+        comps = np.where(valid, self.comparisons()[win, ids.ids[:, :, None]], 0.0)
         for hh in range(c.heads):
-            sel = local.valid[:, :, hh]
+            sel = valid[:, :, hh]
             if sel.any():
                 target = np.zeros((int(sel.sum()), c.window))
                 target[:, hh] = 1.0  # head h reads relative position h
-                self.stats_W[hh].add(local.c[sel], target)
+                self.stats_W[hh].add(comps[sel], target)
 
-    def _observe_U(self, ids: Batch, local, glob) -> None:
+    def _observe_U(self, ids: Batch, local) -> None:
         c = self.config
         rows = local.valid[:, :, 0]
         buckets = ngram_buckets(local.win, local.valid, min(c.window, c.hidden_ngram), c.local_hidden)[rows]
@@ -258,36 +260,71 @@ class SwitchNet:
         target[np.arange(len(buckets)), buckets] = 1.0
         self.stats_U.add(local.z[rows], target)
 
-    def _observe_W2(self, ids: Batch, local, glob) -> None:
+    # Labelled stages. Each returns, per row, what it added, so that ``regather`` can take an
+    # example's stale contribution back and add a fresh one (statistics are plain sums).
+
+    def _observe_W2(self, ids: Batch, local, glob) -> list:
         c = self.config
         labels = ids.labels
-        self.class_counts += np.bincount(labels, minlength=N_ACTIONS)
-        # local states vs action (each dialogue counts once: states averaged over positions)
-        mean_h = local.h.sum(axis=1) / ids.lengths[:, None]
+        mean_h = local.h.sum(axis=1) / ids.lengths[:, None]  # each dialogue counts once
         self.stats_H.add(mean_h, np.eye(N_ACTIONS)[labels], labels)
         evidence = self._unit_evidence()
-        for bi, B in enumerate(c.widths):
-            rows = np.flatnonzero(glob.branch == bi)
-            if not len(rows):
-                continue
-            c2 = np.zeros((len(rows), B))
-            target = np.zeros((len(rows), B))
-            for r, n in enumerate(rows):
-                Ln = int(ids.lengths[n])
-                X2 = np.asarray(glob.X2[n])[:Ln]
-                c2[r, :Ln] = np.asarray(glob.c2[n])[:Ln]
-                target[r, :Ln] = X2 @ evidence[:, labels[n]] + c.eps
-            self.stats_W2[bi].add(c2, target / target.sum(axis=1, keepdims=True))
+        rows = []
+        for n in range(len(labels)):
+            bi, Ln, B = int(glob.branch[n]), int(ids.lengths[n]), c.widths[int(glob.branch[n])]
+            c2, target = np.zeros(B), np.zeros(B)
+            c2[:Ln] = np.asarray(glob.c2[n])[:Ln]
+            target[:Ln] = np.asarray(glob.X2[n])[:Ln] @ evidence[:, labels[n]] + c.eps
+            rows.append((mean_h[n], bi, c2, target / target.sum()))
+        for bi in np.unique(glob.branch):
+            sel = np.flatnonzero(glob.branch == bi)
+            self.stats_W2[bi].add(np.array([rows[i][2] for i in sel]), np.array([rows[i][3] for i in sel]))
+        return rows
 
-    def _observe_U2(self, ids: Batch, local, glob) -> None:
+    def _observe_U2(self, ids: Batch, local, glob) -> list:
         onehot = np.eye(N_ACTIONS)[ids.labels]
-        for bi in range(len(self.config.widths)):
-            rows = np.flatnonzero(glob.branch == bi)
-            if len(rows):
-                self.stats_U2[bi].add(glob.z2[rows], onehot[rows], ids.labels[rows])
+        for bi in np.unique(glob.branch):
+            sel = np.flatnonzero(glob.branch == bi)
+            self.stats_U2[bi].add(glob.z2[sel], onehot[sel], ids.labels[sel])
+        return [(int(glob.branch[n]), glob.z2[n].copy()) for n in range(len(ids.labels))]
 
-    def _observe_O(self, ids: Batch, local, glob) -> None:
+    def _observe_O(self, ids: Batch, local, glob) -> list:
         self.stats_O.add(glob.g, np.eye(N_ACTIONS)[ids.labels], ids.labels)
+        return [g.copy() for g in glob.g]
+
+    def _forget(self, stage: str, labels: np.ndarray, rows: list) -> None:
+        """Take back the contributions `rows` (as returned by ``_observe_<stage>``)."""
+        onehot = np.eye(N_ACTIONS)[labels]
+        if stage == "O":
+            self.stats_O.add(np.array(rows), onehot, labels, sign=-1.0)
+            return
+        if stage == "W2":
+            self.stats_H.add(np.array([r[0] for r in rows]), onehot, labels, sign=-1.0)
+        branch = np.array([r[1] if stage == "W2" else r[0] for r in rows])
+        for bi in np.unique(branch):
+            sel = np.flatnonzero(branch == bi)
+            if stage == "W2":
+                self.stats_W2[bi].remove(np.array([rows[i][2] for i in sel]), np.array([rows[i][3] for i in sel]))
+            else:
+                self.stats_U2[bi].add(np.array([rows[i][1] for i in sel]), onehot[sel], labels[sel], sign=-1.0)
+
+    def regather(self, batch: Batch, keys: list) -> None:
+        """Refresh the labelled-layer statistics of the examples `keys` (rows of `batch`):
+        take back what each contributed when it was last gathered, add what it contributes
+        now, layer by layer. Examples never gathered are simply added."""
+        for stage in LABELLED_STAGES:
+            known = [i for i, key in enumerate(keys) if stage in self.contributions.get(key, {})]
+            if known:
+                self._forget(stage, batch.labels[known], [self.contributions[keys[i]][stage] for i in known])
+            if stage == "W2":
+                for key, label in zip(keys, batch.labels):
+                    if key not in self.contributions:
+                        self.class_counts[label] += 1
+            ids, local, glob = self.forward(batch)
+            rows = getattr(self, f"_observe_{stage}")(ids, local, glob)
+            for key, row in zip(keys, rows):
+                self.contributions.setdefault(key, {})[stage] = row
+            self.solve(stage)
 
     def _unit_evidence(self) -> np.ndarray:
         """r[j, y]: balanced share of class y in unit j's co-occurrence with actions."""
@@ -299,6 +336,8 @@ class SwitchNet:
         """Re-solve one explicit layer (or all, bottom-up) from its statistics (cheap: logs
         of small tables)."""
         c, bal, eps = self.config, self.config.class_balance, self.config.eps
+        for k in (PARAM_NAMES if stage is None else (stage,)):
+            self._effective.pop(k, None)
         if stage in (None, "W"):
             for hh in range(c.heads):
                 self.base["W"][hh] = self.stats_W[hh].solve(eps)
@@ -327,6 +366,7 @@ class SwitchNet:
             np.maximum(holder["E"], 0.0, out=holder["E"])  # projection: codes stay non-negative
             self.E = holder["E"]
         self.optimizer.step(self.delta, grads)
+        self._effective.clear()
         self.updates += 1
         return loss
 
@@ -359,9 +399,40 @@ class SwitchNet:
             arrays[f"stats.{name}.F"] = st.F
             arrays[f"stats.{name}.norm_hist"] = st.norm_hist
             arrays[f"stats.{name}.moments"] = np.array([st.rows, st.norm_sum, st.norm_sq_sum])
+        arrays.update(self._contribution_arrays())
         arrays.update({f"adam.m.{k}": v for k, v in self.optimizer.m.items()})
         arrays.update({f"adam.v.{k}": v for k, v in self.optimizer.v.items()})
         return arrays
+
+    def _contribution_arrays(self) -> dict[str, np.ndarray]:
+        c, Bmax = self.config, max(self.config.widths)
+        keys = sorted(self.contributions)
+        n = len(keys)
+        out = {"contrib.keys": np.array(keys, dtype=np.int64), "contrib.branch": np.zeros(n, dtype=np.int64),
+               "contrib.mean_h": np.zeros((n, c.local_hidden)), "contrib.c2": np.zeros((n, Bmax)),
+               "contrib.target": np.zeros((n, Bmax)), "contrib.z2": np.zeros((n, c.local_hidden)),
+               "contrib.g": np.zeros((n, N_ACTIONS))}
+        for i, key in enumerate(keys):
+            mean_h, bi, c2, target = self.contributions[key]["W2"]
+            out["contrib.branch"][i] = bi
+            out["contrib.mean_h"][i] = mean_h
+            out["contrib.c2"][i, : len(c2)] = c2
+            out["contrib.target"][i, : len(target)] = target
+            out["contrib.z2"][i] = self.contributions[key]["U2"][1]
+            out["contrib.g"][i] = self.contributions[key]["O"]
+        return out
+
+    def _load_contributions(self, arrays: dict[str, np.ndarray]) -> None:
+        self.contributions = {}
+        for i, key in enumerate(arrays["contrib.keys"].tolist()):
+            bi = int(arrays["contrib.branch"][i])
+            B = self.config.widths[bi]
+            self.contributions[key] = {
+                "W2": (arrays["contrib.mean_h"][i].copy(), bi, arrays["contrib.c2"][i, :B].copy(),
+                       arrays["contrib.target"][i, :B].copy()),
+                "U2": (bi, arrays["contrib.z2"][i].copy()),
+                "O": arrays["contrib.g"][i].copy(),
+            }
 
     def counters(self) -> dict:
         return {"updates": self.updates, "adam_steps": self.optimizer.steps,
@@ -385,6 +456,8 @@ class SwitchNet:
             st.F = take(f"stats.{name}.F", st.F)
             st.norm_hist = take(f"stats.{name}.norm_hist", st.norm_hist)
             st.rows, st.norm_sum, st.norm_sq_sum = (float(x) for x in take(f"stats.{name}.moments"))
+        self._load_contributions(arrays)
+        self._effective.clear()
         self.optimizer.m = {k[7:]: np.array(v) for k, v in arrays.items() if k.startswith("adam.m.")}
         self.optimizer.v = {k[7:]: np.array(v) for k, v in arrays.items() if k.startswith("adam.v.")}
         self.optimizer.steps = int(counters.get("adam_steps", 0))

@@ -75,20 +75,31 @@ class CooccurrenceStats:
         if self.norm_hist is None:
             self.norm_hist = np.zeros(len(NORM_BINS) - 1)
 
-    def add(self, H: np.ndarray, Y: np.ndarray) -> None:
+    def add(self, H: np.ndarray, Y: np.ndarray, sign: float = 1.0) -> None:
+        """Add rows (sign=+1) or take back rows added earlier (sign=-1, see ``remove``)."""
         H = np.atleast_2d(np.asarray(H, dtype=np.float64))
         Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
         if H.shape[0] != Y.shape[0] or H.shape[1] != self.n_in or Y.shape[1] != self.n_out:
             raise ValueError(f"shapes {H.shape} x {Y.shape} do not fit stats {self.n_in} x {self.n_out}")
         check_nonnegative("features H", H)
         check_nonnegative("targets Y", Y)
-        self.F += H.T @ Y
+        self.F += sign * (H.T @ Y)
         norms = H.sum(axis=1)
-        self.rows += H.shape[0]
-        self.norm_sum += float(norms.sum())
-        self.norm_sq_sum += float((norms**2).sum())
+        self.rows += sign * H.shape[0]
+        self.norm_sum += sign * float(norms.sum())
+        self.norm_sq_sum += sign * float((norms**2).sum())
         bins = np.searchsorted(NORM_BINS, norms, side="right") - 1
-        self.norm_hist += np.bincount(bins, minlength=len(NORM_BINS) - 1)[: len(NORM_BINS) - 1]
+        self.norm_hist += sign * np.bincount(bins, minlength=len(NORM_BINS) - 1)[: len(NORM_BINS) - 1]
+        if sign < 0:
+            # Taking back exactly what was added leaves rounding residue of either sign
+            # (|x| ~ 1e-16 of the sums); floor it at zero. Real negative inputs never get here:
+            # they are rejected above.
+            np.maximum(self.F, 0.0, out=self.F)
+            self.rows = max(self.rows, 0.0)
+
+    def remove(self, H: np.ndarray, Y: np.ndarray) -> None:
+        """Take back rows that were added earlier (their features have since gone stale)."""
+        self.add(H, Y, sign=-1.0)
 
     def merge(self, other: "CooccurrenceStats") -> None:
         """Add another shard's statistics (sums parallelise trivially)."""
