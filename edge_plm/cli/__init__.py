@@ -12,6 +12,7 @@ app = typer.Typer(
 # Command modules (each one registers its commands on `app`).
 from edge_plm.cli import eval_cmd  # noqa: E402,F401
 from edge_plm.cli import asr_cmd  # noqa: E402,F401
+from edge_plm.cli import train_cmd  # noqa: E402,F401
 from edge_plm.cli import doctor_cmd  # noqa: E402,F401
 from edge_plm.cli import config_cmd  # noqa: E402,F401
 from edge_plm.cli import run_cmd  # noqa: E402,F401
