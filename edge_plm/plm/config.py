@@ -25,6 +25,7 @@ class PLMConfig:
     local_hidden: int = 128  # d_h of the local block (n-gram detector units)
     hidden_ngram: int = 3  # n of the n-gram whose identity is the local hidden target
     widths: tuple[int, ...] = (16, 32, 64, 128)  # global context branches
+    shared_u2: bool = True  # one U_B for all branches (W_B stays per branch): few labels go further
     eps: float = 1e-3  # epsilon of the explicit solution (unlabelled layers)
     smoothing: float = 0.1  # additive prior (in counts) of the labelled layers U_B, O
     class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
@@ -45,7 +46,8 @@ class PLMConfig:
 
     def param_count(self) -> int:
         local = self.heads * self.window * self.window + self.heads * self.bits * self.local_hidden
-        glob = sum(w * w for w in self.widths) + len(self.widths) * self.local_hidden * 3
+        n_u2 = 1 if self.shared_u2 else len(self.widths)
+        glob = sum(w * w for w in self.widths) + n_u2 * self.local_hidden * 3
         out = 3 * 3
         return local + glob + out
 

@@ -208,6 +208,8 @@ class SwitchNet:
         dv = w[:, None] * (glob.y - onehot)
         dW2, dU2, dO, dh = gb(local.h.shape, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"], glob, dv)
         dW, dU, dE = lb(ids.ids, ids.lengths, self.E, self.comparisons(), p["W"], p["U"], local, dh, need_dE)
+        if self.config.shared_u2:  # one U for every branch: tie the gradient
+            dU2[:] = dU2.sum(axis=0)
         grads = {"W": dW, "U": dU, "W2": dW2 * self.w2_mask, "U2": dU2, "O": dO}
         if need_dE:
             grads["E"] = dE
@@ -219,7 +221,8 @@ class SwitchNet:
         c = self.config
         self.stats_H = ClassStats(c.local_hidden, N_ACTIONS)
         self.stats_W2 = [CooccurrenceStats(B, B) for B in c.widths]
-        self.stats_U2 = [ClassStats(c.local_hidden, N_ACTIONS) for _ in c.widths]
+        n_u2 = 1 if c.shared_u2 else len(c.widths)
+        self.stats_U2 = [ClassStats(c.local_hidden, N_ACTIONS) for _ in range(n_u2)]
         self.stats_O = ClassStats(N_ACTIONS, N_ACTIONS)
         self.class_counts = np.zeros(N_ACTIONS)
         self.contributions: dict = {}  # key -> {stage: what the example added}
@@ -285,7 +288,7 @@ class SwitchNet:
         onehot = np.eye(N_ACTIONS)[ids.labels]
         for bi in np.unique(glob.branch):
             sel = np.flatnonzero(glob.branch == bi)
-            self.stats_U2[bi].add(glob.z2[sel], onehot[sel], ids.labels[sel])
+            self.stats_U2[self._u2(bi)].add(glob.z2[sel], onehot[sel], ids.labels[sel])
         return [(int(glob.branch[n]), glob.z2[n].copy()) for n in range(len(ids.labels))]
 
     def _observe_O(self, ids: Batch, local, glob) -> list:
@@ -306,7 +309,7 @@ class SwitchNet:
             if stage == "W2":
                 self.stats_W2[bi].remove(np.array([rows[i][2] for i in sel]), np.array([rows[i][3] for i in sel]))
             else:
-                self.stats_U2[bi].add(np.array([rows[i][1] for i in sel]), onehot[sel], labels[sel], sign=-1.0)
+                self.stats_U2[self._u2(bi)].add(np.array([rows[i][1] for i in sel]), onehot[sel], labels[sel], sign=-1.0)
 
     def regather(self, batch: Batch, keys: list) -> None:
         """Refresh the labelled-layer statistics of the examples `keys` (rows of `batch`):
@@ -326,6 +329,10 @@ class SwitchNet:
                 self.contributions.setdefault(key, {})[stage] = row
             self.solve(stage)
 
+    def _u2(self, branch: int) -> int:
+        """Index of the U_B statistics used by a branch (all share one when shared_u2)."""
+        return 0 if self.config.shared_u2 else int(branch)
+
     def _unit_evidence(self) -> np.ndarray:
         """r[j, y]: balanced share of class y in unit j's co-occurrence with actions."""
         F = self.stats_H.combined(self.config.class_balance).F
@@ -342,12 +349,12 @@ class SwitchNet:
             for hh in range(c.heads):
                 self.base["W"][hh] = self.stats_W[hh].solve(eps)
         if stage in (None, "U"):
-            self.base["U"] = self.stats_U.solve(eps)
+            self.base["U"] = self.stats_U.solve(eps, seen_only=True)
         for i, B in enumerate(c.widths):
             if stage in (None, "W2"):
                 self.base["W2"][i, :B, :B] = self.stats_W2[i].solve(eps)
             if stage in (None, "U2"):
-                self.base["U2"][i] = self.stats_U2[i].combined(bal, c.smoothing).solve(eps, seen_only=True)
+                self.base["U2"][i] = self.stats_U2[self._u2(i)].combined(bal, c.smoothing).solve(eps, seen_only=True)
         if stage in (None, "O"):
             self.base["O"] = self.stats_O.combined(bal, c.smoothing).solve(eps, seen_only=True)
 
