@@ -294,7 +294,14 @@ class ReplayStore:
         migrate(self.db)
 
     # --- interactions ---------------------------------------------------------------------
-    def _normalise(self, values: dict[str, Any]) -> dict[str, Any]:
+    def _normalise(self, values: dict[str, Any], partial: bool = False) -> dict[str, Any]:
+        """Validate and convert `values` for SQLite.
+
+        With `partial` (an update), only the given keys are returned: filling defaults for
+        missing keys would overwrite stored values (an update that set ``holdout`` once reset
+        the transcript to ''). Cross-field rules that need both fields (label + label_source)
+        are then checked only when both are given.
+        """
         unknown = set(values) - set(_WRITABLE)
         if unknown:
             raise ValueError(f"unknown interaction field(s): {', '.join(sorted(unknown))} "
@@ -303,8 +310,10 @@ class ReplayStore:
         for name in _TEXT_FIELDS:
             if name in row:
                 row[name] = clean_text(row[name])
-        if row.get("transcript") is None:
+        if not partial and row.get("transcript") is None:
             row["transcript"] = ""
+        elif partial and "transcript" in row and row["transcript"] is None:
+            raise ValueError("transcript cannot be set to None (use '' for no transcript)")
         _check("prediction", row.get("prediction"), LABELS)
         _check("label", row.get("label"), LABELS)
         _check("label_source", row.get("label_source"), LABEL_SOURCES)
@@ -312,6 +321,9 @@ class ReplayStore:
         _check("action", row.get("action"), ACTIONS)
         _check_prob("confidence", row.get("confidence"))
         _check_prob("asr_confidence", row.get("asr_confidence"))
+        label_keys = {"label", "label_source"} & set(row)
+        if partial and label_keys and label_keys != {"label", "label_source"}:
+            raise ValueError("label and label_source must be given together (or use set_label)")
         if (row.get("label") is None) != (row.get("label_source") is None):
             raise ValueError("label and label_source must be given together")
         if "holdout" in row:
@@ -345,8 +357,11 @@ class ReplayStore:
                 raise NotFoundError(f"no interaction with id {interaction_id}")
 
     def update_interaction(self, interaction_id: int, **fields_: Any) -> None:
-        """Set other fields of an existing interaction (e.g. latencies, error, action)."""
-        row = self._normalise(fields_)
+        """Set the given fields of an existing interaction (e.g. latencies, error, action).
+
+        Only the named columns change; every other column keeps its stored value.
+        """
+        row = self._normalise(fields_, partial=True)
         if not row:
             return
         with self._lock:

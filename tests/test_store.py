@@ -168,6 +168,56 @@ def test_round_trip(store):
     assert store.get(i).error == "relay refused" and store.get(i).action is None
 
 
+FULL_ROW = dict(
+    ts=12.5, transcript="turn the lamp on", asr_backend="vosk", asr_confidence=0.93,
+    audio_path="/a/1.wav", prediction="ON", confidence=0.85,
+    distribution={"ON": 0.85, "OFF": 0.05, "NOOP": 0.1}, decision="act", action="ON",
+    label="ON", label_source="confirmed", label_ts=20.0, model_version="v3", holdout=False,
+    latency_audio_ms=30.0, latency_asr_ms=180.0, latency_model_ms=1.2, latency_actuator_ms=0.4,
+    latency_total_ms=215.0, error="e")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("holdout", True), ("error", None), ("latency_total_ms", 99.0), ("action", None),
+    ("decision", "ask"), ("audio_path", "/b/2.wav"), ("model_version", "v4"),
+    ("transcript", "lamp on please"), ("distribution", {"ON": 1.0}),
+])
+def test_update_changes_only_the_given_field(store, field, value):
+    """Regression: update_interaction used to fill defaults for missing keys, so e.g.
+    set_holdout reset the transcript to ''."""
+    i = store.add_interaction(**FULL_ROW)
+    before = store.get(i)
+    store.update_interaction(i, **{field: value})
+    after = store.get(i)
+    for name in FULL_ROW:
+        expected = value if name == field else getattr(before, name)
+        assert getattr(after, name) == expected, name
+
+
+def test_set_holdout_keeps_the_transcript(store):
+    i = store.add_interaction(**FULL_ROW)
+    store.set_holdout(i, True)
+    assert store.get(i).holdout is True
+    assert store.get(i).transcript == "turn the lamp on"
+    assert store.labeled_examples(holdout=True) == [("turn the lamp on", "ON")]
+
+
+def test_partial_update_rejects_half_a_label_and_a_null_transcript(store):
+    i = store.add_interaction(**FULL_ROW)
+    with pytest.raises(ValueError, match="together"):
+        store.update_interaction(i, label_source=None)
+    with pytest.raises(ValueError, match="together"):
+        store.update_interaction(i, label="OFF")
+    with pytest.raises(ValueError, match="transcript"):
+        store.update_interaction(i, transcript=None)
+    r = store.get(i)
+    assert (r.label, r.label_source, r.transcript) == ("ON", "confirmed", "turn the lamp on")
+    store.update_interaction(i, label=None, label_source=None)  # both: clears the label
+    assert (store.get(i).label, store.get(i).label_source) == (None, None)
+    with pytest.raises(NotFoundError):
+        store.update_interaction(i + 100, error="x")
+
+
 def test_validation_errors(store):
     with pytest.raises(ValueError, match="label must be one of ON, OFF, NOOP"):
         store.add_interaction(transcript="x", label="MAYBE", label_source="asked")
