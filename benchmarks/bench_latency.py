@@ -1,0 +1,96 @@
+"""Latency of the switch model on one core (DESIGN.md §5): parameters, predict ms and
+online-update ms per configuration, measured over the switch-dev train file fed through
+``SwitchModel.learn`` (the device's path: predict the transcript, then learn its label).
+
+Usage (from the repo root):
+    python3 benchmarks/bench_latency.py [--data ../shared/data] [--configs potato,orange] [--limit N]
+
+Writes benchmarks/results/latency.json and prints a markdown table. Threads are pinned to
+one (NUMBA_NUM_THREADS / OMP / OPENBLAS / MKL = 1, CPU affinity = one core). The Numba cache
+is warmed (a throwaway model learns and predicts) before anything is timed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchinfo import DEFAULT_DATA, describe, header, load_jsonl, markdown_table, pin_one_core, write_result  # noqa: E402
+
+pin_one_core()
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from edge_plm.plm.dialogue import SwitchModel  # noqa: E402
+
+
+def pct(ms: list[float]) -> dict:
+    return {"median": float(np.median(ms)), "p95": float(np.percentile(ms, 95)),
+            "mean": float(np.mean(ms)), "max": float(np.max(ms))}
+
+
+def warm(config: str) -> None:
+    m = SwitchModel.empty(config)
+    for text, label in [("turn on the light", "ON"), ("lights off", "OFF"), ("what time is it", "NOOP")]:
+        m.predict(text)
+        m.learn(text, label)
+
+
+def measure(config: str, rows: list[dict]) -> dict:
+    warm(config)
+    model = SwitchModel.empty(config)
+    predict_ms, update_ms = [], []
+    t_all = time.perf_counter()
+    for row in rows:
+        t0 = time.perf_counter()
+        model.predict(row["text"])
+        t1 = time.perf_counter()
+        model.learn(row["text"], row["label"])
+        t2 = time.perf_counter()
+        predict_ms.append((t1 - t0) * 1e3)
+        update_ms.append((t2 - t1) * 1e3)
+    total = time.perf_counter() - t_all
+    upd = np.array(update_ms)
+    return {"config": config, "config_fields": dataclasses.asdict(model.config), "params": model.params,
+            "examples": len(rows),
+            "predict_ms": pct(predict_ms), "update_ms": pct(update_ms),
+            # the first updates can differ in cost (statistics and replay still growing):
+            # report the later steady state separately
+            "update_ms_after_64": pct(upd[64:].tolist()) if len(upd) > 64 else None,
+            "total_s": total}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--configs", default="potato,orange")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N training examples")
+    args = ap.parse_args()
+    rows = load_jsonl(args.data / "switch-dev-train.jsonl")
+    if args.limit:
+        rows = rows[: args.limit]
+    payload = header()
+    payload["data"] = str(args.data / "switch-dev-train.jsonl")
+    payload["results"] = [measure(c, rows) for c in args.configs.split(",")]
+    path = write_result("latency", payload)
+    table = []
+    for r in payload["results"]:
+        steady = r["update_ms_after_64"] or r["update_ms"]
+        table.append([r["config"], f"{r['params']:,}", r["predict_ms"]["median"], r["predict_ms"]["p95"],
+                      r["update_ms"]["median"], r["update_ms"]["p95"], steady["median"], steady["p95"],
+                      r["examples"]])
+    print(describe(payload))
+    print()
+    print(markdown_table(["config", "params", "predict ms median", "predict ms p95", "update ms median",
+                          "update ms p95", "update ms median (after 64)", "update ms p95 (after 64)", "examples"],
+                         table))
+    print(f"\nwritten {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+
+
+if __name__ == "__main__":
+    main()
