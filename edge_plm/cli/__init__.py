@@ -16,6 +16,8 @@ from edge_plm.cli import train_cmd  # noqa: E402,F401
 from edge_plm.cli import doctor_cmd  # noqa: E402,F401
 from edge_plm.cli import config_cmd  # noqa: E402,F401
 from edge_plm.cli import run_cmd  # noqa: E402,F401
+from edge_plm.cli import data_cmd  # noqa: E402,F401
+from edge_plm.cli import model_cmd  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,0 +1,190 @@
+"""`edge-plm model list|show|rollback|rebuild`: the model versions in the replay buffer.
+
+Versions are made by the `Learner` (edge_plm/learner.py, docs/loop.md): every accepted
+candidate is a checkpoint + an ``active`` row, rolled-back candidates have no checkpoint.
+``rollback`` makes an older saved version active (`Learner.rollback`), ``rebuild`` re-learns a
+new active version from the database alone (`Learner.rebuild_from_store`). A running service
+keeps its in-memory model until it is restarted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from edge_plm import inspection as q
+from edge_plm.cli import app
+from edge_plm.cli.data_cmd import (CONFIG_HELP, DB_HELP, JSON_HELP, RESTART_NOTE, console, fail,
+                                   opened, print_json)
+
+model_app = typer.Typer(help="Model versions: list, show, rollback, rebuild.",
+                        no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+CKPT_HELP = "Checkpoint dir for a new version (default: next to the existing ones)."
+
+
+def _ba(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+@model_app.command("list")
+def list_command(
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Every version, oldest first: parent, status, labels learned, holdout score, gate."""
+    with opened(db, config) as (store, settings, path):
+        versions = [q.model_record(v) for v in store.model_versions()]
+    if as_json:
+        print_json(versions)
+        return
+    if not versions:
+        typer.echo("no model versions yet (the service starts from an empty model)")
+        return
+    from rich.table import Table  # noqa: PLC0415
+
+    t = Table(show_edge=False, header_style="bold")
+    for col in ("version", "parent", "created", "status", "labels", "holdout n", "bal. acc.",
+                "parent b.a.", "gate", "checkpoint"):
+        t.add_column(col, justify="right" if col in ("labels", "holdout n", "bal. acc.",
+                                                     "parent b.a.") else "left")
+    for v in versions:
+        status = {"active": "[bold green]active[/]", "rolled_back": "[red]rolled_back[/]"}.get(
+            v["status"], v["status"])
+        ck = "-" if not v["checkpoint"] else ("ok" if v["checkpoint_exists"] else "[red]missing[/]")
+        t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
+                  str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
+                  _ba(v["balanced_accuracy"]), _ba(v["metrics"].get("parent_balanced_accuracy")),
+                  v["gate"] or "-", ck)
+    console().print(t)
+
+
+@model_app.command("show")
+def show_command(
+    version: str = typer.Argument(..., help="Version name, e.g. v0003."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """One version: metrics, checkpoint, children, and how its own predictions fared."""
+    with opened(db, config) as (store, settings, path):
+        d = q.model_detail(store, version)
+    if as_json:
+        print_json(d)
+        return
+    from rich.table import Table  # noqa: PLC0415
+
+    g = Table.grid(padding=(0, 2))
+    g.add_column(style="bold")
+    g.add_column()
+    g.add_row("version", f"{d['version']} ({d['status']})")
+    g.add_row("parent", d["parent"] or "none")
+    g.add_row("children", ", ".join(d["children"]) or "none")
+    g.add_row("created", d["created"])
+    g.add_row("labels learned", str(d["n_train"]))
+    ck = d["checkpoint"]
+    if ck:
+        size = d["checkpoint_bytes"]
+        g.add_row("checkpoint", f"{ck} ({'missing' if size is None else f'{size} bytes'})")
+    else:
+        g.add_row("checkpoint", "none (a rolled-back candidate is not saved)")
+    m = d["metrics"]
+    g.add_row("holdout", f"balanced accuracy {_ba(m.get('balanced_accuracy'))} on "
+                         f"{m.get('holdout_n')} rows; parent {_ba(m.get('parent_balanced_accuracy'))}"
+                         f"; gate: {m.get('gate')}")
+    span = m.get("interactions")
+    if span and span[0] is not None:
+        g.add_row("learned in window", f"{m.get('labels_in_window')} labels, interactions "
+                                       f"#{span[0]}..#{span[1]}")
+    elif m.get("gate") == "rebuild":
+        g.add_row("rebuild", f"{m.get('labels_in_window')} labels learned, "
+                             f"{m.get('skipped_rolled_back')} skipped (rolled-back windows)")
+    p = d["predictions"]
+    if p["interactions"]:
+        acc = "-" if p["accuracy"] is None else f"{p['accuracy']:.3f}"
+        g.add_row("its predictions", f"{p['interactions']} interactions ({p['first']} .. "
+                                     f"{p['last']}), {p['labelled']} labelled, {p['correct']} "
+                                     f"right (accuracy {acc})")
+    else:
+        g.add_row("its predictions", "none (never served)")
+    extra = {k: v for k, v in m.items() if k not in (
+        "balanced_accuracy", "holdout_n", "parent_balanced_accuracy", "gate", "interactions",
+        "labels_in_window", "skipped_rolled_back")}
+    if extra:
+        g.add_row("other metrics", ", ".join(f"{k}={v}" for k, v in extra.items()))
+    console().print(g)
+
+
+@model_app.command("rollback")
+def rollback_command(
+    version: str = typer.Argument(..., help="The saved version to make active."),
+    checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help=CKPT_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Make an older saved version the active one (its checkpoint must load)."""
+    from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+
+    with opened(db, config, write=True) as (store, settings, path):
+        target = q.find_version(store, version)
+        active = store.active_model_version()
+        previous = active.version if active else None
+        if previous == version:
+            result = {"version": version, "previous": previous, "changed": False}
+        else:
+            from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
+
+            cfg = LearnerConfig.from_settings(settings.model)
+            ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
+            try:
+                Learner(store, cfg, ckdir).rollback(target.version)
+            except CheckpointError as exc:
+                fail(f"cannot roll back to {version}: {exc}; nothing changed"
+                     + (" (rolled-back candidates are never saved)"
+                        if target.status == "rolled_back" and not target.path else ""))
+            result = {"version": version, "previous": previous, "changed": True}
+    if as_json:
+        print_json(result)
+        return
+    if not result["changed"]:
+        typer.echo(f"{version} is already the active version")
+        return
+    typer.echo(f"model {version} is active (was {previous or 'none'})")
+    typer.echo(f"note: {RESTART_NOTE}", err=True)
+
+
+@model_app.command("rebuild")
+def rebuild_command(
+    checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help=CKPT_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Re-learn a model from the database alone (labelled non-holdout rows in time order,
+    minus rolled-back windows) and make it the active version."""
+    with opened(db, config, write=True) as (store, settings, path):
+        from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
+
+        cfg = LearnerConfig.from_settings(settings.model)
+        ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
+        active = store.active_model_version()
+        from rich.console import Console  # noqa: PLC0415
+
+        with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
+            name = Learner(store, cfg, ckdir).rebuild_from_store()
+        d = q.model_record(q.find_version(store, name))
+        d["previous"] = active.version if active else None
+    if as_json:
+        print_json(d)
+        return
+    m = d["metrics"]
+    typer.echo(f"model {name} rebuilt and active (was {d['previous'] or 'none'}): "
+               f"{m.get('labels_in_window')} labels learned, {m.get('skipped_rolled_back')} "
+               f"skipped (rolled-back windows); holdout balanced accuracy "
+               f"{_ba(m.get('balanced_accuracy'))} on {m.get('holdout_n')} rows")
+    typer.echo(f"note: {RESTART_NOTE}", err=True)

@@ -1,0 +1,569 @@
+"""Queries and aggregations over the replay buffer for the data commands of the CLI.
+
+`edge-plm status`, `log`, `stats`, `label`, `forget`, `export`, `model ...` and `db backup`
+(`edge_plm/cli/data_cmd.py`, `edge_plm/cli/model_cmd.py`) are thin: what they compute is here,
+as plain dicts (what ``--json`` prints) so that it can be tested without a terminal.
+
+Concurrency: all of it runs while the service writes. Readers open the database read-only
+(`ReplayStore(read_only=True)`: a ``mode=ro`` connection with a busy timeout); in WAL mode a
+reader never blocks the writer and sees a consistent snapshot per query. Commands that change
+data (label, forget, model rollback/rebuild) open it read-write and rely on the busy timeout.
+
+(Named ``inspection``, not ``inspect``: a module shadowing the standard library's ``inspect``
+breaks ``dataclasses`` as soon as this directory lands on ``sys.path``.)
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import re
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+from edge_plm.store import (INTERACTION_FIELDS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
+                            ReplayStore, SchemaError, StoreError)
+
+SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
+LATENCY_PARTS = ("audio", "asr", "model", "actuator", "total")
+PERCENTILES = (50, 90, 95, 99)
+
+
+class DataError(RuntimeError):
+    """A problem the person can fix (missing database, bad argument, unknown id...)."""
+
+
+# --- opening ------------------------------------------------------------------------------
+def open_store(path: str | Path, write: bool = False, busy_timeout_ms: int = 10000) -> ReplayStore:
+    """The replay buffer at `path`: read-only unless `write`; never creates a database.
+
+    Raises `DataError` (missing, unreadable) or `StoreError`/`SchemaError` (not an edge-plm
+    database, newer schema) with a message meant for the person.
+    """
+    path = Path(path)
+    if not path.exists():
+        hint = ""
+        if path != SERVICE_DB and SERVICE_DB.exists():
+            hint = f"; the service's database is {SERVICE_DB} (use --db {SERVICE_DB})"
+        raise DataError(f"no database at {path}: nothing recorded yet (has the service or a "
+                        f"replay run?), or give its path with --db{hint}")
+    if path.is_dir():
+        raise DataError(f"{path} is a directory, not a database file")
+    if not os.access(path, os.R_OK | (os.W_OK if write else 0)):
+        owner = _owner(path)
+        raise DataError(f"permission denied: {path} (mode {path.stat().st_mode & 0o777:o}, "
+                        f"owner {owner}); run the command as that user, e.g. "
+                        f"`sudo -u {owner} edge-plm ...`")
+    return ReplayStore(path, busy_timeout_ms=busy_timeout_ms, read_only=not write)
+
+
+def _owner(path: Path) -> str:
+    try:
+        import pwd  # noqa: PLC0415 - POSIX only
+
+        return pwd.getpwuid(path.stat().st_uid).pw_name
+    except (ImportError, KeyError):
+        return str(path.stat().st_uid)
+
+
+def db_bytes(path: str | Path) -> int:
+    """Size on disk of the database with its -wal and -shm files."""
+    total = 0
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(f"{path}{suffix}")
+        if p.exists():
+            total += p.stat().st_size
+    return total
+
+
+# --- time -----------------------------------------------------------------------------------
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_time(text: str, now: float | None = None) -> float:
+    """A point in time as epoch seconds: ISO date/time (local unless it has an offset),
+    a relative age (``90s``, ``15m``, ``2h``, ``1d``, ``1w`` ago), ``today`` or ``yesterday``."""
+    now = time.time() if now is None else now
+    s = text.strip()
+    m = _RELATIVE.match(s)
+    if m:
+        return now - float(m.group(1)) * _UNIT_S[m.group(2).lower()]
+    midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    if s.lower() == "today":
+        return midnight.timestamp()
+    if s.lower() == "yesterday":
+        return (midnight - timedelta(days=1)).timestamp()
+    try:
+        return datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s
+                                      ).timestamp()
+    except ValueError:
+        raise DataError(f"cannot read the time {text!r}: use an ISO date or time "
+                        "(2024-05-01, 2024-05-01T18:30, 2024-05-01 18:30:00+02:00) or an age "
+                        "(90s, 15m, 2h, 1d, 1w), today, yesterday") from None
+
+
+def iso(ts: float | None) -> str | None:
+    """Local time with its UTC offset, to the second."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def short_time(ts: float | None, now: float | None = None) -> str:
+    """``HH:MM:SS`` today, else ``YYYY-MM-DD HH:MM``."""
+    if ts is None:
+        return "-"
+    t = datetime.fromtimestamp(ts)
+    today = datetime.fromtimestamp(time.time() if now is None else now).date()
+    return t.strftime("%H:%M:%S") if t.date() == today else t.strftime("%Y-%m-%d %H:%M")
+
+
+# --- rows -----------------------------------------------------------------------------------
+def record(row: Interaction) -> dict[str, Any]:
+    """An interaction as JSON: the database columns plus ``time`` (ISO, local)."""
+    d = dataclasses.asdict(row)
+    d["time"] = iso(row.ts)
+    return d
+
+
+def _row(raw: dict[str, Any]) -> Interaction:
+    raw = dict(raw)
+    raw["holdout"] = bool(raw["holdout"])
+    if raw.get("distribution") is not None:
+        raw["distribution"] = json.loads(raw["distribution"])
+    return Interaction(**{name: raw.get(name) for name in INTERACTION_FIELDS})
+
+
+def _query(store: ReplayStore, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    return list(store.db.query(sql, list(params)))
+
+
+def log_rows(store: ReplayStore, limit: int | None = 20, label: str | None = None,
+             since: float | None = None) -> list[Interaction]:
+    """The `limit` most recent interactions (filters: label or ``none``, since), oldest first."""
+    if label is not None and label.lower() == "none":
+        rows = store.interactions(limit=limit, labeled=False, since=since)
+    else:
+        if label is not None and label.upper() not in LABELS:
+            raise DataError(f"--label must be one of {', '.join(LABELS)} or none, got {label!r}")
+        rows = store.interactions(limit=limit, since=since,
+                                  label=label.upper() if label else None)
+    return list(reversed(rows))
+
+
+def rows_after(store: ReplayStore, last_id: int, label: str | None = None) -> list[Interaction]:
+    """Interactions with an id above `last_id`, in id order (new rows for ``log --follow``).
+
+    By id, not time: ids only grow, while an SBC's clock may step back (no RTC, NTP).
+    """
+    sql, params = "SELECT * FROM interactions WHERE id > ?", [last_id]
+    if label is not None and label.lower() == "none":
+        sql += " AND label IS NULL"
+    elif label is not None:
+        sql += " AND label = ?"
+        params.append(label.upper())
+    return [_row(r) for r in _query(store, sql + " ORDER BY id", params)]
+
+
+def labels_of(store: ReplayStore, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+    """(label, source) of those of `ids` that are labelled now."""
+    ids = list(ids)
+    if not ids:
+        return {}
+    marks = ", ".join("?" for _ in ids)
+    return {r["id"]: (r["label"], r["label_source"]) for r in _query(
+        store, f"SELECT id, label, label_source FROM interactions WHERE id IN ({marks}) "
+        "AND label IS NOT NULL", ids)}
+
+
+def max_id(store: ReplayStore) -> int:
+    return int(store.db.execute("SELECT coalesce(max(id), 0) FROM interactions").fetchone()[0])
+
+
+# --- status ---------------------------------------------------------------------------------
+def _schema(store: ReplayStore) -> int | None:
+    row = store.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else None
+
+
+def _counts(store: ReplayStore, column: str, keys: Iterable[str]) -> dict[str, int]:
+    got = {r[column]: r["n"] for r in _query(
+        store, f"SELECT {column}, count(*) AS n FROM interactions GROUP BY {column}")}
+    out = {k: int(got.get(k, 0)) for k in keys}
+    if None in got:
+        out["none"] = int(got[None])
+    return out
+
+
+def model_record(v: ModelVersion) -> dict[str, Any]:
+    """A model version as JSON: its row, ``created`` (ISO) and the main metrics lifted out."""
+    m = v.metrics or {}
+    return {"version": v.version, "parent": v.parent, "status": v.status,
+            "created_ts": v.created_ts, "created": iso(v.created_ts), "n_train": v.n_train,
+            "balanced_accuracy": m.get("balanced_accuracy"), "holdout_n": m.get("holdout_n"),
+            "gate": m.get("gate"), "checkpoint": v.path,
+            "checkpoint_exists": bool(v.path) and Path(v.path).is_file(), "metrics": m}
+
+
+def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
+    """What `edge-plm status` shows."""
+    n = store.count()
+    labelled = store.count(labeled=True)
+    errors = int(store.db.execute(
+        "SELECT count(*) FROM interactions WHERE error IS NOT NULL").fetchone()[0])
+    holdout = int(store.db.execute(
+        "SELECT count(*) FROM interactions WHERE holdout = 1 AND label IS NOT NULL").fetchone()[0])
+    versions = store.model_versions()
+    active = store.active_model_version()
+    last = store.interactions(limit=1)
+    last_backend = store.db.execute(
+        "SELECT asr_backend FROM interactions WHERE asr_backend IS NOT NULL "
+        "ORDER BY id DESC LIMIT 1").fetchone()
+    model = None
+    if active is not None:
+        model = model_record(active)
+    out = {
+        "database": {"path": str(store.path), "bytes": db_bytes(store.path),
+                     "schema_version": _schema(store)},
+        "model": {"active": model, "versions": len(versions),
+                  "rolled_back": sum(v.status == "rolled_back" for v in versions)},
+        "holdout": {"labelled_rows": holdout,
+                    "balanced_accuracy": model["balanced_accuracy"] if model else None,
+                    "scored_on": model["holdout_n"] if model else None},
+        "interactions": {"total": n, "labelled": labelled, "unlabelled": n - labelled,
+                         "errors": errors},
+        "labels": _counts(store, "label", LABELS),
+        "label_sources": {k: v for k, v in _counts(store, "label_source", LABEL_SOURCES).items()
+                          if k != "none"},
+        "last_interaction": None,
+        "asr": {"configured": getattr(getattr(settings, "asr", None), "backend", None),
+                "last_used": last_backend[0] if last_backend else None},
+        "gpio": {"pin_factory": getattr(getattr(settings, "gpio", None), "pin_factory", None)},
+        "config": getattr(settings, "source", None),
+    }
+    out["labels"].pop("none", None)
+    if last:
+        r = last[0]
+        out["last_interaction"] = {
+            "id": r.id, "time": iso(r.ts), "ts": r.ts, "transcript": r.transcript,
+            "prediction": r.prediction, "confidence": r.confidence, "decision": r.decision,
+            "action": r.action, "label": r.label, "label_source": r.label_source,
+            "error": r.error}
+    return out
+
+
+# --- stats ----------------------------------------------------------------------------------
+def _percentiles(values: list[float]) -> dict[str, float | int | None]:
+    import numpy as np  # noqa: PLC0415
+
+    out: dict[str, float | int | None] = {"n": len(values)}
+    for p in PERCENTILES:
+        out[f"p{p}"] = float(np.percentile(values, p)) if values else None
+    out["max"] = float(max(values)) if values else None
+    return out
+
+
+def stats(store: ReplayStore, recent_wrong: int = 10) -> dict[str, Any]:
+    """What `edge-plm stats` shows (and ``--json`` prints)."""
+    rows = store.interactions(oldest_first=True)
+    n = len(rows)
+    by_day: dict[str, Counter] = {}
+    for r in rows:
+        day = datetime.fromtimestamp(r.ts).date().isoformat()
+        c = by_day.setdefault(day, Counter())
+        c["interactions"] += 1
+        c[r.decision or "error"] += 1
+    acted = [r for r in rows if r.action is not None]
+    judged = [r for r in acted if r.label is not None]
+    wrong = [r for r in judged if r.label != r.action]
+    ok = [r for r in rows if r.error is None]
+    latency = {part: _percentiles([v for r in ok if (v := getattr(r, f"latency_{part}_ms"))
+                                   is not None]) for part in LATENCY_PARTS}
+    return {
+        "interactions": n,
+        "classes": {
+            "label": _counts(store, "label", LABELS),
+            "prediction": _counts(store, "prediction", LABELS),
+            "decision": _counts(store, "decision", ("act", "ask", "ignore")),
+            "label_source": _counts(store, "label_source", LABEL_SOURCES),
+        },
+        "versions": [
+            {k: v for k, v in model_record(m).items() if k not in ("metrics", "checkpoint",
+                                                                   "checkpoint_exists")}
+            for m in store.model_versions()],
+        "per_day": [{"date": day, "interactions": c["interactions"], "asked": c["ask"],
+                     "acted": c["act"], "ignored": c["ignore"], "errors": c["error"]}
+                    for day, c in sorted(by_day.items())],
+        "wrong_actions": {
+            "acted": len(acted), "acted_labelled": len(judged), "wrong": len(wrong),
+            "rate": len(wrong) / len(judged) if judged else None,
+            "recent": [{"id": r.id, "time": iso(r.ts), "transcript": r.transcript,
+                        "action": r.action, "label": r.label, "label_source": r.label_source}
+                       for r in wrong[-recent_wrong:]],
+        },
+        "latency_ms": latency,
+    }
+
+
+def learning_curve(store: ReplayStore, window: int = 10) -> dict[str, Any]:
+    """Per interaction (in order) and per model version: the data of ``stats --plot``.
+
+    For each interaction: whether the device asked, acted right (label == action), acted
+    wrong, ignored it rightly (no ON/OFF label), or let a wish pass (ignored, then labelled
+    ON/OFF by the person); rolling shares
+    over `window` interactions. Versions are placed at the number of interactions recorded
+    when they were created.
+    """
+    rows = store.interactions(oldest_first=True)
+    kinds = []
+    for r in rows:
+        if r.error is not None:
+            kinds.append("error")
+        elif r.decision == "ask":
+            kinds.append("asked")
+        elif r.decision == "act" and r.action is not None:
+            kinds.append("acted_wrong" if r.label is not None and r.label != r.action
+                         else "acted_right")
+        elif r.label in ("ON", "OFF"):
+            kinds.append("missed")
+        else:
+            kinds.append("ignored")
+    series: dict[str, list[float]] = {}
+    for kind in ("asked", "acted_right", "acted_wrong", "ignored", "missed"):
+        flags = [k == kind for k in kinds]
+        series[kind] = [sum(flags[max(0, i + 1 - window):i + 1]) / min(window, i + 1)
+                        for i in range(len(flags))]
+    ts = [r.ts for r in rows]
+    versions = []
+    for v in store.model_versions():
+        at = sum(1 for t in ts if t <= v.created_ts)
+        versions.append({**{k: x for k, x in model_record(v).items()
+                            if k in ("version", "status", "balanced_accuracy", "holdout_n",
+                                     "gate")}, "at": at})
+    return {"n": len(rows), "window": window, "kinds": kinds, "rolling": series,
+            "versions": versions}
+
+
+# --- export ---------------------------------------------------------------------------------
+CSV_COLUMNS = ("id", "time", "ts", "transcript", "label", "label_source", "label_ts",
+               "prediction", "confidence", "decision", "action", "model_version", "holdout",
+               "asr_backend", "asr_confidence", "latency_audio_ms", "latency_asr_ms",
+               "latency_model_ms", "latency_actuator_ms", "latency_total_ms", "error",
+               "audio_path", "distribution")
+
+
+def export_jsonl(rows: Iterable[Interaction], out: IO[str],
+                 include_unlabelled: bool = False) -> tuple[int, int]:
+    """Lines `edge-plm replay` accepts (``text``, ``label``) plus what happened; returns
+    (written, skipped unlabelled). The audio file is ``audio_path``, not ``audio``: a replay
+    of the export plays the transcripts."""
+    written = skipped = 0
+    for r in rows:
+        if r.label is None and not include_unlabelled:
+            skipped += 1
+            continue
+        line = {"text": r.transcript, "label": r.label, "id": r.id, "time": iso(r.ts),
+                "label_source": r.label_source, "prediction": r.prediction,
+                "confidence": r.confidence, "decision": r.decision, "action": r.action,
+                "model_version": r.model_version, "holdout": r.holdout,
+                "asr_backend": r.asr_backend}
+        if r.audio_path:
+            line["audio_path"] = r.audio_path
+        if r.error:
+            line["error"] = r.error
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        written += 1
+    return written, skipped
+
+
+def export_csv(rows: Iterable[Interaction], out: IO[str]) -> int:
+    """Every interaction, one CSV row each (``holdout`` 0/1, ``distribution`` as JSON)."""
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    n = 0
+    for r in rows:
+        d = dataclasses.asdict(r)
+        d["time"] = iso(r.ts)
+        d["holdout"] = int(r.holdout)
+        d["distribution"] = (json.dumps(r.distribution, sort_keys=True)
+                             if r.distribution is not None else None)
+        writer.writerow({k: d.get(k) for k in CSV_COLUMNS})
+        n += 1
+    return n
+
+
+# --- forget ---------------------------------------------------------------------------------
+def select_for_forget(store: ReplayStore, ids: list[int], before: float | None,
+                      everything: bool) -> list[int]:
+    """The ids `forget` would delete (all of `ids` must exist)."""
+    if sum(bool(x) for x in (ids, before is not None, everything)) != 1:
+        raise DataError("say what to forget: interaction IDs, --before TIME or --all "
+                        "(exactly one of them)")
+    if everything:
+        return [r[0] for r in store.db.execute("SELECT id FROM interactions ORDER BY id")]
+    if before is not None:
+        return [r[0] for r in store.db.execute(
+            "SELECT id FROM interactions WHERE ts < ? ORDER BY id", [before])]
+    wanted = sorted(set(ids))
+    marks = ", ".join("?" for _ in wanted)
+    found = {r[0] for r in store.db.execute(
+        f"SELECT id FROM interactions WHERE id IN ({marks})", wanted)}
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise DataError(f"no interaction with id {', '.join(map(str, missing))}")
+    return wanted
+
+
+def forget(store: ReplayStore, ids: list[int]) -> dict[str, Any]:
+    """Delete rows and their audio files; what was learned from them is reported."""
+    if not ids:
+        return {"deleted": 0, "ids": [], "audio_removed": 0, "audio_missing": 0,
+                "labelled": 0, "learned_by_models": 0}
+    marks = ", ".join("?" for _ in ids)
+    labelled, learnable = store.db.execute(
+        f"SELECT count(label), coalesce(sum(label IS NOT NULL AND holdout = 0), 0) "
+        f"FROM interactions WHERE id IN ({marks})", ids).fetchone()
+    paths = [r[0] for r in store.db.execute(
+        f"SELECT audio_path FROM interactions WHERE id IN ({marks}) AND audio_path IS NOT NULL",
+        ids)]
+    existed = {p for p in paths if os.path.exists(p)}
+    store.delete_interactions(ids, remove_audio=True)
+    removed = sum(1 for p in existed if not os.path.exists(p))
+    return {"deleted": len(ids), "ids": ids, "audio_removed": removed,
+            "audio_missing": len(paths) - len(existed), "labelled": int(labelled),
+            "learned_by_models": int(learnable)}
+
+
+# --- models ---------------------------------------------------------------------------------
+def find_version(store: ReplayStore, version: str) -> ModelVersion:
+    for v in store.model_versions():
+        if v.version == version:
+            return v
+    known = ", ".join(v.version for v in store.model_versions()) or "none yet"
+    raise DataError(f"no model version {version!r} (versions: {known})")
+
+
+def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
+    """`model show`: the version, its children, and how its predictions fared."""
+    v = find_version(store, version)
+    out = model_record(v)
+    out["children"] = [c.version for c in store.model_versions() if c.parent == v.version]
+    out["checkpoint_bytes"] = (Path(v.path).stat().st_size
+                               if v.path and Path(v.path).is_file() else None)
+    r = store.db.execute(
+        "SELECT count(*), count(label), coalesce(sum(label = prediction), 0), "
+        "min(ts), max(ts) FROM interactions WHERE model_version = ?", [version]).fetchone()
+    out["predictions"] = {"interactions": r[0], "labelled": r[1], "correct": int(r[2]),
+                          "accuracy": r[2] / r[1] if r[1] else None,
+                          "first": iso(r[3]), "last": iso(r[4])}
+    return out
+
+
+def checkpoints_dir(store: ReplayStore, db_path: Path, configured: str = "") -> Path:
+    """Where new checkpoints go: next to the existing ones, else the configured directory,
+    else ``<database dir>/checkpoints`` (the layout of the state dir and of replays)."""
+    saved = [v.path for v in store.model_versions() if v.path]
+    if saved:
+        return Path(saved[-1]).parent
+    if configured:
+        return Path(configured)
+    return Path(db_path).parent / "checkpoints"
+
+
+# --- backup ---------------------------------------------------------------------------------
+def _ro_uri(path: Path) -> str:
+    return f"file:{quote(str(path.resolve()))}?mode=ro"
+
+
+def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
+           busy_timeout_ms: int = 10000) -> dict[str, Any]:
+    """A consistent copy of the live database (SQLite's online backup API), verified.
+
+    The whole copy is one step of `sqlite3.Connection.backup` on a read-only connection: in
+    WAL mode that is a read transaction, so it is one snapshot and the service keeps writing
+    meanwhile (a step-wise backup would restart whenever the service commits). The copy is
+    written to a temporary file in the destination directory (0600), switched to a
+    self-contained rollback journal, checked (``PRAGMA integrity_check``, schema version,
+    row counts), fsynced and renamed into place.
+    """
+    src, dest = Path(src), Path(dest)
+    if not src.exists():
+        raise DataError(f"no database at {src}: nothing to back up (give its path with --db)")
+    if dest.is_dir():
+        dest = dest / src.name
+    if dest.exists():
+        if dest.resolve() == src.resolve():
+            raise DataError(f"{dest} is the database itself")
+        if not overwrite:
+            raise DataError(f"{dest} exists; not overwritten (use --force)")
+    if not dest.parent.is_dir():
+        raise DataError(f"directory {dest.parent} does not exist")
+    tmp = dest.parent / f".{dest.name}.partial-{os.getpid()}"
+    started = time.perf_counter()
+    try:
+        os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
+        os.chmod(tmp, 0o600)
+        source = sqlite3.connect(_ro_uri(src), uri=True, timeout=busy_timeout_ms / 1000)
+        try:
+            source.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            target = sqlite3.connect(str(tmp))
+            try:
+                source.backup(target)  # pages=-1: everything in one step, one snapshot
+                target.execute("PRAGMA journal_mode = DELETE")
+                verified = _verify(target)
+            finally:
+                target.close()
+        finally:
+            source.close()
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, dest)
+        dfd = os.open(dest.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except sqlite3.DatabaseError as exc:
+        raise DataError(f"backup of {src} failed: {exc}") from exc
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    # the copy in place opens on its own
+    with sqlite3.connect(_ro_uri(dest), uri=True) as check:
+        if check.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+            raise DataError(f"{dest}: the copy does not pass quick_check")
+    check.close()
+    return {"source": str(src), "backup": str(dest), "bytes": dest.stat().st_size,
+            "seconds": round(time.perf_counter() - started, 3), **verified}
+
+
+def _verify(conn: sqlite3.Connection) -> dict[str, Any]:
+    problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+    if problems != ["ok"]:
+        raise DataError("integrity_check of the copy failed: " + "; ".join(problems[:5]))
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        raise SchemaError("the copied database is not an edge-plm database (no meta table)")
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return {"integrity_check": "ok", "schema_version": int(version[0]) if version else None,
+            "interactions": conn.execute("SELECT count(*) FROM interactions").fetchone()[0],
+            "model_versions": conn.execute("SELECT count(*) FROM model_versions").fetchone()[0]}
+
+
+__all__ = ["DataError", "StoreError", "SchemaError", "backup", "checkpoints_dir", "db_bytes",
+           "export_csv", "export_jsonl", "find_version", "forget", "iso", "labels_of",
+           "learning_curve", "log_rows", "max_id", "model_detail", "model_record", "open_store",
+           "parse_time", "record", "rows_after", "select_for_forget", "short_time", "stats",
+           "status"]

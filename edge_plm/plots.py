@@ -1,0 +1,95 @@
+"""`edge-plm stats --plot`: learning over time, drawn with matplotlib (the ``plot`` extra).
+
+matplotlib is optional (a device does not need it): `require_matplotlib` raises
+`PlotUnavailable` with the install command when it is missing, before any work is done.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+INSTALL_HINT = "pip install 'edge-plm[plot]'  (or: pip install matplotlib)"
+
+
+class PlotUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401, PLC0415
+    except ImportError:
+        raise PlotUnavailable(f"plotting needs matplotlib, which is not installed: "
+                              f"{INSTALL_HINT}") from None
+
+
+COLOURS = {"asked": "#e0a800", "acted_right": "#2e7d32", "acted_wrong": "#c62828",
+           "ignored": "#9e9e9e", "missed": "#6a1b9a"}
+NAMES = {"asked": "asked", "acted_right": "acted right", "acted_wrong": "acted wrong",
+         "ignored": "ignored (rightly)", "missed": "missed a wish"}
+
+
+def plot_learning(curve: dict[str, Any], path: str | Path, title: str = "") -> Path:
+    """Two panels over the interaction count: what the device did (rolling shares), and the
+    holdout balanced accuracy of each model version (rolled-back candidates marked)."""
+    require_matplotlib()
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    n, window = curve["n"], curve["window"]
+    xs = list(range(1, n + 1))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 2]})
+    for kind, values in curve["rolling"].items():
+        top.plot(xs, values, label=NAMES[kind], color=COLOURS[kind],
+                 linewidth=1.5 if kind == "ignored" else 2,
+                 linestyle="--" if kind == "ignored" else "-")
+    top.set_ylim(-0.03, 1.03)
+    top.set_ylabel(f"share of the last {window}\ninteractions")
+    top.set_title(title or "Learning on the device: asking turns into acting right", pad=30)
+    top.grid(alpha=0.3)
+    top.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, fontsize=9,
+               frameon=False)
+
+    accepted = [v for v in curve["versions"] if v["status"] != "rolled_back"
+                and v["balanced_accuracy"] is not None]
+    rejected = [v for v in curve["versions"] if v["status"] == "rolled_back"
+                and v["balanced_accuracy"] is not None]
+    if accepted:
+        bottom.step([v["at"] for v in accepted], [v["balanced_accuracy"] for v in accepted],
+                    where="post", color="#1565c0", linewidth=1.5, alpha=0.5)
+        bottom.plot([v["at"] for v in accepted], [v["balanced_accuracy"] for v in accepted],
+                    "o", color="#1565c0", label="model version (accepted)")
+        if len(accepted) <= 25:  # beyond that the labels overlap
+            for v in accepted:
+                below = v["balanced_accuracy"] > 0.5
+                bottom.annotate(f"{v['version']}\nn={v['holdout_n']}",
+                                (v["at"], v["balanced_accuracy"]), textcoords="offset points",
+                                xytext=(0, -24 if below else 8), ha="center", fontsize=7,
+                                color="#333333")
+    if rejected:
+        bottom.plot([v["at"] for v in rejected], [v["balanced_accuracy"] for v in rejected],
+                    "x", color="#c62828", markersize=9, mew=2, label="candidate rolled back")
+    for v in curve["versions"]:
+        top.axvline(v["at"], color="#999999", linewidth=0.6, linestyle=":")
+    bottom.set_ylim(-0.05, 1.12)
+    bottom.set_ylabel("holdout balanced\naccuracy")
+    bottom.set_xlabel("interactions recorded")
+    bottom.set_xlim(0.5, max(n, 1) + 0.5)
+    bottom.grid(alpha=0.3)
+    if accepted or rejected:
+        bottom.legend(loc="lower right", fontsize=9, framealpha=0.9)
+    else:
+        bottom.text(0.5, 0.5, "no scored model version yet", transform=bottom.transAxes,
+                    ha="center", va="center", color="#666666")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["INSTALL_HINT", "PlotUnavailable", "plot_learning", "require_matplotlib"]
