@@ -15,8 +15,13 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   the live model is reloaded from the active checkpoint (the labels learned since are dropped
   from the model, not from the database). Otherwise the candidate is saved as an atomic
   checkpoint under the checkpoints directory and becomes ``active`` (parent = previous active,
-  metrics = its scores). While the holdout holds fewer than ``holdout_min`` labels there is no
-  meaningful score: candidates are accepted and the metrics say ``gate: "holdout too small"``.
+  metrics = its scores). A candidate is only judged when the score means something: the
+  holdout holds at least ``holdout_min`` labels *and* at least ``MIN_PER_CLASS`` (2) rows of
+  every class the candidate was trained on. Otherwise it is accepted and the metrics say why
+  (``gate: "holdout too small"`` / ``"holdout lacks classes"``, ``holdout_classes``). Why:
+  balanced accuracy averages per-class recall, so with a single ON row in the holdout one
+  prediction moves the score by a third; on a 425-line replay with margin 0 that noise
+  rolled back 12 of 33 candidates, several by about 0.01.
 - `rollback(version)` — manual: make an older saved version active and live.
 - `rebuild_from_store()` — the database is the source of truth: a fresh model re-learns every
   labelled, non-holdout row in time order (and observes unlabelled transcripts), skipping the
@@ -45,12 +50,14 @@ from typing import Any
 from edge_plm.evaluation import balanced_accuracy, confusion
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.dialogue import Prediction, SwitchModel
+from edge_plm.plm.tokenizer import ACTIONS
 from edge_plm.settings import ModelConfig
 from edge_plm.store import ModelVersion, ReplayStore
 
 log = logging.getLogger(__name__)
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...
+MIN_PER_CLASS = 2  # holdout rows needed per trained class before a candidate is judged
 
 
 def is_holdout_id(interaction_id: int, fraction: float) -> bool:
@@ -62,11 +69,10 @@ def is_holdout_id(interaction_id: int, fraction: float) -> bool:
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    """What the learner needs from `ModelConfig`, plus two settings of its own.
+    """What the learner needs from `ModelConfig` (same defaults; see settings.py).
 
-    ``version_every`` (labels learned between candidate versions) and ``rollback_margin``
-    (how much lower a candidate's holdout balanced accuracy may be before it is rolled back)
-    are not in settings.py yet; the defaults here apply.
+    ``version_every``: labels learned between candidate versions. ``rollback_margin``: how
+    much lower a candidate's holdout balanced accuracy may be before it is rolled back.
     """
 
     config: str = "potato"
@@ -75,7 +81,7 @@ class LearnerConfig:
     holdout_fraction: float = 0.2
     holdout_min: int = 10
     version_every: int = 10
-    rollback_margin: float = 0.0
+    rollback_margin: float = 0.03
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -88,10 +94,13 @@ class LearnerConfig:
             raise ValueError("rollback_margin must be >= 0")
 
     @classmethod
-    def from_settings(cls, m: ModelConfig, **extra: Any) -> LearnerConfig:
-        """From the `[model]` section of the config (extra: version_every, rollback_margin)."""
-        return cls(config=m.config, seed=m.seed, replay_size=m.replay_size,
-                   holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min, **extra)
+    def from_settings(cls, m: ModelConfig, **overrides: Any) -> LearnerConfig:
+        """From the `[model]` section of the config (keyword arguments override it)."""
+        values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
+                      holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
+                      version_every=m.version_every, rollback_margin=m.rollback_margin)
+        values.update(overrides)
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,7 @@ class HoldoutScore:
 
     n: int
     balanced_accuracy: float | None
+    per_class: dict[str, int] = field(default_factory=dict)  # holdout rows per label
 
 
 @dataclass(frozen=True)
@@ -215,9 +225,7 @@ class Learner:
     def on_label(self, interaction_id: int, text: str, label: str) -> LabelOutcome:
         """A label for interaction `interaction_id`: holdout it, or learn it (and version)."""
         if is_holdout_id(interaction_id, self.cfg.holdout_fraction):
-            # not store.set_holdout: ReplayStore.update_interaction currently resets a
-            # transcript it is not given to '' (store bug, reported); pass it along
-            self.store.update_interaction(interaction_id, holdout=True, transcript=text)
+            self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
             return LabelOutcome(holdout=True, loss=None)
         loss = self.model.learn(text, label)
@@ -234,8 +242,26 @@ class Learner:
         if not rows:
             return HoldoutScore(0, None)
         preds = [model.predict(text).action for text, _ in rows]
-        table = confusion([label for _, label in rows], preds)
-        return HoldoutScore(len(rows), balanced_accuracy(table))
+        labels = [label for _, label in rows]
+        table = confusion(labels, preds)
+        per_class = {a: labels.count(a) for a in ACTIONS}
+        return HoldoutScore(len(rows), balanced_accuracy(table), per_class)
+
+    def _trained_classes(self) -> list[str]:
+        """The labels the live model has learned at least once (in ACTIONS order)."""
+        seen = {y for _, y in self.model.examples}
+        return [a for i, a in enumerate(ACTIONS) if i in seen]
+
+    def _unjudgeable(self, cand: HoldoutScore) -> str | None:
+        """Why the holdout cannot judge this candidate (None when it can)."""
+        if cand.n < self.cfg.holdout_min:
+            return f"holdout too small to judge ({cand.n} < {self.cfg.holdout_min})"
+        thin = [f"{a}={cand.per_class.get(a, 0)}" for a in self._trained_classes()
+                if cand.per_class.get(a, 0) < MIN_PER_CLASS]
+        if thin:
+            return (f"holdout lacks classes the candidate learned (need >= {MIN_PER_CLASS} "
+                    f"each): {', '.join(thin)}")
+        return None
 
     def _next_version_name(self) -> str:
         return f"v{len(self.store.model_versions()) + 1:04d}"
@@ -251,9 +277,11 @@ class Learner:
             "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
             "parent_balanced_accuracy": base.balanced_accuracy if base else None,
             "labels_in_window": window.count, "interactions": [window.first_id, window.last_id],
+            "holdout_classes": cand.per_class, "trained_classes": self._trained_classes(),
         }
+        unjudgeable = self._unjudgeable(cand) if base is not None else None
         judged = (base is not None and base.balanced_accuracy is not None
-                  and cand.n >= self.cfg.holdout_min)
+                  and cand.balanced_accuracy is not None and unjudgeable is None)
         if judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin:
             reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
                       f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
@@ -270,10 +298,14 @@ class Learner:
                 reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} >= active "
                           f"{base.balanced_accuracy:.3f} - margin {self.cfg.rollback_margin}")
                 metrics["gate"] = "passed"
+            elif base is None:
+                reason = "first version"
+                metrics["gate"] = "first version"
             else:
-                reason = (f"holdout too small to judge ({cand.n} < {self.cfg.holdout_min})"
-                          if base is not None else "first version")
-                metrics["gate"] = "holdout too small" if base is not None else "first version"
+                reason = unjudgeable or "no holdout score to compare"
+                metrics["gate"] = ("holdout too small" if cand.n < self.cfg.holdout_min
+                                   else "holdout lacks classes")
+                metrics["gate_reason"] = reason
             parent = self.version
             self._save_active(name, metrics)
             log.info("model version %s active (parent %s): %s", name, parent, reason)

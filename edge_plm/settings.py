@@ -93,6 +93,9 @@ class PolicyConfig:
     ask_threshold: float = 0.40  # between ask and act: ask; below: ignore (treated as NOOP)
     ask_window_s: float = 8.0
     override_window_s: float = 10.0
+    # after ASK / IGNORE with no flip, label NOOP only if the model gave the relay's current
+    # state less than this probability (else no label: "no flip" cannot tell S from NOOP)
+    ambiguity_floor: float = 0.2
 
 
 @dataclass
@@ -101,7 +104,11 @@ class ModelConfig:
     seed: int = 0
     replay_size: int = 8
     holdout_fraction: float = 0.2
-    holdout_min: int = 10
+    holdout_min: int = 10  # holdout rows needed before a candidate is judged at all
+    version_every: int = 10  # learned labels between candidate versions
+    # a candidate is rolled back only if its holdout balanced accuracy is lower than the
+    # active version's by more than this (small holdouts are noisy: one row moves it a lot)
+    rollback_margin: float = 0.03
 
 
 @dataclass
@@ -161,6 +168,15 @@ def validate(s: Settings) -> None:
     p = s.policy
     if not 0.0 <= p.ask_threshold <= p.act_threshold <= 1.0:
         raise ConfigError("policy: need 0 <= ask_threshold <= act_threshold <= 1")
+    if not 0.0 <= p.ambiguity_floor <= 1.0:
+        raise ConfigError("policy.ambiguity_floor must be in [0, 1]")
+    m = s.model
+    if not 0.0 <= m.holdout_fraction < 1.0:
+        raise ConfigError("model.holdout_fraction must be in [0, 1)")
+    if m.holdout_min < 1 or m.version_every < 1:
+        raise ConfigError("model.holdout_min and model.version_every must be >= 1")
+    if m.rollback_margin < 0:
+        raise ConfigError("model.rollback_margin must be >= 0")
     if s.gpio.switch_mode not in ("toggle", "momentary"):
         raise ConfigError("gpio.switch_mode must be 'toggle' or 'momentary'")
     if s.audio.source not in ("microphone", "wav", "text"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from edge_plm.plm.dialogue import SwitchModel
-from edge_plm.learner import Learner, LearnerConfig, is_holdout_id
+from edge_plm.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
+from edge_plm.settings import ConfigError, ModelConfig, parse
 from edge_plm.store import ReplayStore
 
 PHRASES = [("turn on the light", "ON"), ("turn off the light", "OFF"),
@@ -180,3 +181,85 @@ def test_rebuild_skips_holdout_and_rolled_back_windows(store, tmp_path):
     assert len(learner.model.examples) == metrics["labels_in_window"]
     for text, label in PHRASES:
         assert learner.predict(text).action == label
+
+
+# --- the gate: margin and holdout coverage ----------------------------------------------------
+def scripted_scores(learner, cand_ba: float, base_ba: float, per_class: dict):
+    """Make `score` return fixed holdout scores: `cand_ba` for the live model, `base_ba` for
+    the active one (the gate logic is what is under test, not the model)."""
+    n = sum(per_class.values())
+
+    def score(model):
+        ba = cand_ba if model is learner.model else base_ba
+        return HoldoutScore(n, ba, dict(per_class))
+    learner.score = score
+
+
+def first_version(store, tmp_path, **kw):
+    learner = Learner(store, cfg(holdout_fraction=0.0, **kw), tmp_path / "ckpt")
+    feed(learner, store, 6)  # all three classes learned; v0001 = "first version"
+    assert store.active_model_version().metrics["gate"] == "first version"
+    return learner
+
+
+@pytest.mark.parametrize("cand,status,gate", [
+    (0.80, "active", "passed"),
+    (0.775, "active", "passed"),  # 0.025 lower: within the 0.03 margin (noise)
+    (0.76, "rolled_back", "rolled back"),  # 0.04 lower: clearly worse
+])
+def test_rollback_margin(store, tmp_path, cand, status, gate):
+    learner = first_version(store, tmp_path, rollback_margin=0.03)
+    scripted_scores(learner, cand, 0.80, {"ON": 3, "OFF": 3, "NOOP": 4})
+    event = feed(learner, store, 6)[-1].event
+    assert event.status == status
+    assert store.model_versions()[-1].metrics["gate"] == gate
+
+
+@pytest.mark.parametrize("per_class,why", [
+    ({"ON": 1, "OFF": 5, "NOOP": 6}, "ON=1"),  # a trained class with one holdout row
+    ({"ON": 0, "OFF": 6, "NOOP": 6}, "ON=0"),
+])
+def test_holdout_lacking_a_trained_class_cannot_roll_back(store, tmp_path, per_class, why):
+    learner = first_version(store, tmp_path)
+    scripted_scores(learner, 0.1, 0.9, per_class)  # would be a clear rollback if judged
+    event = feed(learner, store, 6)[-1].event
+    assert event.status == "active" and why in event.reason
+    metrics = store.model_versions()[-1].metrics
+    assert metrics["gate"] == "holdout lacks classes" and why in metrics["gate_reason"]
+    assert metrics["holdout_classes"] == per_class
+    assert metrics["trained_classes"] == ["ON", "OFF", "NOOP"]
+
+
+def test_holdout_too_small_is_recorded(store, tmp_path):
+    learner = first_version(store, tmp_path, holdout_min=20)
+    scripted_scores(learner, 0.1, 0.9, {"ON": 5, "OFF": 5, "NOOP": 5})
+    event = feed(learner, store, 6)[-1].event
+    assert event.status == "active" and "15 < 20" in event.reason
+    assert store.model_versions()[-1].metrics["gate"] == "holdout too small"
+
+
+def test_untrained_class_does_not_need_holdout_rows(store, tmp_path):
+    learner = Learner(store, cfg(holdout_fraction=0.0), tmp_path / "ckpt")
+    for i in range(6):  # ON and OFF only
+        text, label = PHRASES[i % 2]
+        iid = store.add_interaction(transcript=text)
+        store.set_label(iid, label, "asked")
+        learner.on_label(iid, text, label)
+    scripted_scores(learner, 0.1, 0.9, {"ON": 3, "OFF": 3, "NOOP": 0})
+    for i in range(6):
+        text, label = PHRASES[i % 2]
+        iid = store.add_interaction(transcript=text)
+        store.set_label(iid, label, "asked")
+        event = learner.on_label(iid, text, label).event
+    assert event.status == "rolled_back"
+
+
+def test_config_comes_from_model_settings():
+    m = ModelConfig(version_every=7, rollback_margin=0.05, holdout_min=12)
+    lc = LearnerConfig.from_settings(m)
+    assert (lc.version_every, lc.rollback_margin, lc.holdout_min) == (7, 0.05, 12)
+    assert LearnerConfig.from_settings(m, version_every=3).version_every == 3
+    assert LearnerConfig.from_settings(ModelConfig()).rollback_margin == ModelConfig().rollback_margin
+    with pytest.raises(ConfigError, match="rollback_margin"):
+        parse("[model]\nrollback_margin = -0.1\n")
+    assert parse("[model]\nversion_every = 5\n").model.version_every == 5
