@@ -69,7 +69,8 @@ def load(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, NotImplementedError, RuntimeError) as exc:
+        # zipfile raises NotImplementedError/RuntimeError for damaged directory fields
         raise CheckpointError(f"checkpoint {path} is damaged or truncated: {exc}") from exc
     if META_KEY not in arrays:
         raise CheckpointError(f"checkpoint {path} has no metadata; not an edge-plm checkpoint")

@@ -208,8 +208,9 @@ class SwitchNet:
         dv = w[:, None] * (glob.y - onehot)
         dW2, dU2, dO, dh = gb(local.h.shape, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"], glob, dv)
         dW, dU, dE = lb(ids.ids, ids.lengths, self.E, self.comparisons(), p["W"], p["U"], local, dh, need_dE)
-        if self.config.shared_u2:  # one U for every branch: tie the gradient
-            dU2[:] = dU2.sum(axis=0)
+        if self.config.shared_u2:  # one U for every branch: its gradient lives in copy 0
+            dU2[0] = dU2.sum(axis=0)
+            dU2[1:] = 0.0
         grads = {"W": dW, "U": dU, "W2": dW2 * self.w2_mask, "U2": dU2, "O": dO}
         if need_dE:
             grads["E"] = dE
@@ -367,12 +368,14 @@ class SwitchNet:
         clip_by_global_norm(grads, self.config.clip)
         if lr is not None:
             self.optimizer.lr = lr
+        trainable = dict(self.delta)
         if need_dE:
-            holder = {"E": self.E}
-            self.optimizer.step(holder, {"E": grads.pop("E")})
-            np.maximum(holder["E"], 0.0, out=holder["E"])  # projection: codes stay non-negative
-            self.E = holder["E"]
-        self.optimizer.step(self.delta, grads)
+            trainable["E"] = self.E
+        self.optimizer.step(trainable, grads)  # one Adam step over everything trainable
+        if need_dE:
+            np.maximum(self.E, 0.0, out=self.E)  # projection: codes stay non-negative
+        if self.config.shared_u2:
+            self.delta["U2"][1:] = self.delta["U2"][0]
         self._effective.clear()
         self.updates += 1
         return loss
