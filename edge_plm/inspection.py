@@ -147,17 +147,40 @@ def _query(store: ReplayStore, sql: str, params: Iterable[Any] = ()) -> list[dic
     return list(store.db.query(sql, list(params)))
 
 
+def _label_filter(label: str | None) -> tuple[str, list[Any]]:
+    if label is None:
+        return "", []
+    if label.lower() == "none":
+        return " AND label IS NULL", []
+    if label.upper() not in LABELS:
+        raise DataError(f"--label must be one of {', '.join(LABELS)} or none, got {label!r}")
+    return " AND label = ?", [label.upper()]
+
+
 def log_rows(store: ReplayStore, limit: int | None = 20, label: str | None = None,
              since: float | None = None) -> list[Interaction]:
-    """The `limit` most recent interactions (filters: label or ``none``, since), oldest first."""
-    if label is not None and label.lower() == "none":
-        rows = store.interactions(limit=limit, labeled=False, since=since)
-    else:
-        if label is not None and label.upper() not in LABELS:
-            raise DataError(f"--label must be one of {', '.join(LABELS)} or none, got {label!r}")
-        rows = store.interactions(limit=limit, since=since,
-                                  label=label.upper() if label else None)
-    return list(reversed(rows))
+    """The `limit` most recent interactions (filters: label or ``none``, since), oldest first.
+
+    Recent by id (the order they happened in), not by timestamp: an SBC's clock may step
+    back (no RTC, NTP), ids only grow.
+    """
+    where, params = _label_filter(label)
+    if since is not None:
+        where += " AND ts >= ?"
+        params.append(since)
+    sql = "SELECT * FROM interactions WHERE 1 = 1" + where + " ORDER BY id DESC"
+    if limit:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    return [_row(r) for r in reversed(_query(store, sql, params))]
+
+
+def all_rows(store: ReplayStore, since: float | None = None) -> list[Interaction]:
+    """Every interaction (since a time), in the order they happened (by id)."""
+    if since is None:
+        return [_row(r) for r in _query(store, "SELECT * FROM interactions ORDER BY id")]
+    return [_row(r) for r in _query(store, "SELECT * FROM interactions WHERE ts >= ? "
+                                    "ORDER BY id", [since])]
 
 
 def rows_after(store: ReplayStore, last_id: int, label: str | None = None) -> list[Interaction]:
@@ -165,13 +188,9 @@ def rows_after(store: ReplayStore, last_id: int, label: str | None = None) -> li
 
     By id, not time: ids only grow, while an SBC's clock may step back (no RTC, NTP).
     """
-    sql, params = "SELECT * FROM interactions WHERE id > ?", [last_id]
-    if label is not None and label.lower() == "none":
-        sql += " AND label IS NULL"
-    elif label is not None:
-        sql += " AND label = ?"
-        params.append(label.upper())
-    return [_row(r) for r in _query(store, sql + " ORDER BY id", params)]
+    where, params = _label_filter(label)
+    return [_row(r) for r in _query(store, "SELECT * FROM interactions WHERE id > ?" + where
+                                    + " ORDER BY id", [last_id, *params])]
 
 
 def labels_of(store: ReplayStore, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
@@ -274,7 +293,7 @@ def _percentiles(values: list[float]) -> dict[str, float | int | None]:
 
 def stats(store: ReplayStore, recent_wrong: int = 10) -> dict[str, Any]:
     """What `edge-plm stats` shows (and ``--json`` prints)."""
-    rows = store.interactions(oldest_first=True)
+    rows = all_rows(store)
     n = len(rows)
     by_day: dict[str, Counter] = {}
     for r in rows:
@@ -323,7 +342,7 @@ def learning_curve(store: ReplayStore, window: int = 10) -> dict[str, Any]:
     over `window` interactions. Versions are placed at the number of interactions recorded
     when they were created.
     """
-    rows = store.interactions(oldest_first=True)
+    rows = all_rows(store)
     kinds = []
     for r in rows:
         if r.error is not None:
@@ -562,8 +581,8 @@ def _verify(conn: sqlite3.Connection) -> dict[str, Any]:
             "model_versions": conn.execute("SELECT count(*) FROM model_versions").fetchone()[0]}
 
 
-__all__ = ["DataError", "StoreError", "SchemaError", "backup", "checkpoints_dir", "db_bytes",
-           "export_csv", "export_jsonl", "find_version", "forget", "iso", "labels_of",
-           "learning_curve", "log_rows", "max_id", "model_detail", "model_record", "open_store",
-           "parse_time", "record", "rows_after", "select_for_forget", "short_time", "stats",
-           "status"]
+__all__ = ["DataError", "SchemaError", "StoreError", "all_rows", "backup", "checkpoints_dir",
+           "db_bytes", "export_csv", "export_jsonl", "find_version", "forget", "iso",
+           "labels_of", "learning_curve", "log_rows", "max_id", "model_detail", "model_record",
+           "open_store", "parse_time", "record", "rows_after", "select_for_forget",
+           "short_time", "stats", "status"]

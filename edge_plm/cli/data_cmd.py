@@ -105,9 +105,13 @@ def print_json(obj: Any) -> None:
 
 
 def console():
+    """Rich console on stdout; not a terminal (a pipe, a file): 120 columns unless $COLUMNS."""
     from rich.console import Console  # noqa: PLC0415
 
-    return Console(highlight=False)
+    width = None
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        width = 120
+    return Console(highlight=False, width=width)
 
 
 def fmt_conf(x: Optional[float]) -> str:
@@ -212,16 +216,15 @@ def _log_table(rows):
 
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for col, kw in (("id", {"justify": "right"}), ("time", {}), ("transcript", {"ratio": 1}),
-                    ("pred", {}), ("conf", {"justify": "right"}), ("did", {}),
-                    ("label", {}), ("source", {}), ("ms", {"justify": "right"})):
+                    ("predicted", {}), ("did", {}), ("label", {}), ("ms", {"justify": "right"})):
         table.add_column(col, **kw)
     for r in rows:
         wrong = r.action is not None and r.label is not None and r.label != r.action
+        lab = f"{r.label} {r.label_source}" if r.label else "-"
         table.add_row(str(r.id), q.short_time(r.ts),
                       f"[red]{r.error}[/]" if r.error else r.transcript,
-                      r.prediction or "-", fmt_conf(r.confidence), did(r),
-                      f"[red]{r.label}[/]" if wrong else (r.label or "-"),
-                      r.label_source or "-", fmt_ms(r.latency_total_ms))
+                      f"{r.prediction} {fmt_conf(r.confidence)}" if r.prediction else "-",
+                      did(r), f"[red]{lab}[/]" if wrong else lab, fmt_ms(r.latency_total_ms))
     return table
 
 
@@ -568,7 +571,7 @@ def export_command(
         fail(f"--format must be jsonl or csv, got {fmt!r}", 2)
     t_since = time_option(since, "--since")
     with opened(db, config) as (store, settings, path):
-        rows = store.interactions(since=t_since, oldest_first=True)
+        rows = q.all_rows(store, since=t_since)
         if output is None:
             out, close = sys.stdout, False
         else:

@@ -1,0 +1,144 @@
+"""`edge-plm model list|show|rollback|rebuild` on a replay buffer populated by the real loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _data_util import cli, copy_db, demo_text_lines, populate, query
+from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.settings import ModelConfig
+from edge_plm.store import ReplayStore
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path, monkeypatch):
+    cfg = tmp_path / "empty.toml"
+    cfg.write_text("")
+    monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("state") / "state"
+    populate(d / "edge-plm.db", demo_text_lines())
+    return d
+
+
+@pytest.fixture()
+def db(demo_dir, tmp_path):
+    return copy_db(demo_dir, tmp_path / "state")
+
+
+def js(result):
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def active(db) -> str:
+    return query(db, "SELECT version FROM model_versions WHERE status = 'active'")[0][0]
+
+
+def open_learner(db):
+    store = ReplayStore(db)
+    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig()),
+                               db.parent / "checkpoints")
+
+
+def test_list_json_and_table(demo_dir):
+    path = demo_dir / "edge-plm.db"
+    versions = js(cli("model", "list", "--db", path, "--json"))
+    assert isinstance(versions, list) and len(versions) >= 2
+    assert [v["version"] for v in versions] == [r[0] for r in query(
+        path, "SELECT version FROM model_versions ORDER BY created_ts, rowid")]
+    first, second = versions[0], versions[1]
+    assert set(first) >= {"version", "parent", "status", "created", "n_train",
+                          "balanced_accuracy", "holdout_n", "gate", "checkpoint", "metrics"}
+    assert first["parent"] is None and second["parent"] == first["version"]
+    assert sum(v["status"] == "active" for v in versions) == 1
+    assert all(v["checkpoint_exists"] for v in versions if v["status"] != "rolled_back")
+    table = cli("model", "list", "--db", path)
+    assert table.exit_code == 0 and "active" in table.stdout and first["version"] in table.stdout
+
+
+def test_show(demo_dir):
+    path = demo_dir / "edge-plm.db"
+    d = js(cli("model", "show", "v0001", "--db", path, "--json"))
+    assert d["version"] == "v0001" and d["children"] == ["v0002"]
+    assert d["checkpoint_bytes"] > 0
+    p = d["predictions"]
+    served = query(path, "SELECT count(*) FROM interactions WHERE model_version = 'v0001'")[0][0]
+    assert p["interactions"] == served and 0 <= p["correct"] <= p["labelled"] <= served
+    text = cli("model", "show", "v0002", "--db", path)
+    assert text.exit_code == 0 and "parent" in text.stdout and "v0001" in text.stdout
+    missing = cli("model", "show", "v9999", "--db", path)
+    assert missing.exit_code == 1 and "no model version 'v9999'" in missing.stderr
+    assert "v0001" in missing.stderr  # lists the known ones
+
+
+def test_rollback_makes_an_older_version_active(db):
+    newest = active(db)
+    assert newest != "v0001"
+    r = js(cli("model", "rollback", "v0001", "--db", db, "--json"))
+    assert r == {"version": "v0001", "previous": newest, "changed": True}
+    assert active(db) == "v0001"
+    assert query(db, "SELECT status FROM model_versions WHERE version = ?", [newest]) == [
+        ("retired",)]
+    store, learner = open_learner(db)  # what the service loads at its next start
+    try:
+        assert learner.version == "v0001"
+        n_train = query(db, "SELECT n_train FROM model_versions WHERE version = 'v0001'")[0][0]
+        assert len(learner.model.examples) == n_train
+    finally:
+        store.close()
+    again = js(cli("model", "rollback", "v0001", "--db", db, "--json"))
+    assert again["changed"] is False
+    back = cli("model", "rollback", newest, "--db", db)  # and forward again
+    assert back.exit_code == 0 and f"model {newest} is active (was v0001)" in back.stdout
+    assert active(db) == newest
+
+
+def test_rollback_refusals_change_nothing(db):
+    with ReplayStore(db) as store:
+        store.add_model_version("v0099", parent=active(db), status="rolled_back",
+                                metrics={"gate": "rolled back"})
+    before = active(db)
+    out = cli("model", "rollback", "v0099", "--db", db)
+    assert out.exit_code == 1 and "no checkpoint" in out.stderr and "nothing changed" in out.stderr
+    assert active(db) == before
+    (db.parent / "checkpoints" / "v0001.npz").write_bytes(b"damaged")
+    out = cli("model", "rollback", "v0001", "--db", db)
+    assert out.exit_code == 1 and "cannot roll back to v0001" in out.stderr
+    assert "Traceback" not in out.output and active(db) == before
+    out = cli("model", "rollback", "v7777", "--db", db)
+    assert out.exit_code == 1 and "no model version" in out.stderr
+
+
+def test_rebuild_from_the_database_alone(db):
+    before = active(db)
+    for f in (db.parent / "checkpoints").iterdir():  # the checkpoints are lost: the DB is enough
+        f.unlink()
+    r = js(cli("model", "rebuild", "--db", db, "--json"))
+    assert r["status"] == "active" and r["previous"] == before and r["version"] != before
+    assert r["gate"] == "rebuild" and r["checkpoint_exists"]
+    learnable = query(db, "SELECT count(*) FROM interactions WHERE label IS NOT NULL "
+                          "AND holdout = 0 AND error IS NULL AND transcript != ''")[0][0]
+    assert r["metrics"]["labels_in_window"] + r["metrics"]["skipped_rolled_back"] == learnable
+    assert r["n_train"] == r["metrics"]["labels_in_window"]
+    store, learner = open_learner(db)
+    try:
+        assert learner.version == r["version"]
+        assert learner.predict("turn off the light").action == "OFF"
+    finally:
+        store.close()
+    text = cli("model", "rebuild", "--db", db)
+    assert text.exit_code == 0 and "rebuilt and active" in text.stdout
+
+
+def test_checkpoints_go_next_to_the_existing_ones(db):
+    r = js(cli("model", "rebuild", "--db", db, "--json"))
+    assert r["checkpoint"] == str(db.parent / "checkpoints" / f"{r['version']}.npz")
+    other = db.parent / "elsewhere"
+    r = js(cli("model", "rebuild", "--db", db, "--checkpoints", other, "--json"))
+    assert r["checkpoint"] == str(other / f"{r['version']}.npz")
