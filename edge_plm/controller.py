@@ -198,8 +198,10 @@ class Controller:
             distribution=pred.distribution, model_version=self.learner.version,
             latency_audio_ms=audio_ms, latency_asr_ms=asr_ms, latency_model_ms=model_ms)
         now = self._clock()
-        step = self.policy.on_utterance(iid, PolicyPrediction(Action(pred.action), confidence),
-                                        self.devices.relay.is_on, now)
+        dist = {a: min(1.0, max(0.0, float(v))) for a, v in (pred.distribution or {}).items()}
+        step = self.policy.on_utterance(
+            iid, PolicyPrediction(Action(pred.action), confidence, dist or None),
+            self.devices.relay.is_on, now)
         self._resolve_all(step.closed)
         self._open_texts[iid] = text
         tx = time.perf_counter()
@@ -216,10 +218,8 @@ class Controller:
         total_ms = audio_ms + (time.perf_counter() - t0) * 1e3
         latency = Latency(audio_ms, asr_ms, model_ms, actuator_ms, total_ms)
         audio_path = self._keep_audio(iid, utt)
-        # the transcript is passed again: ReplayStore.update_interaction currently resets a
-        # transcript it is not given to '' (store bug, reported)
         self.store.update_interaction(
-            iid, transcript=text, decision=step.decision.value, action=driven.value if driven else None,
+            iid, decision=step.decision.value, action=driven.value if driven else None,
             latency_actuator_ms=actuator_ms, latency_total_ms=total_ms,
             **({"audio_path": audio_path} if audio_path else {}))
         log.info("#%d %r -> %s %.2f -> %s%s", iid, text, pred.action, confidence,
@@ -239,7 +239,7 @@ class Controller:
             if utt is not None:
                 path = self._keep_audio(iid, utt)
                 if path:
-                    self.store.update_interaction(iid, audio_path=path, transcript=transcript)
+                    self.store.update_interaction(iid, audio_path=path)
         except Exception:
             log.exception("could not store the failed interaction (%s)", error)
         return Outcome(iid, transcript, None, None, None, None, error, latency)

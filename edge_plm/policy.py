@@ -25,7 +25,8 @@ Label rules (``flip`` = the state the person switched the relay to; sources as i
 what happened                                         label           source
 ====================================================  ==============  ===========
 ASK, flip within the ask window                       flip            asked
-ASK, no flip                                          NOOP            asked
+ASK, no flip, p(S) < ambiguity_floor                  NOOP            asked
+ASK, no flip, p(S) >= ambiguity_floor (ambiguous)     (none)          (none)
 ASK about ON/OFF while the relay already was in it,   (none)          (none)
 no flip (the person could not say "yes" by flipping)
 ACT that changed the relay, flip back (revert)        NOOP            override
@@ -38,12 +39,26 @@ ACT, no flip within the override window               action          confirmed
 ACT refused by the relay's rate limit, flip           flip            manual
 ACT refused by the relay's rate limit, no flip        (none)          (none)
 IGNORE, flip within the override window (a miss)      flip            manual
-IGNORE, no flip                                       NOOP            confirmed
+IGNORE, no flip, p(S) < ambiguity_floor               NOOP            confirmed
+IGNORE, no flip, p(S) >= ambiguity_floor (ambiguous)  (none)          (none)
 new utterance while a window is still open            (none)          (none)
 flip while no window is open (plain manual use)       no label for any utterance
 ====================================================  ==============  ===========
 
+``S`` is the action matching the relay's state when the person spoke (ON if it was on) and
+``p(S)`` the probability the model gave it (`Prediction.prob_bound`; without a distribution,
+an upper bound from the top action's confidence).
+
 Why these choices:
+
+- No flip after ASK or IGNORE -> NOOP only when the model found S unlikely. A no-flip outcome is
+  evidence only where a flip could have shown otherwise: with the relay in S, a person who
+  wanted S has no reason to flip ("turn off the light" while it is off), so "no flip" says the
+  wish was S *or* NOOP and cannot separate them. The model's own distribution is the only
+  prior there is: when it gave S less than ``ambiguity_floor`` (default 0.2) the row is
+  labelled NOOP, otherwise it stays unlabelled. Labelling every no-flip NOOP (the earlier
+  rule) turned 13 of 50 OFF wishes of a 425-line replay into NOOP labels, and the model
+  drifted towards NOOP; see docs/policy.md for the floors measured.
 
 - Revert after an ACT -> NOOP, not the flipped-to state: the relay is binary, so after the
   device switched it, the person's flip can only restore the previous state. The likely story
@@ -67,9 +82,10 @@ Why these choices:
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from collections.abc import Hashable
+from types import MappingProxyType
 
 from edge_plm.settings import PolicyConfig
 
@@ -111,17 +127,39 @@ class PolicyError(RuntimeError):
 
 @dataclass(frozen=True)
 class Prediction:
-    """The model's best action and its confidence in [0, 1]."""
+    """The model's best action, its confidence in [0, 1] and (optionally) the whole distribution.
+
+    The distribution is needed by the no-flip label rules (the probability of the action the
+    relay already matches); without it they fall back to a bound from `confidence` alone.
+    """
 
     action: Action
     confidence: float
+    distribution: Mapping[Action, float] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.action, Action):
             object.__setattr__(self, "action", Action(self.action))
-        if not (isinstance(self.confidence, (int, float)) and math.isfinite(self.confidence)
-                and 0.0 <= self.confidence <= 1.0):
+        if not _is_prob(self.confidence):
             raise ValueError(f"confidence must be a number in [0, 1], got {self.confidence!r}")
+        if self.distribution is not None:
+            dist = {Action(k): v for k, v in dict(self.distribution).items()}
+            bad = {k.value: v for k, v in dist.items() if not _is_prob(v)}
+            if bad:
+                raise ValueError(f"distribution values must be numbers in [0, 1], got {bad}")
+            object.__setattr__(self, "distribution", MappingProxyType(dist))
+
+    def prob_bound(self, action: Action) -> float:
+        """p(action) from the distribution; without one, the most it can be given the top
+        action's confidence (``confidence`` for the top action, else ``1 - confidence``)."""
+        if self.distribution is not None:
+            return float(self.distribution.get(action, 0.0))
+        return self.confidence if action is self.action else 1.0 - self.confidence
+
+
+def _is_prob(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0.0 <= value <= 1.0)
 
 
 @dataclass(frozen=True)
@@ -178,6 +216,8 @@ class Policy:
             raise ValueError("policy: need 0 <= ask_threshold <= act_threshold <= 1")
         if cfg.ask_window_s <= 0 or cfg.override_window_s <= 0:
             raise ValueError("policy: ask_window_s and override_window_s must be > 0")
+        if not 0.0 <= cfg.ambiguity_floor <= 1.0:
+            raise ValueError("policy: ambiguity_floor must be in [0, 1]")
         self.cfg = cfg
         self._open: OpenInteraction | None = None
 
@@ -250,13 +290,28 @@ class Policy:
             if action.state is not None and action.state == o.relay_before:
                 return [self._resolve(None, None, at, f"asked about {action.value} while "
                                       "already in that state; no flip: ambiguous")]
-            return [self._resolve(Action.NOOP, LabelSource.ASKED, at, "asked; no flip")]
+            return [self._no_flip(o, LabelSource.ASKED, at, "asked")]
         if o.decision is Decision.IGNORE:
-            return [self._resolve(Action.NOOP, LabelSource.CONFIRMED, at, "ignored; no flip")]
+            return [self._no_flip(o, LabelSource.CONFIRMED, at, "ignored")]
         if not o.applied:
             return [self._resolve(None, None, at, "action refused by rate limit; no flip")]
         return [self._resolve(action, LabelSource.CONFIRMED, at,
                               f"acted {action.value}; left alone")]
+
+    def _no_flip(self, o: OpenInteraction, source: LabelSource, at: float,
+                 what: str) -> Resolution:
+        """ASK / IGNORE left alone: NOOP only if the model found the relay's state unlikely.
+
+        With the relay in S the person had no reason to flip for a wish of S either, so the
+        outcome is "S or NOOP"; NOOP is recorded only when p(S) < ``ambiguity_floor``.
+        """
+        s = Action.from_state(o.relay_before)
+        p_s = o.prediction.prob_bound(s)
+        if p_s < self.cfg.ambiguity_floor:
+            return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
+                                 f"and p({s.value})={p_s:.2f} < {self.cfg.ambiguity_floor}")
+        return self._resolve(None, None, at, f"{what}; no flip while {s.value}: ambiguous "
+                             f"(p({s.value})={p_s:.2f} >= {self.cfg.ambiguity_floor})")
 
     def close(self, now: float) -> list[Resolution]:
         """Shut down: expire what has expired, close the rest without a label."""

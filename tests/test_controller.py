@@ -155,6 +155,10 @@ def run_case(tmp_path, policy, text, flip_after=None, before_on=False, refuse=Fa
      ("act", None, None)),
     ("ignored, flip", dict(policy=IGNORE, text=ON, flip_after=2.0), ("ignore", "ON", "manual")),
     ("ignored, no flip", dict(policy=IGNORE, text=ON), ("ignore", "NOOP", "confirmed")),
+    # "off" while off, left alone: the model gave OFF (the relay's state) a high probability,
+    # so "no flip" cannot tell "yes, off" from NOOP: no label (policy.ambiguity_floor)
+    ("ignored, no flip, wish may be the relay's state", dict(policy=IGNORE, text=OFF),
+     ("ignore", None, None)),
 ])
 def test_label_paths(tmp_path, case, kwargs, expected):
     out, r, led_during, relay_on, led_after = run_case(tmp_path, **kwargs)
@@ -169,6 +173,19 @@ def test_label_paths(tmp_path, case, kwargs, expected):
         assert r.action is None and relay_on is True
     if case == "asked, flip":
         assert relay_on is True  # the person's switch drives the relay
+
+
+def test_policy_gets_the_model_distribution(tmp_path):
+    replay = make(tmp_path, policy=ASK)
+    try:
+        teach(replay)
+        out = say(replay, "what time is it")
+        stored = row(replay, out.interaction_id).distribution
+        got = replay.controller.policy.open.prediction.distribution
+        assert {a.value: v for a, v in got.items()} == pytest.approx(stored)
+        assert set(stored) == {"ON", "OFF", "NOOP"}
+    finally:
+        replay.close()
 
 
 def test_superseded_interaction_gets_no_label_and_labels_reach_the_learner(tmp_path):

@@ -14,8 +14,9 @@ CFG = PolicyConfig(act_threshold=0.8, ask_threshold=0.4, ask_window_s=8.0, overr
 ON, OFF, NOOP = Action.ON, Action.OFF, Action.NOOP
 
 
-def p(action: Action, confidence: float) -> Prediction:
-    return Prediction(action, confidence)
+def p(action: Action, confidence: float, **dist: float) -> Prediction:
+    """A prediction; keyword arguments (ON=, OFF=, NOOP=) give its distribution."""
+    return Prediction(action, confidence, dist or None)
 
 
 @pytest.fixture
@@ -100,24 +101,38 @@ def test_asked_flip_exactly_at_window_end_counts(policy):
     assert (r.label, r.source) == (OFF, LabelSource.ASKED)
 
 
-def test_asked_and_no_flip_is_noop(policy):
-    policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
+def test_asked_and_no_flip_is_noop_when_relay_state_was_unlikely(policy):
+    # relay OFF, the model gave OFF 0.1 < floor 0.2: "no flip" means NOOP, not "yes, OFF"
+    policy.on_utterance("a", p(ON, 0.5, ON=0.5, OFF=0.1, NOOP=0.4), relay_on=False, now=0.0)
     assert policy.tick(8.0) == []  # window still open at its end
     r = only(policy.tick(8.001))
     assert (r.label, r.source, r.ts) == (NOOP, LabelSource.ASKED, 8.0)
 
 
+def test_asked_and_no_flip_is_unlabeled_when_relay_state_was_plausible(policy):
+    # relay OFF, p(OFF) 0.3 >= floor: the person may have meant OFF (nothing to flip)
+    policy.on_utterance("a", p(ON, 0.5, ON=0.5, OFF=0.3, NOOP=0.2), relay_on=False, now=0.0)
+    r = only(policy.tick(8.001))
+    assert r.label is None and r.source is None
+    assert "ambiguous" in r.reason and "p(OFF)=0.30" in r.reason
+
+
 def test_asked_flip_after_window_is_noop_then_plain_manual_use(policy):
-    policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
+    policy.on_utterance("a", p(ON, 0.5, ON=0.5, OFF=0.05, NOOP=0.45), relay_on=False, now=0.0)
     r = only(policy.on_flip(True, now=8.5))
     assert (r.key, r.label, r.source) == ("a", NOOP, LabelSource.ASKED)
     assert policy.on_flip(False, now=9.0) == []
 
 
 def test_asked_unsure_noop_and_no_flip_is_noop(policy):
-    policy.on_utterance("a", p(NOOP, 0.6), relay_on=True, now=0.0)
+    policy.on_utterance("a", p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), relay_on=True, now=0.0)
     r = only(policy.tick(20.0))
     assert (r.label, r.source) == (NOOP, LabelSource.ASKED)
+
+
+def test_asked_unsure_noop_and_no_flip_with_plausible_relay_state_is_unlabeled(policy):
+    policy.on_utterance("a", p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), relay_on=False, now=0.0)
+    assert only(policy.tick(20.0)).label is None
 
 
 def test_asked_about_state_relay_already_has_and_no_flip_is_unlabeled(policy):
@@ -210,9 +225,56 @@ def test_confident_noop_ignored_then_flip_is_manual(policy):
 
 
 def test_ignored_and_nothing_is_noop_confirmed(policy):
-    policy.on_utterance("a", p(NOOP, 0.95), relay_on=False, now=0.0)
+    policy.on_utterance("a", p(NOOP, 0.95), relay_on=False, now=0.0)  # p(OFF) <= 0.05
     r = only(policy.tick(10.001))
     assert (r.label, r.source) == (NOOP, LabelSource.CONFIRMED)
+
+
+def test_ignored_off_wish_while_off_is_not_labelled_noop(policy):
+    """The bug this rule fixes: "turn off the light" while off, too unsure to act or ask,
+    the person (rightly) does nothing. That is no evidence for NOOP."""
+    pred = p(OFF, 0.35, OFF=0.35, NOOP=0.33, ON=0.32)
+    policy.on_utterance("a", pred, relay_on=False, now=0.0)
+    r = only(policy.tick(10.001))
+    assert r.label is None and r.source is None and "ambiguous" in r.reason
+
+
+@pytest.mark.parametrize("p_state,labelled", [(0.0, True), (0.1999, True), (0.2, False),
+                                               (0.5, False)])
+def test_ignored_no_flip_both_sides_of_the_floor(policy, p_state, labelled):
+    rest = (1.0 - p_state) / 2
+    policy.on_utterance("a", p(NOOP, 0.3, ON=p_state, OFF=rest, NOOP=rest), relay_on=True,
+                        now=0.0)
+    r = only(policy.tick(10.001))
+    assert (r.label, r.source) == ((NOOP, LabelSource.CONFIRMED) if labelled else (None, None))
+
+
+def test_floor_is_configurable():
+    pred = p(ON, 0.3, ON=0.3, OFF=0.3, NOOP=0.4)  # ignored; relay OFF, p(OFF) = 0.3
+    for floor, label in [(0.0, None), (0.3, None), (0.31, NOOP), (1.0, NOOP)]:
+        policy = Policy(PolicyConfig(ambiguity_floor=floor))
+        policy.on_utterance("a", pred, relay_on=False, now=0.0)
+        assert only(policy.tick(100.0)).label is label, floor
+    with pytest.raises(ValueError, match="ambiguity_floor"):
+        Policy(PolicyConfig(ambiguity_floor=1.5))
+
+
+def test_without_a_distribution_the_bound_comes_from_the_confidence(policy):
+    assert p(NOOP, 0.9).prob_bound(ON) == pytest.approx(0.1)
+    assert p(ON, 0.7).prob_bound(ON) == 0.7
+    assert p(ON, 0.7, ON=0.7, OFF=0.2, NOOP=0.1).prob_bound(OFF) == 0.2
+    # unsure top action: p(relay state) may be up to 0.6, so no NOOP label
+    policy.on_utterance("a", p(ON, 0.4), relay_on=False, now=0.0)
+    assert only(policy.tick(100.0)).label is None
+
+
+def test_prediction_distribution_is_validated_and_keyed_by_action():
+    pred = Prediction("ON", 0.6, {"ON": 0.6, "OFF": 0.3, "NOOP": 0.1})
+    assert pred.distribution[ON] == 0.6 and pred.prob_bound(Action.OFF) == 0.3
+    with pytest.raises(ValueError, match="distribution"):
+        Prediction(ON, 0.6, {"ON": 1.2})
+    with pytest.raises(ValueError):
+        Prediction(ON, 0.6, {"MAYBE": 0.2})
 
 
 def test_ignored_window_is_the_override_window(policy):
@@ -274,7 +336,8 @@ def test_simulated_person_drives_policy_to_expected_labels():
         (ON, p(ON, 0.9), False, ON, LabelSource.CONFIRMED),
         (NOOP, p(ON, 0.9), False, NOOP, LabelSource.OVERRIDE),
         (OFF, p(OFF, 0.5), True, OFF, LabelSource.ASKED),
-        (NOOP, p(ON, 0.5), False, NOOP, LabelSource.ASKED),
+        (NOOP, p(ON, 0.5, ON=0.5, OFF=0.1, NOOP=0.4), False, NOOP, LabelSource.ASKED),
+        (OFF, p(ON, 0.5, ON=0.5, OFF=0.3, NOOP=0.2), False, None, None),  # nothing to flip
         (ON, p(NOOP, 0.95), False, ON, LabelSource.MANUAL),
         (NOOP, p(NOOP, 0.95), True, NOOP, LabelSource.CONFIRMED),
     ]
