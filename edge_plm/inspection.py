@@ -223,6 +223,14 @@ def _counts(store: ReplayStore, column: str, keys: Iterable[str]) -> dict[str, i
     return out
 
 
+def versions_in_order(store: ReplayStore) -> list[ModelVersion]:
+    """All model versions in the order they were made (insertion order, not ``created_ts``:
+    a clock that steps back would misplace them)."""
+    order = {r[0]: i for i, r in enumerate(store.db.execute(
+        "SELECT version FROM model_versions ORDER BY rowid"))}
+    return sorted(store.model_versions(), key=lambda v: order.get(v.version, len(order)))
+
+
 def model_record(v: ModelVersion) -> dict[str, Any]:
     """A model version as JSON: its row, ``created`` (ISO) and the main metrics lifted out."""
     m = v.metrics or {}
@@ -241,7 +249,7 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
         "SELECT count(*) FROM interactions WHERE error IS NOT NULL").fetchone()[0])
     holdout = int(store.db.execute(
         "SELECT count(*) FROM interactions WHERE holdout = 1 AND label IS NOT NULL").fetchone()[0])
-    versions = store.model_versions()
+    versions = versions_in_order(store)
     active = store.active_model_version()
     last = store.interactions(limit=1)
     last_backend = store.db.execute(
@@ -318,7 +326,7 @@ def stats(store: ReplayStore, recent_wrong: int = 10) -> dict[str, Any]:
         "versions": [
             {k: v for k, v in model_record(m).items() if k not in ("metrics", "checkpoint",
                                                                    "checkpoint_exists")}
-            for m in store.model_versions()],
+            for m in versions_in_order(store)],
         "per_day": [{"date": day, "interactions": c["interactions"], "asked": c["ask"],
                      "acted": c["act"], "ignored": c["ignore"], "errors": c["error"]}
                     for day, c in sorted(by_day.items())],
@@ -340,7 +348,7 @@ def learning_curve(store: ReplayStore, window: int = 10) -> dict[str, Any]:
     wrong, ignored it rightly (no ON/OFF label), or let a wish pass (ignored, then labelled
     ON/OFF by the person); rolling shares
     over `window` interactions. Versions are placed at the number of interactions recorded
-    when they were created.
+    before they started serving.
     """
     rows = all_rows(store)
     kinds = []
@@ -361,10 +369,23 @@ def learning_curve(store: ReplayStore, window: int = 10) -> dict[str, Any]:
         flags = [k == kind for k in kinds]
         series[kind] = [sum(flags[max(0, i + 1 - window):i + 1]) / min(window, i + 1)
                         for i in range(len(flags))]
-    ts = [r.ts for r in rows]
+    # where each version starts: just before the first interaction it predicted; a version
+    # that never served (rolled back, or superseded at once) sits after the last interaction
+    # of its window, else by time (ids, not timestamps, give the order: clocks step back)
+    first_served: dict[str, int] = {}
+    position = {r.id: i for i, r in enumerate(rows)}
+    for i, r in enumerate(rows):
+        if r.model_version is not None:
+            first_served.setdefault(r.model_version, i)
     versions = []
-    for v in store.model_versions():
-        at = sum(1 for t in ts if t <= v.created_ts)
+    for v in versions_in_order(store):
+        span = (v.metrics or {}).get("interactions") or [None, None]
+        if v.version in first_served:
+            at = first_served[v.version]
+        elif span[1] is not None and span[1] in position:
+            at = position[span[1]] + 1
+        else:
+            at = sum(1 for r in rows if r.ts <= v.created_ts)
         versions.append({**{k: x for k, x in model_record(v).items()
                             if k in ("version", "status", "balanced_accuracy", "holdout_n",
                                      "gate")}, "at": at})
@@ -464,10 +485,10 @@ def forget(store: ReplayStore, ids: list[int]) -> dict[str, Any]:
 
 # --- models ---------------------------------------------------------------------------------
 def find_version(store: ReplayStore, version: str) -> ModelVersion:
-    for v in store.model_versions():
+    for v in versions_in_order(store):
         if v.version == version:
             return v
-    known = ", ".join(v.version for v in store.model_versions()) or "none yet"
+    known = ", ".join(v.version for v in versions_in_order(store)) or "none yet"
     raise DataError(f"no model version {version!r} (versions: {known})")
 
 
@@ -475,7 +496,7 @@ def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
     """`model show`: the version, its children, and how its predictions fared."""
     v = find_version(store, version)
     out = model_record(v)
-    out["children"] = [c.version for c in store.model_versions() if c.parent == v.version]
+    out["children"] = [c.version for c in versions_in_order(store) if c.parent == v.version]
     out["checkpoint_bytes"] = (Path(v.path).stat().st_size
                                if v.path and Path(v.path).is_file() else None)
     r = store.db.execute(
@@ -490,7 +511,7 @@ def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
 def checkpoints_dir(store: ReplayStore, db_path: Path, configured: str = "") -> Path:
     """Where new checkpoints go: next to the existing ones, else the configured directory,
     else ``<database dir>/checkpoints`` (the layout of the state dir and of replays)."""
-    saved = [v.path for v in store.model_versions() if v.path]
+    saved = [v.path for v in versions_in_order(store) if v.path]
     if saved:
         return Path(saved[-1]).parent
     if configured:
@@ -585,4 +606,4 @@ __all__ = ["DataError", "SchemaError", "StoreError", "all_rows", "backup", "chec
            "db_bytes", "export_csv", "export_jsonl", "find_version", "forget", "iso",
            "labels_of", "learning_curve", "log_rows", "max_id", "model_detail", "model_record",
            "open_store", "parse_time", "record", "rows_after", "select_for_forget",
-           "short_time", "stats", "status"]
+           "short_time", "stats", "status", "versions_in_order"]

@@ -54,9 +54,10 @@ def plot_learning(curve: dict[str, Any], path: str | Path, title: str = "") -> P
     top.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, fontsize=9,
                frameon=False)
 
-    accepted = [v for v in curve["versions"] if v["status"] != "rolled_back"
+    versions = sorted(curve["versions"], key=lambda v: v["at"])
+    accepted = [v for v in versions if v["status"] != "rolled_back"
                 and v["balanced_accuracy"] is not None]
-    rejected = [v for v in curve["versions"] if v["status"] == "rolled_back"
+    rejected = [v for v in versions if v["status"] == "rolled_back"
                 and v["balanced_accuracy"] is not None]
     if accepted:
         bottom.step([v["at"] for v in accepted], [v["balanced_accuracy"] for v in accepted],

@@ -51,7 +51,7 @@ def test_list_json_and_table(demo_dir):
     versions = js(cli("model", "list", "--db", path, "--json"))
     assert isinstance(versions, list) and len(versions) >= 2
     assert [v["version"] for v in versions] == [r[0] for r in query(
-        path, "SELECT version FROM model_versions ORDER BY created_ts, rowid")]
+        path, "SELECT version FROM model_versions ORDER BY rowid")]
     first, second = versions[0], versions[1]
     assert set(first) >= {"version", "parent", "status", "created", "n_train",
                           "balanced_accuracy", "holdout_n", "gate", "checkpoint", "metrics"}
@@ -142,3 +142,14 @@ def test_checkpoints_go_next_to_the_existing_ones(db):
     other = db.parent / "elsewhere"
     r = js(cli("model", "rebuild", "--db", db, "--checkpoints", other, "--json"))
     assert r["checkpoint"] == str(other / f"{r['version']}.npz")
+
+
+def test_versions_listed_in_the_order_they_were_made_when_the_clock_steps_back(db):
+    """An SBC without RTC: the clock may jump back between two versions."""
+    with ReplayStore(db) as store:
+        store.add_model_version("v0050", parent=active(db), status="rolled_back",
+                                metrics={"gate": "rolled back"}, created_ts=1000.0)
+    versions = js(cli("model", "list", "--db", db, "--json"))
+    assert versions[-1]["version"] == "v0050"
+    stats = js(cli("stats", "--db", db, "--json"))
+    assert stats["versions"][-1]["version"] == "v0050"

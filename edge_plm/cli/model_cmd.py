@@ -38,7 +38,7 @@ def list_command(
 ) -> None:
     """Every version, oldest first: parent, status, labels learned, holdout score, gate."""
     with opened(db, config) as (store, settings, path):
-        versions = [q.model_record(v) for v in store.model_versions()]
+        versions = [q.model_record(v) for v in q.versions_in_order(store)]
     if as_json:
         print_json(versions)
         return
