@@ -24,7 +24,6 @@ def _local_forward(ids, lengths, E, C, W, U, win, valid, c, a, z, h):
     b = E.shape[1]
     dh = U.shape[1]
     logits = np.empty(w)
-    u = np.empty(dh)
     for n in range(N):
         for t in range(lengths[n]):
             q = ids[n, t]
@@ -57,23 +56,23 @@ def _local_forward(ids, lengths, E, C, W, U, win, valid, c, a, z, h):
                         row = win[n, t, j]
                         for d in range(b):
                             z[n, t, hh * b + d] += aj * E[row, d]
-            for o in range(dh):
-                u[o] = 0.0
-            for i in range(H * b):
-                zi = z[n, t, i]
-                if zi != 0.0:
-                    for o in range(dh):
-                        u[o] += zi * U[i, o]
+        Ln = lengths[n]
+        if Ln == 0:
+            continue
+        # all positions of the sequence at once: one matrix product (BLAS) for z U
+        us = np.dot(z[n, :Ln], U)
+        for t in range(Ln):
             m = -1e300
             for o in range(dh):
-                if u[o] > m:
-                    m = u[o]
+                if us[t, o] > m:
+                    m = us[t, o]
             tot = 0.0
             for o in range(dh):
-                u[o] = math.exp(u[o] - m)
-                tot += u[o]
+                e = math.exp(us[t, o] - m)
+                h[n, t, o] = e
+                tot += e
             for o in range(dh):
-                h[n, t, o] = u[o] / tot
+                h[n, t, o] /= tot
 
 
 @nb.njit(cache=True, fastmath=False)
@@ -82,30 +81,29 @@ def _local_backward(ids, lengths, E, W, U, win, valid, c, a, z, h, dh_in, dW, dU
     H, w, _ = W.shape
     b = E.shape[1]
     dh = U.shape[1]
-    du = np.empty(dh)
     dz = np.empty(H * b)
     da = np.empty(w)
     dl = np.empty(w)
     dc = np.empty(w)
     dX = np.empty((w, b))
     for n in range(N):
-        for t in range(lengths[n]):
+        Ln = lengths[n]
+        if Ln == 0:
+            continue
+        # softmax backward for every position, then two matrix products (BLAS):
+        # dU += Z^T dU_pre and dZ = dU_pre U^T
+        dus = np.empty((Ln, dh))
+        for t in range(Ln):
             s = 0.0
             for o in range(dh):
                 s += dh_in[n, t, o] * h[n, t, o]
             for o in range(dh):
-                du[o] = h[n, t, o] * (dh_in[n, t, o] - s)
+                dus[t, o] = h[n, t, o] * (dh_in[n, t, o] - s)
+        dU += np.dot(z[n, :Ln].T, dus)
+        dzs = np.dot(dus, U.T)
+        for t in range(Ln):
             for i in range(H * b):
-                zi = z[n, t, i]
-                acc = 0.0
-                if zi != 0.0:
-                    for o in range(dh):
-                        acc += du[o] * U[i, o]
-                        dU[i, o] += zi * du[o]
-                else:
-                    for o in range(dh):
-                        acc += du[o] * U[i, o]
-                dz[i] = acc
+                dz[i] = dzs[t, i]
             if need_dE:
                 for k in range(w):
                     dc[k] = 0.0
