@@ -35,7 +35,9 @@ flip to the other state
 ACT, flip to the state the device chose (only when    action          confirmed
 the switch and relay disagree; cannot happen with
 the relay-referenced switch)
-ACT, no flip within the override window               action          confirmed
+ACT that changed the relay, no flip within the        action          confirmed
+override window
+ACT that did not change the relay, no flip            (none)          (none)
 ACT refused by the relay's rate limit, flip           flip            manual
 ACT refused by the relay's rate limit, no flip        (none)          (none)
 IGNORE, flip within the override window (a miss)      flip            manual
@@ -64,9 +66,11 @@ Why these choices:
   device switched it, the person's flip can only restore the previous state. The likely story
   is that the utterance was not a command at all (chatter, TV) and the device should not have
   acted; a command for the state the relay already had ("off" while off) is the rarer case.
-- Confident ON while the relay is already ON: the device "acts" (nothing toggles); left alone it
-  is confirmed ON (the label is what the words meant, not what changed). A flip then means the
-  person wanted the other state, so the label is the flipped-to state (source override).
+- Confident ON while the relay is already ON: the device "acts" (nothing toggles). Left alone,
+  the outcome is "ON or nothing" — chatter while the lamp is on looks exactly the same — so it
+  gives no label (the same ambiguity as a no-flip ASK). Confirming it as ON turned chatter into
+  ON/OFF labels: in a 425-line replay 98 of them, and the model then acted on chatter. A flip
+  means the person wanted the other state, so the label is the flipped-to state (override).
 - Asked about ON while the relay is already ON and no flip: "yes, ON" and "nothing" look the
   same from the switch, so no label rather than a possibly wrong NOOP. (Same for OFF.)
 - Rate-limited ACT: the action never reached the relay, so "left alone" confirms nothing and
@@ -295,6 +299,9 @@ class Policy:
             return [self._no_flip(o, LabelSource.CONFIRMED, at, "ignored")]
         if not o.applied:
             return [self._resolve(None, None, at, "action refused by rate limit; no flip")]
+        if action.state == o.relay_before:
+            return [self._resolve(None, None, at, f"acted {action.value} while already in that "
+                                  "state; left alone: ambiguous")]
         return [self._resolve(action, LabelSource.CONFIRMED, at,
                               f"acted {action.value}; left alone")]
 

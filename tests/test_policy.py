@@ -169,9 +169,16 @@ def test_acted_flip_after_override_window_confirms_then_is_manual_use(policy):
     assert policy.open is None
 
 
-def test_confident_on_while_already_on_left_alone_is_confirmed_on(policy):
+def test_confident_on_while_already_on_left_alone_is_unlabeled(policy):
     step = policy.on_utterance("a", p(ON, 0.9), relay_on=True, now=0.0)
     assert step.decision is Decision.ACT and step.drive is ON  # relay.set(True) is a no-op
+    r = only(policy.tick(11.0))
+    assert (r.label, r.source) == (None, None)  # "ON or nothing": ambiguous
+    assert "ambiguous" in r.reason
+
+
+def test_confident_on_that_switched_the_relay_left_alone_is_confirmed_on(policy):
+    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
     r = only(policy.tick(11.0))
     assert (r.label, r.source) == (ON, LabelSource.CONFIRMED)
 
