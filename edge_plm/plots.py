@@ -79,7 +79,7 @@ def plot_learning(curve: dict[str, Any], path: str | Path, title: str = "") -> P
     bottom.set_ylim(-0.05, 1.12)
     bottom.set_ylabel("holdout balanced\naccuracy")
     bottom.set_xlabel("interactions recorded")
-    bottom.set_xlim(0.5, max(n, 1) + 0.5)
+    bottom.set_xlim(0.5, max(n, 1) + max(1.0, 0.03 * n))  # room for the last label
     bottom.grid(alpha=0.3)
     if accepted or rejected:
         bottom.legend(loc="lower right", fontsize=9, framealpha=0.9)

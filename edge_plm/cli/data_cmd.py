@@ -585,6 +585,9 @@ def export_command(
                 written, skipped = q.export_jsonl(rows, out, include_unlabelled)
             else:
                 written, skipped = q.export_csv(rows, out), 0
+        except BrokenPipeError:  # `edge-plm export | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0)
         finally:
             if close:
                 out.close()

@@ -36,7 +36,8 @@ def list_command(
     config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Every version, oldest first: parent, status, labels learned, holdout score, gate."""
+    """Every version, oldest first: parent, status, labels learned, holdout score, gate,
+    checkpoint file (`model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
         versions = [q.model_record(v) for v in q.versions_in_order(store)]
     if as_json:
@@ -48,18 +49,17 @@ def list_command(
     from rich.table import Table  # noqa: PLC0415
 
     t = Table(show_edge=False, header_style="bold")
-    for col in ("version", "parent", "created", "status", "labels", "holdout n", "bal. acc.",
-                "parent b.a.", "gate", "checkpoint"):
-        t.add_column(col, justify="right" if col in ("labels", "holdout n", "bal. acc.",
-                                                     "parent b.a.") else "left")
+    for col in ("version", "parent", "created", "status", "labels", "holdout", "bal.acc",
+                "gate", "file"):
+        t.add_column(col, justify="right" if col in ("labels", "holdout", "bal.acc")
+                     else "left", no_wrap=col == "gate")
     for v in versions:
         status = {"active": "[bold green]active[/]", "rolled_back": "[red]rolled_back[/]"}.get(
             v["status"], v["status"])
         ck = "-" if not v["checkpoint"] else ("ok" if v["checkpoint_exists"] else "[red]missing[/]")
         t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
-                  _ba(v["balanced_accuracy"]), _ba(v["metrics"].get("parent_balanced_accuracy")),
-                  v["gate"] or "-", ck)
+                  _ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
     console().print(t)
 
 
