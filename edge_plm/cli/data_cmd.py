@@ -416,8 +416,10 @@ def label_command(
     """Correct the label of an interaction (source "manual"); the model learns it.
 
     The active model is loaded, learns the correction (one update) and the result goes
-    through the holdout gate as a new version, like every version the service makes. A label
-    of a holdout interaction changes what models are judged on; nothing is learned from it.
+    through the holdout gate as a new version, like every version the service makes. An
+    update cannot take an earlier label out of the model: --rebuild re-learns the model from
+    the database instead (slower, no gate). A label of a holdout interaction changes what
+    models are judged on; nothing is learned from it.
     """
     label = action.upper()
     if label not in LABELS:
@@ -480,6 +482,9 @@ def label_command(
                    "older labels for the same words, correct them too (edge-plm log --label ...).")
     elif version:
         typer.echo(f"  learned: model {version['version']} is active ({version['reason']})")
+    if learned and not rebuild and row.label is not None:
+        typer.echo(f"  the model still holds the earlier {row.label} for these words (an update "
+                   "adds, it cannot take out); --rebuild re-learns from the database without it")
     b, a = result["prediction_before"], result["prediction_after"]
     typer.echo(f"  prediction for these words: {b['action']} {b['confidence']:.2f} -> "
                f"{a['action']} {a['confidence']:.2f}")
