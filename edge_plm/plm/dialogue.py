@@ -48,6 +48,9 @@ class SwitchModel:
     examples: list[tuple[list[int], int]] = field(default_factory=list)  # labelled, for replay
     unlabeled_seen: int = 0
     refresh_cursor: int = 0
+    # keys (indices into `examples`) of forgotten examples: their slot stays (keys are stable),
+    # their token ids are dropped, and replay / refresh skip them
+    removed: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -98,6 +101,80 @@ class SwitchModel:
             loss = self.net.train_step(batch)
         return loss
 
+    @property
+    def n_examples(self) -> int:
+        """Labelled examples the model holds now (forgotten ones not counted)."""
+        return len(self.examples) - len(self.removed)
+
+    def live_keys(self) -> list[int]:
+        return [k for k in range(len(self.examples)) if k not in self.removed]
+
+    def _check_key(self, key: int) -> int:
+        key = int(key)
+        if not 0 <= key < len(self.examples):
+            raise KeyError(f"no example with key {key} (the model holds keys 0..{len(self.examples) - 1})")
+        if key in self.removed:
+            raise KeyError(f"example {key} was forgotten")
+        return key
+
+    def relabel(self, key: int, label: str) -> bool:
+        """Change the label of example `key` (its index in ``examples``: learning order) and
+        re-gather its labelled-layer statistics under the new label: its contribution is
+        taken back from the class it was added to and added, computed now, to the new one.
+        Returns False when the label already was `label` (nothing changes).
+
+        Exactness: the labelled statistics are plain sums of each example's contribution as
+        last gathered; after ``relabel`` they are exactly (up to rounding) those sums with
+        this example's contribution gathered now, under the new label. That equals a model
+        that learned the corrected data directly when nothing else changed: the example is
+        the last one learned and no other example was re-gathered with it (``refresh`` = 0;
+        tests/test_relabel.py). Otherwise two things differ, both by design: (1) the
+        example's contribution is computed with the current layers, not those of its time
+        (as any refresh does), and (2) other examples were gathered while it had the old
+        label (W_B's attention targets use the class evidence of all labels; U_B and O see
+        the layers re-solved below them) and are not re-gathered here. ``regather_all``
+        removes both: afterwards the labelled statistics depend only on the current local
+        block (which never sees labels) and the current labels. What gradient steps
+        (``update_steps`` > 0, off by default) added to ``delta`` is not taken back.
+        """
+        key = self._check_key(key)
+        if label not in LABEL_INDEX:
+            raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
+        seq, old = self.examples[key]
+        new = LABEL_INDEX[label]
+        if new == old:
+            return False
+        self.examples[key] = (seq, new)
+        self.net.regather(Batch.from_sequences([seq], [new]), [key], old_labels=[old])
+        return True
+
+    def forget_example(self, key: int) -> None:
+        """Take example `key` out of the model: its labelled-layer contributions are taken back
+        (exact: plain sums), ``class_counts`` decremented, its slot is marked removed (keys of
+        the others do not change) and its token ids are dropped, so replay, refresh and the
+        checkpoint no longer hold it.
+
+        Its local (unlabelled) statistics are taken back too (``SwitchNet.unobserve``): W's
+        exactly (they depend only on the token ids and the comparison cache), U's as
+        recomputed with the current W. U's are approximate in how each n-gram bucket's mass is
+        spread over the input features (they were gathered with an older W); the bucket
+        masses themselves, the row count and the priming number come back exactly. Taking U
+        back, rather than leaving it, removes the evidence that the forgotten n-grams occurred,
+        which is what forgetting is asked for; ``rebuild`` remains the exact way."""
+        key = self._check_key(key)
+        seq, y = self.examples[key]
+        self.net.forget([key], np.array([y]))
+        self.net.unobserve(Batch.from_sequences([seq]))
+        self.examples[key] = ([], y)
+        self.removed.add(key)
+
+    def regather_all(self) -> None:
+        """Re-gather the labelled-layer statistics of every example with the current layers
+        (one batch): afterwards they depend only on the local block and the current labels."""
+        keys = self.live_keys()
+        if keys:
+            self.net.regather(self.batch_of(keys), keys)
+
     def batch_of(self, keys: list[int]) -> Batch:
         return Batch.from_sequences([self.examples[i][0] for i in keys], [self.examples[i][1] for i in keys])
 
@@ -105,18 +182,31 @@ class SwitchModel:
         """The next `refresh` of the n earlier examples in cyclic order: their labelled-layer
         statistics are re-gathered with the current lower layers (they go stale as the local
         block learns); each update pays for a few, every example is refreshed once per sweep."""
-        k = min(self.config.refresh, n)
-        keys = [(self.refresh_cursor + i) % n for i in range(k)]
+        live = n - sum(1 for r in self.removed if r < n)
+        k = min(self.config.refresh, live)
+        keys: list[int] = []
+        i = 0
+        while len(keys) < k:  # forgotten examples are skipped (without any, i == k)
+            key = (self.refresh_cursor + i) % n
+            i += 1
+            if key not in self.removed:
+                keys.append(key)
         if n:
-            self.refresh_cursor = (self.refresh_cursor + k) % n
+            self.refresh_cursor = (self.refresh_cursor + i) % n
         return keys
 
     def replay_sample(self, exclude: int) -> list[int]:
         """Indices of a replay mini-batch: `replay` earlier examples, seeded, without repeats."""
-        k = min(self.config.replay, exclude)
+        if not self.removed:
+            k = min(self.config.replay, exclude)
+            if k == 0:
+                return []
+            return sorted(self.rng.choice(exclude, size=k, replace=False).tolist())
+        pool = [i for i in range(exclude) if i not in self.removed]
+        k = min(self.config.replay, len(pool))
         if k == 0:
             return []
-        return sorted(self.rng.choice(exclude, size=k, replace=False).tolist())
+        return sorted(pool[j] for j in self.rng.choice(len(pool), size=k, replace=False).tolist())
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -127,6 +217,7 @@ class SwitchModel:
         arrays["examples.ids"] = np.array([t for s, _ in self.examples for t in s], dtype=np.int64)
         arrays["examples.lengths"] = lengths
         arrays["examples.labels"] = np.array([y for _, y in self.examples], dtype=np.int64)
+        arrays["examples.removed"] = np.array(sorted(self.removed), dtype=np.int64)
         arrays["rng"] = np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), dtype=np.uint8)
         meta = {
             "kind": "edge-plm switch model",
@@ -134,7 +225,7 @@ class SwitchModel:
             "vocabulary": self.tokenizer.to_json(),
             "embedding_hash": embedding_hash(self.net.E),
             "seed": self.seed,
-            "counters": {**self.net.counters(), "labelled": len(self.examples),
+            "counters": {**self.net.counters(), "labelled": self.n_examples,
                          "unlabelled": self.unlabeled_seen, "refresh_cursor": self.refresh_cursor},
             **(extra or {}),
         }
@@ -157,6 +248,8 @@ class SwitchModel:
             ids, lengths, labels = arrays["examples.ids"], arrays["examples.lengths"], arrays["examples.labels"]
             offsets = np.concatenate([[0], np.cumsum(lengths)])
             model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
+            if "examples.removed" in arrays:  # older checkpoints have none
+                model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
             model.rng.bit_generator.state = json.loads(arrays["rng"].tobytes().decode())
             model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
             model.refresh_cursor = int(meta["counters"].get("refresh_cursor", 0))

@@ -312,23 +312,81 @@ class SwitchNet:
             else:
                 self.stats_U2[self._u2(bi)].add(np.array([rows[i][1] for i in sel]), onehot[sel], labels[sel], sign=-1.0)
 
-    def regather(self, batch: Batch, keys: list) -> None:
+    def regather(self, batch: Batch, keys: list, old_labels: np.ndarray | None = None) -> None:
         """Refresh the labelled-layer statistics of the examples `keys` (rows of `batch`):
         take back what each contributed when it was last gathered, add what it contributes
-        now, layer by layer. Examples never gathered are simply added."""
+        now, layer by layer. Examples never gathered are simply added.
+
+        ``old_labels`` (one per row) are the labels the remembered contributions were added
+        with, when they differ from ``batch.labels`` (a relabel): the per-class statistics must
+        be taken back from the class they went into. ``class_counts`` moves with them."""
+        old = batch.labels if old_labels is None else np.asarray(old_labels, dtype=np.int64)
+        if len(old) != len(keys):
+            raise ValueError("one old label per row is needed")
         for stage in LABELLED_STAGES:
             known = [i for i, key in enumerate(keys) if stage in self.contributions.get(key, {})]
             if known:
-                self._forget(stage, batch.labels[known], [self.contributions[keys[i]][stage] for i in known])
+                self._forget(stage, old[known], [self.contributions[keys[i]][stage] for i in known])
             if stage == "W2":
-                for key, label in zip(keys, batch.labels):
+                for key, label, was in zip(keys, batch.labels, old):
                     if key not in self.contributions:
+                        self.class_counts[label] += 1
+                    elif was != label:
+                        self.class_counts[was] -= 1
                         self.class_counts[label] += 1
             ids, local, glob = self.forward(batch)
             rows = getattr(self, f"_observe_{stage}")(ids, local, glob)
             for key, row in zip(keys, rows):
                 self.contributions.setdefault(key, {})[stage] = row
             self.solve(stage)
+
+    def forget(self, keys: list, labels: np.ndarray) -> None:
+        """Take back the labelled-layer contributions of the examples `keys` (``labels``: the
+        labels they were gathered with), drop them from ``contributions`` and
+        ``class_counts`` and re-solve the labelled layers. The statistics are plain sums, so
+        this is exact: afterwards they are the sum of the other examples' contributions as
+        last gathered. Keys never gathered are ignored."""
+        labels = np.asarray(labels, dtype=np.int64)
+        sel = [i for i, key in enumerate(keys) if key in self.contributions]
+        if not sel:
+            return
+        for stage in LABELLED_STAGES:
+            have = [i for i in sel if stage in self.contributions[keys[i]]]
+            if have:
+                self._forget(stage, labels[have], [self.contributions[keys[i]][stage] for i in have])
+        for i in sel:
+            del self.contributions[keys[i]]
+            self.class_counts[labels[i]] = max(self.class_counts[labels[i]] - 1.0, 0.0)
+        for stage in LABELLED_STAGES:
+            self.solve(stage)
+
+    def unobserve(self, batch: Batch) -> None:
+        """Take an earlier ``observe`` of `batch` back from the local (unlabelled) statistics.
+
+        W: its inputs are the comparisons of the token ids (read from the cache) and its
+        targets the relative positions, so with frozen embeddings this is exact. U: the
+        targets (n-gram buckets) and the input norms (|z|_1 = heads) are exact, so every
+        bucket's mass, the row count and the priming number come back exactly; how the mass
+        is spread over the input features is recomputed with the current W, not the W of
+        the time it was added, so that part is approximate (residue is floored at zero).
+        With thawed embeddings the comparisons have changed too and W is approximate."""
+        ids, local, _ = self.forward(batch, local_only=True)  # the W this example helped make
+        c = self.config
+        rows = local.valid[:, :, 0]
+        buckets = ngram_buckets(local.win, local.valid, min(c.window, c.hidden_ngram), c.local_hidden)[rows]
+        target = np.zeros((len(buckets), c.local_hidden))
+        target[np.arange(len(buckets)), buckets] = 1.0
+        self.stats_U.remove(local.z[rows], target)
+        win, valid = local_windows(ids.ids, ids.lengths, c.window)
+        comps = np.where(valid, self.comparisons()[win, ids.ids[:, :, None]], 0.0)
+        for hh in range(c.heads):
+            sel = valid[:, :, hh]
+            if sel.any():
+                t = np.zeros((int(sel.sum()), c.window))
+                t[:, hh] = 1.0
+                self.stats_W[hh].remove(comps[sel], t)
+        self.solve("W")
+        self.solve("U")
 
     def _u2(self, branch: int) -> int:
         """Index of the U_B statistics used by a branch (all share one when shared_u2)."""
