@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class PLMConfig:
     name: str
-    bits: int = 16  # bit-cipher width b
+    bits: int = 24  # bit-cipher width b
     window: int = 4  # local context (tokens) of the local block
     heads: int = 4  # local attention heads
-    local_hidden: int = 128  # d_h of the local block (n-gram detector units)
-    hidden_ngram: int = 3  # n of the n-gram whose identity is the local hidden target
+    local_hidden: int = 256  # d_h of the local block (n-gram detector units)
+    hidden_ngram: int = 4  # n of the n-gram whose identity is the local hidden target
     widths: tuple[int, ...] = (16, 32, 64, 128)  # global context branches
     shared_u2: bool = True  # one U_B for all branches (W_B stays per branch): few labels go further
     eps: float = 1e-3  # epsilon of the explicit solution (unlabelled layers)
-    smoothing: float = 0.1  # additive prior (in counts) of the labelled layers U_B, O
+    smoothing: float = 0.3  # additive prior (in counts) of the labelled layers U_B, O
     class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
     lr: float = 0.01  # Adam learning rate of the online updates
     replay: int = 8  # replay mini-batch size per online update
@@ -54,7 +54,8 @@ class PLMConfig:
 
 CONFIGS: dict[str, PLMConfig] = {
     "potato": PLMConfig(name="potato"),
-    "orange": PLMConfig(name="orange", bits=24, window=6, heads=6, local_hidden=256, widths=(16, 32, 64, 128, 256)),
+    "orange": PLMConfig(name="orange", bits=32, window=5, heads=5, local_hidden=512, hidden_ngram=5,
+                        widths=(16, 32, 64, 128, 256)),
 }
 
 
