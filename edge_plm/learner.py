@@ -8,6 +8,21 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   (`is_holdout_id`), marked in the store (``interactions.holdout``) and never learned from.
   Every other label is one `SwitchModel.learn` update (which includes its replay mini-batch).
 - `observe(text)` — a transcript that got no label: unlabelled language signal.
+- `on_relabel(interaction_id, label)` — a corrected label. The learner keeps a map interaction
+  id -> example key of the model (`keys`, saved in every checkpoint's metadata as
+  ``interaction_keys``), so a correction of an interaction the model learned *replaces* its
+  label in the model (`SwitchModel.relabel`: the old contribution is taken back); one it
+  never learned is learned. `on_label` for an id the model already holds does the same.
+- `on_forget(ids)` — interactions deleted by the person: the model and the active version
+  take them back (`SwitchModel.forget_example`); when the active version held any, it is
+  saved again, without them, as a new active version (``gate: "forget"``; not gated: a
+  deletion is not a candidate).
+- **Several processes** (the service, `edge-plm label` / `forget` / `model ...`) share the
+  database. Version names are claimed by inserting the row first (a name taken meanwhile is
+  retried with the next one), then the checkpoint is written. The service notices that the
+  active version is no longer its own (`sync`: at each version boundary, and before a
+  prediction at most every ``sync_every_s`` seconds: one small query), loads it and learns
+  again the labels of its pending window that the new version does not hold.
 - **Versions**: after every ``version_every`` learned labels the in-memory model is a
   *candidate*. It is scored on the holdout (balanced accuracy) together with the active
   version (on the same, current holdout). Candidate worse than the active one by more than
@@ -25,8 +40,9 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
 - `rollback(version)` — manual: make an older saved version active and live.
 - `rebuild_from_store()` — the database is the source of truth: a fresh model re-learns every
   labelled, non-holdout row in time order (and observes unlabelled transcripts), skipping the
-  rows of windows whose candidate was rolled back (their label range is in the version's
-  metrics), then is saved as a new active version.
+  rows of windows whose candidate was rolled back (their id range and relabelled ids are in
+  the version's metrics) unless they were labelled again after the rollback, then is saved as
+  a new active version.
 - `Learner.open(...)` — start-up: load the active checkpoint; if it is missing or damaged, log
   it, mark it rolled back and try the previous good (retired, saved) versions newest first;
   if none loads and the database holds labels, rebuild; else start from an empty model.
@@ -82,6 +98,7 @@ class LearnerConfig:
     holdout_min: int = 10
     version_every: int = 10
     rollback_margin: float = 0.03
+    sync_every_s: float = 5.0  # how often predict() checks the database's active version
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -92,6 +109,8 @@ class LearnerConfig:
             raise ValueError("holdout_min must be >= 1")
         if self.rollback_margin < 0:
             raise ValueError("rollback_margin must be >= 0")
+        if self.sync_every_s < 0:
+            raise ValueError("sync_every_s must be >= 0")
 
     @classmethod
     def from_settings(cls, m: ModelConfig, **overrides: Any) -> LearnerConfig:
@@ -129,8 +148,19 @@ class LabelOutcome:
     """Result of `Learner.on_label`."""
 
     holdout: bool
-    loss: float | None  # None for a holdout label (nothing learned)
+    loss: float | None  # None for a holdout label (nothing learned) or a relabel
     event: VersionEvent | None = None
+    relabelled: bool = False  # the model held an earlier label of this interaction: replaced
+    previous: str | None = None  # that earlier label
+
+
+@dataclass(frozen=True)
+class ForgetOutcome:
+    """Result of `Learner.on_forget`."""
+
+    forgotten: list[int]  # interaction ids the live model held and took back
+    not_in_model: list[int]  # ids the live model never learned (unlabelled, holdout, older)
+    version: str | None = None  # the new active version without them (None: none needed)
 
 
 @dataclass
@@ -140,11 +170,25 @@ class _Window:
     first_id: int | None = None
     last_id: int | None = None
     count: int = 0
+    learned: list[int] = field(default_factory=list)  # new labels, in order
+    relabelled: list[int] = field(default_factory=list)  # corrections of labels already held
 
     def add(self, interaction_id: int) -> None:
         self.first_id = interaction_id if self.first_id is None else self.first_id
         self.last_id = interaction_id
         self.count += 1
+        self.learned.append(interaction_id)
+
+    def relabel(self, interaction_id: int) -> None:
+        self.count += 1
+        if interaction_id not in self.learned and interaction_id not in self.relabelled:
+            self.relabelled.append(interaction_id)
+
+
+def _keys_of(model: SwitchModel) -> dict[int, int]:
+    """interaction id -> example key, from the checkpoint's metadata ({} if it has none)."""
+    pairs = model.meta.get("interaction_keys") or []
+    return {int(i): int(k) for i, k in pairs}
 
 
 class Learner:
@@ -152,15 +196,22 @@ class Learner:
 
     def __init__(self, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
                  model: SwitchModel | None = None, version: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 keys: dict[int, int] | None = None) -> None:
         self.store = store
         self.cfg = cfg
         self.checkpoints_dir = Path(checkpoints_dir)
         self.model = model if model is not None else self._fresh_model()
         self.version = version  # the active version the live model descends from
+        # interaction id -> example key in the live model (what it learned, to correct/forget)
+        self.keys: dict[int, int] = dict(keys) if keys is not None else (
+            _keys_of(model) if model is not None else {})
         self._good: SwitchModel | None = None  # the active version, for holdout comparison
+        self._good_keys: dict[int, int] = {}
         self._clock = clock
         self._window = _Window()
+        self._last_sync = clock()
+        self._sync_failed: str | None = None  # an active version that would not load
         self.events: list[VersionEvent] = []
 
     # --- construction -------------------------------------------------------------------
@@ -190,8 +241,7 @@ class Learner:
                 log.warning("fell back to model version %s (%d labels learned); labels after "
                             "it are in the database: `rebuild_from_store` re-learns them",
                             v.version, v.n_train)
-            learner.model, learner.version = model, v.version
-            learner._good = copy.deepcopy(model)
+            learner._set_live(model, v.version)
             log.info("model version %s loaded (%d labels learned)", v.version, v.n_train)
             return learner
         if store.count(labeled=True):
@@ -207,6 +257,13 @@ class Learner:
             raise CheckpointError(f"model version {v.version} has no checkpoint file")
         return SwitchModel.load(v.path)
 
+    def _set_live(self, model: SwitchModel, version: str | None) -> None:
+        """`model` (loaded from `version`'s checkpoint) is the live and the active model."""
+        self.model, self.version = model, version
+        self.keys = _keys_of(model)
+        self._good, self._good_keys = copy.deepcopy(model), dict(self.keys)
+        self._window = _Window()
+
     @property
     def pending_labels(self) -> int:
         """Labels learned since the last version boundary (not in any checkpoint yet)."""
@@ -214,8 +271,42 @@ class Learner:
 
     # --- the loop's calls ---------------------------------------------------------------
     def predict(self, text: str) -> Prediction:
-        """The live model's prediction for a transcript."""
+        """The live model's prediction for a transcript (after a cheap check, at most every
+        ``sync_every_s`` seconds, that no other process made another version active)."""
+        if self._clock() - self._last_sync >= self.cfg.sync_every_s:
+            self.sync()
         return self.model.predict(text)
+
+    def sync(self) -> bool:
+        """Load the database's active version if it is not the one the live model descends
+        from (another process made it: `edge-plm label`, `forget`, `model rollback` or
+        `rebuild`). The labels of the pending window that it does not hold are learned again
+        from the database (a row deleted meanwhile is skipped). True when it reloaded."""
+        self._last_sync = self._clock()
+        active = self.store.active_model_version()
+        if active is None or active.version == self.version or active.version == self._sync_failed:
+            return False
+        try:
+            model = self._load_version(active)
+        except CheckpointError as exc:
+            log.error("model version %s was made active by another process but cannot be "
+                      "loaded (%s); keeping %s", active.version, exc, self.version)
+            self._sync_failed = active.version
+            return False
+        pending = self._window.learned + self._window.relabelled
+        log.warning("model version %s was made active by another process; loading it "
+                    "(live model was %s, %d pending labels learned again)",
+                    active.version, self.version, len(pending))
+        self._set_live(model, active.version)
+        for iid in pending:
+            try:
+                row = self.store.get(iid)
+            except LookupError:
+                continue  # forgotten meanwhile
+            if row.label is None or row.holdout or not row.transcript.strip():
+                continue
+            self._learn(iid, row.transcript, row.label)
+        return True
 
     def observe(self, text: str) -> None:
         """A transcript that got no label: unlabelled language signal for the model."""
@@ -223,17 +314,75 @@ class Learner:
             self.model.observe(text)
 
     def on_label(self, interaction_id: int, text: str, label: str) -> LabelOutcome:
-        """A label for interaction `interaction_id`: holdout it, or learn it (and version)."""
+        """A label for interaction `interaction_id`: holdout it, or learn it (and version).
+        If the model already holds a label of this interaction, it is replaced (relabel)."""
         if is_holdout_id(interaction_id, self.cfg.holdout_fraction):
             self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
             return LabelOutcome(holdout=True, loss=None)
-        loss = self.model.learn(text, label)
-        self._window.add(interaction_id)
+        loss, previous = self._learn(interaction_id, text, label)
         event = None
         if self._window.count >= self.cfg.version_every:
             event = self.new_version()
-        return LabelOutcome(holdout=False, loss=float(loss), event=event)
+        return LabelOutcome(holdout=False, loss=loss, event=event,
+                            relabelled=previous is not None, previous=previous)
+
+    def on_relabel(self, interaction_id: int, label: str) -> LabelOutcome:
+        """A corrected label for a stored interaction (its transcript is read from the
+        database). The model replaces the label it holds for it (no rebuild needed), or
+        learns it if it never did; a holdout interaction only changes what models are judged
+        on. Counts towards the next version like any label."""
+        row = self.store.get(interaction_id)
+        if not row.transcript.strip() or row.error is not None:
+            raise ValueError(f"interaction {interaction_id} has no transcript to learn from")
+        return self.on_label(interaction_id, row.transcript, label)
+
+    def _learn(self, interaction_id: int, text: str, label: str) -> tuple[float | None, str | None]:
+        """Learn, or relabel what the model holds; (loss or None, previous label or None)."""
+        key = self.keys.get(interaction_id)
+        if key is not None and key not in self.model.removed and key < len(self.model.examples):
+            previous = ACTIONS[self.model.examples[key][1]]
+            if self.model.relabel(key, label):
+                self._window.relabel(interaction_id)
+                log.info("interaction %d relabelled in the model: %s -> %s", interaction_id,
+                         previous, label)
+                return None, previous
+            return None, None  # the model already holds this label
+        self.keys[interaction_id] = len(self.model.examples)
+        loss = self.model.learn(text, label)
+        self._window.add(interaction_id)
+        return float(loss), None
+
+    def on_forget(self, ids: list[int]) -> ForgetOutcome:
+        """The person deleted these interactions: take them out of the live model and of the
+        active version. If the active version held any, it is saved again without them as a
+        new active version (gate "forget"; its checkpoint then no longer holds their tokens;
+        older checkpoints still do until they are deleted)."""
+        forgotten, absent = [], []
+        for iid in ids:
+            key = self.keys.pop(int(iid), None)
+            if key is None or key in self.model.removed:
+                absent.append(int(iid))
+                continue
+            self.model.forget_example(key)
+            forgotten.append(int(iid))
+        gone = set(forgotten)
+        self._window.learned = [i for i in self._window.learned if i not in gone]
+        self._window.relabelled = [i for i in self._window.relabelled if i not in gone]
+        in_good = [i for i in forgotten if i in self._good_keys]
+        if not in_good or self._good is None:
+            return ForgetOutcome(forgotten, absent)
+        for iid in in_good:
+            key = self._good_keys.pop(iid)
+            if key not in self._good.removed:
+                self._good.forget_example(key)
+        metrics = {"gate": "forget", "forgotten": len(in_good), "interactions": [None, None],
+                   "labels_in_window": 0}
+        name = self._write_version(self._good, self._good_keys, metrics, status="active")
+        log.info("model version %s active: %s without %d forgotten interaction(s)", name,
+                 self.version, len(in_good))
+        self.version = name
+        return ForgetOutcome(forgotten, absent, name)
 
     # --- versions -------------------------------------------------------------------------
     def score(self, model: SwitchModel) -> HoldoutScore:
@@ -248,8 +397,8 @@ class Learner:
         return HoldoutScore(len(rows), balanced_accuracy(table), per_class)
 
     def _trained_classes(self) -> list[str]:
-        """The labels the live model has learned at least once (in ACTIONS order)."""
-        seen = {y for _, y in self.model.examples}
+        """The labels the live model holds at least once (in ACTIONS order)."""
+        seen = {self.model.examples[k][1] for k in self.model.live_keys()}
         return [a for i, a in enumerate(ACTIONS) if i in seen]
 
     def _unjudgeable(self, cand: HoldoutScore) -> str | None:
@@ -264,11 +413,44 @@ class Learner:
         return None
 
     def _next_version_name(self) -> str:
-        return f"v{len(self.store.model_versions()) + 1:04d}"
+        numbers = [int(v.version[1:]) for v in self.store.model_versions()
+                   if v.version[:1] == "v" and v.version[1:].isdigit()]
+        return f"v{max(numbers, default=0) + 1:04d}"
+
+    def _claim_version(self, **row: Any) -> str:
+        """Insert a model_versions row under the next free name and return the name. The row
+        goes first, so two processes never pick the same name (the database refuses the
+        second insert; it tries the next name). With a checkpoint, the row is a candidate
+        with its future path until `_write_version` has written the file."""
+        for _ in range(100):
+            name = self._next_version_name()
+            path = str(self.checkpoints_dir / f"{name}.npz") if row.get("path") else None
+            try:
+                self.store.add_model_version(name, **{**row, "path": path})
+                return name
+            except ValueError:
+                if not any(v.version == name for v in self.store.model_versions()):
+                    raise
+                log.info("model version name %s was taken by another process; next", name)
+        raise RuntimeError("could not claim a model version name")
+
+    def _write_version(self, model: SwitchModel, keys: dict[int, int], metrics: dict[str, Any],
+                       status: str = "active") -> str:
+        """Claim a name (row first), write the checkpoint, then make the row `status`."""
+        name = self._claim_version(parent=self.version, path=True, status="candidate",
+                                   metrics=metrics, n_train=model.n_examples)
+        model.save(self.checkpoints_dir / f"{name}.npz",
+                   extra={"version": name, "parent": self.version,
+                          "interaction_keys": sorted([i, k] for i, k in keys.items())})
+        model.meta = {**model.meta, "interaction_keys": sorted([i, k] for i, k in keys.items())}
+        if status != "candidate":
+            self.store.set_model_status(name, status)
+        return name
 
     def new_version(self) -> VersionEvent:
-        """Gate the live model as a candidate: accept (checkpoint, active) or roll back."""
-        name = self._next_version_name()
+        """Gate the live model as a candidate: accept (checkpoint, active) or roll back.
+        First, if another process made another version active, that one is loaded (`sync`)."""
+        self.sync()
         cand = self.score(self.model)
         base = self.score(self._good) if self._good is not None else None
         window = self._window
@@ -279,6 +461,8 @@ class Learner:
             "labels_in_window": window.count, "interactions": [window.first_id, window.last_id],
             "holdout_classes": cand.per_class, "trained_classes": self._trained_classes(),
         }
+        if window.relabelled:
+            metrics["relabelled"] = window.relabelled
         unjudgeable = self._unjudgeable(cand) if base is not None else None
         judged = (base is not None and base.balanced_accuracy is not None
                   and cand.balanced_accuracy is not None and unjudgeable is None)
@@ -286,10 +470,9 @@ class Learner:
             reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
                       f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
             metrics["gate"] = "rolled back"
-            self.store.add_model_version(name, parent=self.version, path=None,
-                                         status="rolled_back", metrics=metrics,
-                                         n_train=len(self.model.examples))
-            self.model = self._reload_good()
+            name = self._claim_version(parent=self.version, path=None, status="rolled_back",
+                                       metrics=metrics, n_train=self.model.n_examples)
+            self.model, self.keys = self._reload_good()
             log.warning("model candidate %s rolled back: %s; live model is %s again",
                         name, reason, self.version)
             event = VersionEvent(name, "rolled_back", self.version, cand, base, reason)
@@ -307,32 +490,33 @@ class Learner:
                                    else "holdout lacks classes")
                 metrics["gate_reason"] = reason
             parent = self.version
-            self._save_active(name, metrics)
+            name = self._save_active(metrics)
             log.info("model version %s active (parent %s): %s", name, parent, reason)
             event = VersionEvent(name, "active", parent, cand, base, reason)
         self.events.append(event)
         return event
 
-    def _save_active(self, name: str, metrics: dict[str, Any]) -> None:
-        path = self.checkpoints_dir / f"{name}.npz"
-        self.model.save(path, extra={"version": name, "parent": self.version})
-        self.store.add_model_version(name, parent=self.version, path=str(path), status="active",
-                                     metrics=metrics, n_train=len(self.model.examples))
+    def _save_active(self, metrics: dict[str, Any]) -> str:
+        """The live model as a new active version; returns its name."""
+        name = self._write_version(self.model, self.keys, metrics, status="active")
         self.version = name
-        self._good = copy.deepcopy(self.model)
+        self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
+        return name
 
-    def _reload_good(self) -> SwitchModel:
-        """The active version again, from its checkpoint (from memory if that fails)."""
+    def _reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
+        """The active version again (and its key map), from its checkpoint (from memory if
+        that fails)."""
         active = self.store.active_model_version()
-        if active is not None and active.path:
+        if active is not None and active.path and active.version == self.version:
             try:
-                return SwitchModel.load(active.path)
+                model = SwitchModel.load(active.path)
+                return model, _keys_of(model)
             except CheckpointError as exc:
                 log.error("active checkpoint %s unreadable during rollback (%s); using the "
                           "in-memory copy", active.path, exc)
         if self._good is not None:
-            return copy.deepcopy(self._good)
-        return self._fresh_model()
+            return copy.deepcopy(self._good), dict(self._good_keys)
+        return self._fresh_model(), {}
 
     def rollback(self, version: str) -> None:
         """Manual rollback: make saved `version` active and the live model."""
@@ -341,23 +525,37 @@ class Learner:
             raise LookupError(f"no model version {version!r}")
         model = self._load_version(matches[0])  # CheckpointError propagates: nothing changed
         self.store.set_model_status(version, "active")
-        self.model, self.version, self._good = model, version, copy.deepcopy(model)
-        self._window = _Window()
+        self._set_live(model, version)
         log.warning("manual rollback: model version %s is active", version)
 
     def rebuild_from_store(self) -> str:
         """Re-learn a fresh model from the database in time order; save it as the active version.
 
         Labelled non-holdout rows are learned, unlabelled transcripts (without error) observed,
-        holdout rows skipped, and so are the labelled rows of rolled-back windows.
+        holdout rows skipped, and so are the labelled rows of rolled-back windows (the id
+        range learned in the window, and the ids relabelled in it) — but only when their label
+        is not newer than the rolled-back version (``label_ts <= created_ts``): a label given
+        again after the rollback (e.g. a correction with `edge-plm label`) is learned. A row
+        without ``label_ts`` in such a window is skipped.
         """
-        skipped_ranges = []
+        windows = []  # (first id, last id, relabelled ids, created_ts) of rolled-back windows
         for v in self.store.model_versions():
-            gated = v.status == "rolled_back" and (v.metrics or {}).get("gate") == "rolled back"
-            span = (v.metrics or {}).get("interactions") if gated else None
-            if span and span[0] is not None:
-                skipped_ranges.append((int(span[0]), int(span[1])))
+            m = v.metrics or {}
+            if v.status != "rolled_back" or m.get("gate") != "rolled back":
+                continue
+            span = m.get("interactions") or [None, None]
+            rng = (int(span[0]), int(span[1])) if span[0] is not None else None
+            windows.append((rng, {int(i) for i in m.get("relabelled") or []}, v.created_ts))
+
+        def rolled_back(row) -> bool:
+            for rng, relabelled, created in windows:
+                inside = (rng is not None and rng[0] <= row.id <= rng[1]) or row.id in relabelled
+                if inside and (row.label_ts is None or row.label_ts <= created):
+                    return True
+            return False
+
         model = self._fresh_model()
+        keys: dict[int, int] = {}
         learned = skipped = 0
         for row in self.store.interactions(oldest_first=True):
             if row.error or not row.transcript.strip():
@@ -367,23 +565,23 @@ class Learner:
                 continue
             if row.holdout:
                 continue
-            if any(a <= row.id <= b for a, b in skipped_ranges):
+            if rolled_back(row):
                 skipped += 1
                 continue
+            keys[row.id] = len(model.examples)
             model.learn(row.transcript, row.label)
             learned += 1
-        self.model = model
+        self.model, self.keys = model, keys
         self._window = _Window()
-        name = self._next_version_name()
         cand = self.score(model)
         metrics = {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
                    "gate": "rebuild", "labels_in_window": learned,
                    "skipped_rolled_back": skipped, "interactions": [None, None]}
-        self._save_active(name, metrics)
+        name = self._save_active(metrics)
         log.info("model rebuilt from the database as %s: %d labels learned, %d skipped "
                  "(rolled-back windows)", name, learned, skipped)
         return name
 
 
-__all__ = ["HoldoutScore", "LabelOutcome", "Learner", "LearnerConfig", "VersionEvent",
+__all__ = ["ForgetOutcome", "HoldoutScore", "LabelOutcome", "Learner", "LearnerConfig", "VersionEvent",
            "is_holdout_id"]

@@ -263,3 +263,147 @@ def test_config_comes_from_model_settings():
     with pytest.raises(ConfigError, match="rollback_margin"):
         parse("[model]\nrollback_margin = -0.1\n")
     assert parse("[model]\nversion_every = 5\n").model.version_every == 5
+
+
+# --- corrections, forgetting, several processes ------------------------------------------------
+def learned_ids(learner: Learner, store: ReplayStore, text: str) -> list[int]:
+    return [r.id for r in store.interactions(oldest_first=True)
+            if r.transcript == text and r.id in learner.keys]
+
+
+def test_relabel_replaces_the_label_in_the_model_without_rebuild(store, tmp_path):
+    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt")
+    feed(learner, store, 24)
+    assert learner.predict("turn on the light").action == "ON"
+    ids = learned_ids(learner, store, "turn on the light")
+    assert len(ids) >= 5
+    n = len(learner.model.examples)
+    for iid in ids:
+        store.set_label(iid, "NOOP", "manual")
+        out = learner.on_relabel(iid, "NOOP")
+        assert out.relabelled and out.previous == "ON" and not out.holdout
+    assert len(learner.model.examples) == n  # replaced, not added
+    assert learner.predict("turn on the light").action == "NOOP"
+    # the same label again changes nothing
+    assert not learner.on_relabel(ids[0], "NOOP").relabelled
+
+
+def test_the_key_map_is_saved_with_the_checkpoint(store, tmp_path):
+    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    feed(learner, store, 24)  # several versions, maybe pending labels: save them too
+    learner.new_version()
+    again = Learner.open(store, cfg(), tmp_path / "ckpt")
+    assert again.keys == learner.keys and again.keys
+    ids = learned_ids(again, store, "turn off the light")
+    for iid in ids:
+        store.set_label(iid, "ON", "manual")
+        assert again.on_relabel(iid, "ON").relabelled
+    assert again.predict("turn off the light").action == "ON"
+    # an interaction the model never learned (unlabelled so far) is learned
+    iid = store.add_interaction(transcript="dim the hallway")
+    while is_holdout_id(iid, 0.2):
+        iid = store.add_interaction(transcript="dim the hallway")
+    store.set_label(iid, "NOOP", "manual")
+    out = again.on_relabel(iid, "NOOP")
+    assert not out.relabelled and out.loss is not None and iid in again.keys
+
+
+def test_forget_takes_interactions_out_of_the_live_and_the_active_model(store, tmp_path):
+    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    feed(learner, store, 24)
+    learner.new_version()
+    before = learner.version
+    ids = learned_ids(learner, store, "turn on the light")
+    unlabelled = store.add_interaction(transcript="hello")
+    out = learner.on_forget(ids + [unlabelled])
+    assert out.forgotten == ids and out.not_in_model == [unlabelled]
+    assert out.version is not None and out.version != before
+    active = store.active_model_version()
+    assert active.version == out.version == learner.version
+    assert active.metrics["gate"] == "forget" and active.parent == before
+    assert learner.model.net.class_counts[0] == 0
+    assert learner.predict("turn on the light").action != "ON"
+    again = Learner.open(store, cfg(), tmp_path / "ckpt")
+    assert not set(ids) & set(again.keys)
+    assert again.model.n_examples == learner.model.n_examples == active.n_train
+    assert again.model.removed == learner.model.removed
+    assert all(again.model.examples[k][0] == [] for k in again.model.removed)
+
+
+def test_the_service_notices_another_process_made_a_version_active(store, tmp_path):
+    clock = Clock()
+    service = Learner(store, cfg(version_every=1000, sync_every_s=30), tmp_path / "ckpt",
+                      clock=clock)
+    feed(service, store, 12)
+    service.new_version()
+    mine = service.version
+    ids = learned_ids(service, store, "turn on the light")
+    # another process (`edge-plm label`): corrects labels, makes a new active version
+    other_store = ReplayStore(store.path)
+    try:
+        other = Learner.open(other_store, cfg(), tmp_path / "ckpt")
+        for iid in ids:
+            other_store.set_label(iid, "OFF", "manual")
+            other.on_relabel(iid, "OFF")
+        event = other.new_version()
+        assert event.status == "active" and event.version != mine
+    finally:
+        other_store.close()
+    # a label the service learned after that version was made (pending in its window)
+    feed(service, store, 3)
+    pending = list(service._window.learned)
+    assert service.predict("turn on the light").action == "ON"  # not checked again yet
+    clock.t += 31
+    p = service.predict("turn on the light")  # checks, reloads
+    assert service.version == event.version and p.action == "OFF"
+    assert all(i in service.keys for i in pending)  # pending labels learned again
+    assert service._window.learned == pending
+
+
+def test_version_boundary_syncs_first(store, tmp_path):
+    service = Learner(store, cfg(version_every=1000, sync_every_s=1e9), tmp_path / "ckpt")
+    feed(service, store, 12)
+    service.new_version()
+    other = Learner.open(store, cfg(), tmp_path / "ckpt")
+    other.rebuild_from_store()
+    event = service.new_version()
+    assert event.parent == other.version  # the candidate descends from the other's version
+
+
+def test_version_names_are_claimed_in_the_database_before_the_checkpoint(store, tmp_path, monkeypatch):
+    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt")
+    feed(learner, store, 12)
+    seen = {}
+    save = SwitchModel.save
+
+    def checking_save(self, path, extra=None):
+        rows = {v.version: v.status for v in store.model_versions()}
+        seen[extra["version"]] = rows.get(extra["version"])
+        return save(self, path, extra)
+    monkeypatch.setattr(SwitchModel, "save", checking_save)
+    # another process took the name this one computes first
+    store.add_model_version("v0001", status="rolled_back")
+    names = iter(["v0001"])
+    real = learner._next_version_name
+    monkeypatch.setattr(learner, "_next_version_name", lambda: next(names, None) or real())
+    event = learner.new_version()
+    assert event.version == "v0002" and seen == {"v0002": "candidate"}
+    assert store.active_model_version().version == "v0002"
+
+
+def test_rebuild_learns_rows_of_a_rolled_back_window_labelled_again_later(store, tmp_path):
+    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    feed(learner, store, 36)
+    feed(learner, store, 40, flip=True)
+    rolled = [v for v in store.model_versions() if v.status == "rolled_back"]
+    assert rolled
+    a, b = rolled[0].metrics["interactions"]
+    in_window = [r for r in store.interactions(oldest_first=True)
+                 if a <= r.id <= b and r.label is not None and not r.holdout]
+    text, label = next((t, y) for t, y in PHRASES if t == in_window[0].transcript)
+    store.set_label(in_window[0].id, label, "manual")  # corrected after the rollback
+    skipped = sum(v.metrics["labels_in_window"] for v in rolled)
+    learner.rebuild_from_store()
+    metrics = store.active_model_version().metrics
+    assert metrics["skipped_rolled_back"] == skipped - 1
+    assert in_window[0].id in learner.keys

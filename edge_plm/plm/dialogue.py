@@ -51,6 +51,8 @@ class SwitchModel:
     # keys (indices into `examples`) of forgotten examples: their slot stays (keys are stable),
     # their token ids are dropped, and replay / refresh skip them
     removed: set[int] = field(default_factory=set)
+    # the checkpoint's metadata when loaded (callers' ``extra`` included); {} for a new model
+    meta: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -250,6 +252,7 @@ class SwitchModel:
             model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
             if "examples.removed" in arrays:  # older checkpoints have none
                 model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
+            model.meta = meta
             model.rng.bit_generator.state = json.loads(arrays["rng"].tobytes().decode())
             model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
             model.refresh_cursor = int(meta["counters"].get("refresh_cursor", 0))
