@@ -228,33 +228,39 @@ def test_label_correction_changes_the_next_prediction(tmp_path):
     populate(db, lines)
     store, learner = _learner(db)
     assert learner.predict(phrase).action == "ON"
-    ids = [r[0] for r in query(db, "SELECT id FROM interactions WHERE transcript = ? "
-                                   "AND holdout = 0 AND label IS NOT NULL ORDER BY id", [phrase])]
+    rows = query(db, "SELECT id, holdout FROM interactions WHERE transcript = ? "
+                     "AND label IS NOT NULL ORDER BY holdout DESC, id", [phrase])
+    learned = [iid for iid, h in rows if not h and iid in learner.keys]
     store.close()
-    assert len(ids) >= 3, ids
-    # ... but it meant OFF. One quick gated update per correction: the earlier ON examples
-    # stay in the model (an update cannot take them out), so the last correction rebuilds
-    # the model from the database, where every one of them now says OFF
+    assert len(learned) >= 3, rows
+    # ... but it meant OFF. Each correction replaces the earlier ON in the model (no
+    # rebuild) and goes through the gate; the holdout rows are corrected first, so the
+    # gate judges the corrected model on corrected labels.
     results = []
-    for k, iid in enumerate(ids):
-        extra = ["--rebuild"] if k == len(ids) - 1 else []
-        r = js(cli("label", iid, "OFF", "--db", db, "--json", *extra))
-        assert r["label"] == "OFF" and r["label_source"] == "manual" and r["learned"]
-        assert r["previous"]["label"] == "ON"
-        assert r["version"]["status"] in ("active", "rolled_back")
+    for iid, holdout in rows:
+        r = js(cli("label", iid, "OFF", "--db", db, "--json"))
+        assert r["label"] == "OFF" and r["label_source"] == "manual"
+        assert r["previous"]["label"] == "ON" and r["holdout"] == bool(holdout)
+        if not holdout:
+            assert r["learned"] and r["replaced"] == (iid in learned)
+            assert r["version"]["status"] == "active", r["version"]
         results.append(r)
-    assert results[-1]["version"]["status"] == "active"
     assert results[0]["prediction_before"]["action"] == "ON"
     assert results[-1]["prediction_after"]["action"] == "OFF"
     assert query(db, "SELECT DISTINCT label, label_source FROM interactions WHERE id IN "
-                     f"({', '.join(map(str, ids))})") == [("OFF", "manual")]
+                     f"({', '.join(str(i) for i, _ in rows)})") == [("OFF", "manual")]
     # the next prediction, by a freshly started learner (as the service would after a restart)
     store, learner = _learner(db)
     try:
         assert learner.predict(phrase).action == "OFF"
         assert learner.version == results[-1]["version"]["version"]
+        n_labels = query(db, "SELECT count(*) FROM interactions WHERE label IS NOT NULL "
+                             "AND holdout = 0")[0][0]
+        assert learner.model.n_examples <= n_labels  # replaced, never added twice
     finally:
         store.close()
+    text = cli("label", learned[0], "NOOP", "--db", db)
+    assert text.exit_code == 0 and "taken out of the model and replaced" in text.stdout
 
 
 def test_label_holdout_unchanged_and_errors(db):
@@ -337,6 +343,26 @@ def test_forget_before_and_all_with_rebuild(db):
         assert learner.version == r["rebuilt"] and len(learner.model.examples) == 0
     finally:
         store.close()
+
+
+def test_forget_takes_the_rows_out_of_the_active_model(db):
+    store, learner = _learner(db)
+    ids = sorted(learner.keys)[:4]
+    n = learner.model.n_examples
+    version = learner.version
+    store.close()
+    r = js(cli("forget", *ids, "--yes", "--db", db, "--json"))
+    assert r["deleted"] == 4 and r["rebuilt"] is None
+    assert r["model"]["forgotten"] == 4 and r["model"]["version"] not in (None, version)
+    store, learner = _learner(db)
+    try:
+        assert learner.version == r["model"]["version"]
+        assert learner.model.n_examples == n - 4 and not set(ids) & set(learner.keys)
+        assert store.active_model_version().metrics["gate"] == "forget"
+    finally:
+        store.close()
+    text = cli("forget", sorted(learner.keys)[0], "--yes", "--db", db)
+    assert text.exit_code == 0 and "took back the 1" in text.stdout
 
 
 # --- backup ---------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ from edge_plm.store import LABELS, StoreError
 DB_HELP = "Replay buffer (default: the configured state dir's edge-plm.db)."
 CONFIG_HELP = "Config TOML (default: the usual lookup)."
 JSON_HELP = "Print one JSON document on stdout."
-RESTART_NOTE = ("a running service keeps the model it has in memory: restart it to use this "
-                "one (sudo systemctl restart edge-plm)")
+# a running service checks the database's active version before predicting (Learner.sync)
+RESTART_NOTE = ("a running service loads the new active version by itself within a few "
+                "seconds (it checks the database before predicting)")
 
 
 # --- shared by the data and model commands -------------------------------------------------
@@ -415,11 +416,13 @@ def label_command(
 ) -> None:
     """Correct the label of an interaction (source "manual"); the model learns it.
 
-    The active model is loaded, learns the correction (one update) and the result goes
-    through the holdout gate as a new version, like every version the service makes. An
-    update cannot take an earlier label out of the model: --rebuild re-learns the model from
-    the database instead (slower, no gate). A label of a holdout interaction changes what
-    models are judged on; nothing is learned from it.
+    The active model is loaded and the correction replaces the earlier label in it (its
+    statistics are plain sums: the old contribution is taken back, the new one added; an
+    interaction the model never learned is learned), and the result goes through the holdout
+    gate as a new version, like every version the service makes; a running service loads it
+    by itself. --rebuild re-learns the model from the database instead (slower, no gate). A
+    label of a holdout interaction changes what models are judged on; nothing is learned
+    from it.
     """
     label = action.upper()
     if label not in LABELS:
@@ -434,7 +437,7 @@ def label_command(
             "previous": {"label": row.label, "label_source": row.label_source},
             "changed": row.label != label}
         if row.label == label:
-            result.update(holdout=row.holdout, learned=False, version=None,
+            result.update(holdout=row.holdout, learned=False, replaced=False, version=None,
                           prediction_before=None, prediction_after=None)
             if as_json:
                 print_json(result)
@@ -450,14 +453,16 @@ def label_command(
         before = learner.predict(row.transcript)
         store.set_label(row.id, label, "manual")
         event = None
+        replaced = False
         if rebuild:
             name = learner.rebuild_from_store()
             holdout = store.get(row.id).holdout
             learned = not holdout
             version = {"version": name, "status": "active", "reason": "rebuilt from the database"}
         else:
-            outcome = learner.on_label(row.id, row.transcript, label)
+            outcome = learner.on_relabel(row.id, label)
             holdout, learned = outcome.holdout, not outcome.holdout
+            replaced = outcome.relabelled
             version = None
             if learned:
                 event = outcome.event or learner.new_version()
@@ -466,7 +471,7 @@ def label_command(
                            "balanced_accuracy": event.candidate.balanced_accuracy,
                            "holdout_n": event.candidate.n}
         after = learner.predict(row.transcript)
-        result.update(holdout=holdout, learned=learned, version=version,
+        result.update(holdout=holdout, learned=learned, replaced=replaced, version=version,
                       prediction_before=_pred(before), prediction_after=_pred(after))
     if as_json:
         print_json(result)
@@ -482,9 +487,12 @@ def label_command(
                    "older labels for the same words, correct them too (edge-plm log --label ...).")
     elif version:
         typer.echo(f"  learned: model {version['version']} is active ({version['reason']})")
-    if learned and not rebuild and row.label is not None:
-        typer.echo(f"  the model still holds the earlier {row.label} for these words (an update "
-                   "adds, it cannot take out); --rebuild re-learns from the database without it")
+    if replaced:
+        typer.echo(f"  the earlier {row.label} was taken out of the model and replaced")
+    elif learned and not rebuild and row.label is not None:
+        typer.echo(f"  the model did not hold the earlier {row.label} as its own example (a "
+                   "checkpoint from before corrections were tracked), so it may still count; "
+                   "--rebuild re-learns from the database without it")
     b, a = result["prediction_before"], result["prediction_after"]
     typer.echo(f"  prediction for these words: {b['action']} {b['confidence']:.2f} -> "
                f"{a['action']} {a['confidence']:.2f}")
@@ -508,7 +516,11 @@ def forget_command(
     config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Delete interactions and their audio files (ID..., --before TIME or --all)."""
+    """Delete interactions and their audio files (ID..., --before TIME or --all).
+
+    The active model takes back what it learned from them as labelled examples (exactly;
+    a new active version without them, gate "forget"; their language statistics are taken
+    back too, approximately); --rebuild instead re-learns a model from what remains."""
     t_before = time_option(before, "--before")
     if as_json and not yes:
         fail("--json needs --yes (there is no one to ask)", 2)
@@ -534,12 +546,17 @@ def forget_command(
                 raise typer.Exit(1)
         result = q.forget(store, selected)
         result["rebuilt"] = None
-        if rebuild:
-            from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
+        result["model"] = None
+        from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
 
-            cfg = LearnerConfig.from_settings(settings.model)
-            ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
+        cfg = LearnerConfig.from_settings(settings.model)
+        ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
+        if rebuild:
             result["rebuilt"] = Learner(store, cfg, ckdir).rebuild_from_store()
+        elif store.active_model_version() is not None:
+            out = Learner.open(store, cfg, ckdir).on_forget(selected)
+            result["model"] = {"forgotten": len(out.forgotten),
+                               "not_in_model": len(out.not_in_model), "version": out.version}
     if as_json:
         print_json(result)
         return
@@ -550,6 +567,13 @@ def forget_command(
         typer.echo(f"model rebuilt from the remaining data: {result['rebuilt']} is active")
         typer.echo("  older versions (their checkpoints) still hold what they learned from the "
                    "forgotten rows; they stay available for `edge-plm model rollback`")
+        typer.echo(f"  note: {RESTART_NOTE}", err=True)
+    elif result["model"] and result["model"]["version"]:
+        m = result["model"]
+        typer.echo(f"the model took back the {m['forgotten']} it had learned from: "
+                   f"{m['version']} is active without them")
+        typer.echo("  older versions (their checkpoints) still hold them; `edge-plm model "
+                   "rebuild` (or forget with --rebuild) makes a model from what remains only")
         typer.echo(f"  note: {RESTART_NOTE}", err=True)
     elif result["learned_by_models"]:
         typer.echo(f"the model versions still hold what they learned from "
