@@ -599,7 +599,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     if db is None:
         tmp = tempfile.TemporaryDirectory(prefix="edge-plm-replay-")
         db = Path(tmp.name) / "edge-plm.db"
-    db = Path(db)
+    db = Path(db).expanduser().resolve()  # absolute: checkpoint paths are stored in the DB
     paths = replace(settings.paths, database=str(db),
                     checkpoints_dir=settings.paths.checkpoints_dir
                     or str(db.parent / "checkpoints"))

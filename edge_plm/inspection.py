@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from edge_plm.store import (INTERACTION_FIELDS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
-                            ReplayStore, SchemaError, StoreError)
+from edge_plm.store import (LABEL_SOURCES, LABELS, Interaction, ModelVersion,
+                            ReplayStore, SchemaError, StoreError, row_to_interaction)
 
 SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
 LATENCY_PARTS = ("audio", "asr", "model", "actuator", "total")
@@ -135,14 +135,6 @@ def record(row: Interaction) -> dict[str, Any]:
     return d
 
 
-def _row(raw: dict[str, Any]) -> Interaction:
-    raw = dict(raw)
-    raw["holdout"] = bool(raw["holdout"])
-    if raw.get("distribution") is not None:
-        raw["distribution"] = json.loads(raw["distribution"])
-    return Interaction(**{name: raw.get(name) for name in INTERACTION_FIELDS})
-
-
 def _query(store: ReplayStore, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
     return list(store.db.query(sql, list(params)))
 
@@ -172,14 +164,14 @@ def log_rows(store: ReplayStore, limit: int | None = 20, label: str | None = Non
     if limit:
         sql += " LIMIT ?"
         params.append(int(limit))
-    return [_row(r) for r in reversed(_query(store, sql, params))]
+    return [row_to_interaction(r) for r in reversed(_query(store, sql, params))]
 
 
 def all_rows(store: ReplayStore, since: float | None = None) -> list[Interaction]:
     """Every interaction (since a time), in the order they happened (by id)."""
     if since is None:
-        return [_row(r) for r in _query(store, "SELECT * FROM interactions ORDER BY id")]
-    return [_row(r) for r in _query(store, "SELECT * FROM interactions WHERE ts >= ? "
+        return [row_to_interaction(r) for r in _query(store, "SELECT * FROM interactions ORDER BY id")]
+    return [row_to_interaction(r) for r in _query(store, "SELECT * FROM interactions WHERE ts >= ? "
                                     "ORDER BY id", [since])]
 
 
@@ -189,7 +181,7 @@ def rows_after(store: ReplayStore, last_id: int, label: str | None = None) -> li
     By id, not time: ids only grow, while an SBC's clock may step back (no RTC, NTP).
     """
     where, params = _label_filter(label)
-    return [_row(r) for r in _query(store, "SELECT * FROM interactions WHERE id > ?" + where
+    return [row_to_interaction(r) for r in _query(store, "SELECT * FROM interactions WHERE id > ?" + where
                                     + " ORDER BY id", [last_id, *params])]
 
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlite_utils
 
@@ -248,7 +249,9 @@ class ReplayStore:
         if read_only:
             if not self.path.exists():
                 raise StoreError(f"replay buffer not found: {self.path}")
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+            # a URI: ?, # and % in the path must be quoted or they end or escape it
+            uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True,
                                    timeout=busy_timeout_ms / 1000, check_same_thread=False)
         else:
             self._prepare_files()
@@ -378,12 +381,14 @@ class ReplayStore:
                                       [interaction_id]))
         if not rows:
             raise NotFoundError(f"no interaction with id {interaction_id}")
-        return _interaction(rows[0])
+        return row_to_interaction(rows[0])
 
     def interactions(self, limit: int | None = None, labeled: bool | None = None,
                      since: float | None = None, label: Any = None,
                      oldest_first: bool = False) -> list[Interaction]:
-        """Interactions, newest first (or oldest first), filtered."""
+        """Interactions, newest first (or oldest first), filtered. Order is by id: the order
+        they were stored in (``ts`` may come from a replay's simulated clock or a clock that
+        was set back)."""
         where, params = [], []
         if labeled is not None:
             where.append("label IS NOT NULL" if labeled else "label IS NULL")
@@ -399,14 +404,14 @@ class ReplayStore:
         sql = "SELECT * FROM interactions"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY ts {order}, id {order}"
+        sql += f" ORDER BY id {order}"
         if limit is not None:
             if limit < 0:
                 raise ValueError("limit must be >= 0")
             sql += " LIMIT ?"
             params.append(limit)
         with self._lock:
-            return [_interaction(r) for r in self.db.query(sql, params)]
+            return [row_to_interaction(r) for r in self.db.query(sql, params)]
 
     def count(self, labeled: bool | None = None) -> int:
         """Number of interactions (all, labeled or unlabeled)."""
@@ -492,10 +497,11 @@ class ReplayStore:
                         "WHERE status = 'active' AND version IS NOT ?", [except_version])
 
     def model_versions(self) -> list[ModelVersion]:
-        """All model versions, oldest first."""
+        """All model versions in the order they were made (rowid; ``created_ts`` is the
+        clock of whoever made them, e.g. a replay's simulated time)."""
         with self._lock:
             return [_model(r) for r in self.db.query(
-                "SELECT * FROM model_versions ORDER BY created_ts, rowid")]
+                "SELECT * FROM model_versions ORDER BY rowid")]
 
     def active_model_version(self) -> ModelVersion | None:
         """The active model version, if any."""
@@ -515,7 +521,8 @@ class ReplayStore:
         self.close()
 
 
-def _interaction(row: dict[str, Any]) -> Interaction:
+def row_to_interaction(row: dict[str, Any]) -> Interaction:
+    """An `Interaction` from a raw ``interactions`` row (a dict of column values)."""
     row = dict(row)
     row["holdout"] = bool(row["holdout"])
     if row.get("distribution") is not None:

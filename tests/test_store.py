@@ -12,6 +12,7 @@ import pytest
 from edge_plm.policy import Action, LabelSource
 from edge_plm.store import (
     SCHEMA_VERSION, NotFoundError, ReplayStore, SchemaError, StoreError, clean_text,
+    row_to_interaction,
 )
 
 
@@ -264,6 +265,32 @@ def test_interactions_filters_and_order(store):
     assert store.count(labeled=True) == 2 and store.count(labeled=False) == 3
 
 
+def test_interactions_are_in_id_order_whatever_their_ts(store):
+    # a clock set back (or a replay's simulated clock): the order is the order stored in
+    ids = [store.add_interaction(ts=ts, transcript=f"u{ts}") for ts in (50.0, 10.0, 30.0)]
+    assert [r.id for r in store.interactions(oldest_first=True)] == ids
+    assert [r.id for r in store.interactions()] == ids[::-1]
+    assert [r.id for r in store.interactions(limit=1)] == [ids[-1]]
+
+
+def test_row_to_interaction_is_public(store):
+    iid = store.add_interaction(transcript="x", distribution={"ON": 1.0}, holdout=1)
+    raw = next(store.db.query("SELECT * FROM interactions WHERE id = ?", [iid]))
+    r = row_to_interaction(raw)
+    assert r == store.get(iid) and r.holdout is True and r.distribution == {"ON": 1.0}
+
+
+@pytest.mark.parametrize("name", ["a?b", "a#b", "a%20b", "50%"])
+def test_read_only_open_quotes_the_path(tmp_path, name):
+    path = tmp_path / name / "edge-plm.db"
+    with ReplayStore(path) as writer:
+        iid = writer.add_interaction(transcript="hello")
+    with ReplayStore(path, read_only=True) as reader:
+        assert reader.get(iid).transcript == "hello"
+        with pytest.raises(sqlite3.OperationalError):
+            reader.db.execute("INSERT INTO meta VALUES ('x', 'y')")
+
+
 def test_labeled_examples_time_order_and_holdout(store):
     # inserted out of time order on purpose
     store.add_interaction(ts=30.0, transcript="c", label="OFF", label_source="asked", holdout=True)
@@ -314,6 +341,13 @@ def test_model_versions(store):
         store.set_model_status("v9", "retired")
     with pytest.raises(ValueError, match="already exists"):
         store.add_model_version("v1")
+
+
+def test_model_versions_in_the_order_they_were_made(store):
+    # created_ts comes from the maker's clock (a replay's simulated time, a clock set back)
+    for name, ts in (("v0001", 500.0), ("v0002", 900.0), ("v0003", 100.0)):
+        store.add_model_version(name, created_ts=ts)
+    assert [v.version for v in store.model_versions()] == ["v0001", "v0002", "v0003"]
 
 
 def test_reader_in_another_connection_while_writer_writes(path):
