@@ -14,6 +14,7 @@ import io
 import json
 import os
 import tempfile
+import tokenize
 import zipfile
 from pathlib import Path
 
@@ -69,8 +70,10 @@ def load(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, NotImplementedError, RuntimeError) as exc:
-        # zipfile raises NotImplementedError/RuntimeError for damaged directory fields
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, NotImplementedError, RuntimeError,
+            SyntaxError, tokenize.TokenError) as exc:
+        # zipfile raises NotImplementedError/RuntimeError for damaged directory fields; numpy's
+        # .npy header parser raises SyntaxError/TokenError for a damaged array header
         raise CheckpointError(f"checkpoint {path} is damaged or truncated: {exc}") from exc
     if META_KEY not in arrays:
         raise CheckpointError(f"checkpoint {path} has no metadata; not an edge-plm checkpoint")

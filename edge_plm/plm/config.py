@@ -31,7 +31,7 @@ class PLMConfig:
     class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
     lr: float = 0.01  # Adam learning rate of the online updates
     replay: int = 8  # replay mini-batch size per online update
-    refresh: int = 8  # examples whose labelled-layer statistics are re-gathered per update
+    refresh: int = 4  # examples whose labelled-layer statistics are re-gathered per update
     update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see BENCHMARKS.md)
     clip: float = 5.0  # gradient-norm clipping
     radial: bool = False  # radial co-occurrence refinement of the embedding

@@ -310,7 +310,8 @@ def global_forward(h, lengths, widths, W2, U2, O) -> GlobalCache:
     N = h.shape[0]
     branch = np.array([branch_for(int(n), widths) for n in lengths], dtype=np.int64)
     Bmax = W2.shape[1]
-    X2 = np.zeros((N, Bmax, h.shape[2]))
+    # slot rows beyond the longest sequence are never read: size X2 by it, not by Bmax
+    X2 = np.zeros((N, max(1, min(Bmax, int(lengths.max()) if N else 1)), h.shape[2]))
     c2 = np.zeros((N, Bmax))
     a2 = np.zeros((N, Bmax))
     z2 = np.zeros((N, h.shape[2]))

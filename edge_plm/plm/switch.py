@@ -165,6 +165,11 @@ class SwitchNet:
         glob = gf(local.h, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"])
         return ids, local, glob
 
+    def global_forward(self, ids: Batch, local):
+        """The global block and output on an already computed local block."""
+        p = self.params
+        return self._backend()[2](local.h, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"])
+
     def _clip(self, batch: Batch) -> Batch:
         """Keep the last max_len tokens of longer dialogues (the action sits at the end)."""
         M = self.config.max_len
@@ -323,6 +328,8 @@ class SwitchNet:
         old = batch.labels if old_labels is None else np.asarray(old_labels, dtype=np.int64)
         if len(old) != len(keys):
             raise ValueError("one old label per row is needed")
+        # the local block does not depend on W_B, U_B or O: run it once for all three stages
+        ids, local, _ = self.forward(batch, local_only=True)
         for stage in LABELLED_STAGES:
             known = [i for i, key in enumerate(keys) if stage in self.contributions.get(key, {})]
             if known:
@@ -334,7 +341,7 @@ class SwitchNet:
                     elif was != label:
                         self.class_counts[was] -= 1
                         self.class_counts[label] += 1
-            ids, local, glob = self.forward(batch)
+            glob = self.global_forward(ids, local)
             rows = getattr(self, f"_observe_{stage}")(ids, local, glob)
             for key, row in zip(keys, rows):
                 self.contributions.setdefault(key, {})[stage] = row
