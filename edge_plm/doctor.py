@@ -433,7 +433,9 @@ def warm_numba_cache(config: str = "potato") -> dict[str, Any]:
     from edge_plm.plm.dialogue import SwitchModel  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    model = SwitchModel.empty(config, seed=0)
+    # update_steps=1: the gradient kernels are compiled too (the desktop trainer and thawed
+    # updates use them), not only the forward kernels of the default explicit-only update
+    model = SwitchModel.empty(config, seed=0, update_steps=1)
     model.observe("what time is it")
     for text, label in (("turn on the light", "ON"), ("turn off the light", "OFF"),
                         ("play some music", "NOOP")):

@@ -99,6 +99,7 @@ class LearnerConfig:
     version_every: int = 10
     rollback_margin: float = 0.03
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
+    prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -117,7 +118,8 @@ class LearnerConfig:
         """From the `[model]` section of the config (keyword arguments override it)."""
         values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
                       holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
-                      version_every=m.version_every, rollback_margin=m.rollback_margin)
+                      version_every=m.version_every, rollback_margin=m.rollback_margin,
+                      prior_strength=m.prior_strength)
         values.update(overrides)
         return cls(**values)
 
@@ -275,7 +277,7 @@ class Learner:
         ``sync_every_s`` seconds, that no other process made another version active)."""
         if self._clock() - self._last_sync >= self.cfg.sync_every_s:
             self.sync()
-        return self.model.predict(text)
+        return self.model.predict(text, prior_strength=self.cfg.prior_strength)
 
     def sync(self) -> bool:
         """Load the database's active version if it is not the one the live model descends

@@ -25,8 +25,9 @@ Label rules (``flip`` = the state the person switched the relay to; sources as i
 what happened                                         label           source
 ====================================================  ==============  ===========
 ASK, flip within the ask window                       flip            asked
-ASK, no flip, p(S) < ambiguity_floor                  NOOP            asked
-ASK, no flip, p(S) >= ambiguity_floor (ambiguous)     (none)          (none)
+ASK, no flip, p(S) < ambiguity_floor or              NOOP            asked
+p(NOOP) >= p(S)
+ASK, no flip, p(S) >= floor and p(S) > p(NOOP)        (none)          (none)
 ASK about ON/OFF while the relay already was in it,   (none)          (none)
 no flip (the person could not say "yes" by flipping)
 ACT that changed the relay, flip back (revert)        NOOP            override
@@ -41,8 +42,9 @@ ACT that did not change the relay, no flip            (none)          (none)
 ACT refused by the relay's rate limit, flip           flip            manual
 ACT refused by the relay's rate limit, no flip        (none)          (none)
 IGNORE, flip within the override window (a miss)      flip            manual
-IGNORE, no flip, p(S) < ambiguity_floor               NOOP            confirmed
-IGNORE, no flip, p(S) >= ambiguity_floor (ambiguous)  (none)          (none)
+IGNORE, no flip, p(S) < ambiguity_floor or           NOOP            confirmed
+p(NOOP) >= p(S)
+IGNORE, no flip, p(S) >= floor and p(S) > p(NOOP)     (none)          (none)
 new utterance while a window is still open            (none)          (none)
 flip while no window is open (plain manual use)       no label for any utterance
 ====================================================  ==============  ===========
@@ -57,8 +59,10 @@ Why these choices:
   evidence only where a flip could have shown otherwise: with the relay in S, a person who
   wanted S has no reason to flip ("turn off the light" while it is off), so "no flip" says the
   wish was S *or* NOOP and cannot separate them. The model's own distribution is the only
-  prior there is: when it gave S less than ``ambiguity_floor`` (default 0.2) the row is
-  labelled NOOP, otherwise it stays unlabelled. Labelling every no-flip NOOP (the earlier
+  prior there is: when it gave S less than ``ambiguity_floor`` (default 0.2), or NOOP at least
+  as much as S (the likelier of the two consistent labels; ties go to NOOP because most of what
+  a device hears is not a command — an empty model, 1/3 each, would otherwise never get a NOOP
+  label), the row is labelled NOOP; otherwise it stays unlabelled. Labelling every no-flip NOOP (the earlier
   rule) turned 13 of 50 OFF wishes of a 425-line replay into NOOP labels, and the model
   drifted towards NOOP; see docs/policy.md for the floors measured.
 
@@ -314,9 +318,16 @@ class Policy:
         """
         s = Action.from_state(o.relay_before)
         p_s = o.prediction.prob_bound(s)
+        p_noop = o.prediction.distribution.get(Action.NOOP) if o.prediction.distribution is not None else None
         if p_s < self.cfg.ambiguity_floor:
             return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
                                  f"and p({s.value})={p_s:.2f} < {self.cfg.ambiguity_floor}")
+        if p_noop is not None and p_noop >= p_s:
+            # the two labels consistent with "no flip" are S and NOOP: take the one the model
+            # finds at least as likely, ties to NOOP (most of what a device hears is not a
+            # command). Without this an empty model (1/3 each) never gets a NOOP label.
+            return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
+                                 f"and p(NOOP)={p_noop:.2f} >= p({s.value})={p_s:.2f}")
         return self._resolve(None, None, at, f"{what}; no flip while {s.value}: ambiguous "
                              f"(p({s.value})={p_s:.2f} >= {self.cfg.ambiguity_floor})")
 

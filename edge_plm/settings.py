@@ -109,6 +109,10 @@ class ModelConfig:
     # a candidate is rolled back only if its holdout balanced accuracy is lower than the
     # active version's by more than this (small holdouts are noisy: one row moves it a lot)
     rollback_margin: float = 0.03
+    # act/ask decisions use the model's distribution times the household's label frequencies
+    # raised to this power (the model itself is class-balanced): 0 = balanced as is, 1 = the
+    # full prior. 0.5 measured best on a long replay (BENCHMARKS.md)
+    prior_strength: float = 0.5
 
 
 @dataclass

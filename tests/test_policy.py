@@ -130,9 +130,21 @@ def test_asked_unsure_noop_and_no_flip_is_noop(policy):
     assert (r.label, r.source) == (NOOP, LabelSource.ASKED)
 
 
-def test_asked_unsure_noop_and_no_flip_with_plausible_relay_state_is_unlabeled(policy):
+def test_asked_unsure_noop_and_no_flip_takes_the_likelier_of_noop_and_relay_state(policy):
+    # relay OFF, p(OFF) 0.3 >= floor, but NOOP (0.6) is the likelier of the two labels that
+    # "no flip" allows
     policy.on_utterance("a", p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), relay_on=False, now=0.0)
-    assert only(policy.tick(20.0)).label is None
+    r = only(policy.tick(20.0))
+    assert (r.label, r.source) == (NOOP, LabelSource.ASKED)
+    assert "p(NOOP)=0.60 >= p(OFF)=0.30" in r.reason
+
+
+def test_ignored_empty_model_and_no_flip_is_noop(policy):
+    # an empty model says 1/3 each: ties go to NOOP, or it would never get a NOOP label
+    third = 1 / 3
+    policy.on_utterance("a", p(ON, third, ON=third, OFF=third, NOOP=third), relay_on=False, now=0.0)
+    r = only(policy.tick(20.0))
+    assert (r.label, r.source) == (NOOP, LabelSource.CONFIRMED)
 
 
 def test_asked_about_state_relay_already_has_and_no_flip_is_unlabeled(policy):
@@ -249,16 +261,16 @@ def test_ignored_off_wish_while_off_is_not_labelled_noop(policy):
 @pytest.mark.parametrize("p_state,labelled", [(0.0, True), (0.1999, True), (0.2, False),
                                                (0.5, False)])
 def test_ignored_no_flip_both_sides_of_the_floor(policy, p_state, labelled):
-    rest = (1.0 - p_state) / 2
-    policy.on_utterance("a", p(NOOP, 0.3, ON=p_state, OFF=rest, NOOP=rest), relay_on=True,
-                        now=0.0)
+    noop = p_state / 2  # below p(ON): NOOP is not the likelier of the two consistent labels
+    policy.on_utterance("a", p(OFF, 0.3, ON=p_state, OFF=1.0 - p_state - noop, NOOP=noop),
+                        relay_on=True, now=0.0)
     r = only(policy.tick(10.001))
     assert (r.label, r.source) == ((NOOP, LabelSource.CONFIRMED) if labelled else (None, None))
 
 
 def test_floor_is_configurable():
-    pred = p(ON, 0.3, ON=0.3, OFF=0.3, NOOP=0.4)  # ignored; relay OFF, p(OFF) = 0.3
-    for floor, label in [(0.0, None), (0.3, None), (0.31, NOOP), (1.0, NOOP)]:
+    pred = p(OFF, 0.38, ON=0.35, OFF=0.38, NOOP=0.27)  # ignored; relay OFF, p(OFF) = 0.38
+    for floor, label in [(0.0, None), (0.38, None), (0.39, NOOP), (1.0, NOOP)]:
         policy = Policy(PolicyConfig(ambiguity_floor=floor))
         policy.on_utterance("a", pred, relay_on=False, now=0.0)
         assert only(policy.tick(100.0)).label is label, floor
