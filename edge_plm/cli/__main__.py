@@ -1,0 +1,3 @@
+from edge_plm.cli import main
+
+main()
