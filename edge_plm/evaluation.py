@@ -81,8 +81,10 @@ def parse_budgets(text: str) -> list[int]:
 
 
 def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: str = "potato",
-             seed: int = 0, progress=None, **overrides) -> dict:
+             seed: int = 0, progress=None, radial_from: list[str] | None = None, **overrides) -> dict:
     model = SwitchModel.empty(config, seed=seed, **overrides)
+    if radial_from is not None:  # benchmark option: refine the codes from unlabelled transcripts
+        model.refine_embedding(radial_from)
     test_texts = [r["text"] for r in test]
     truth = [r["label"] for r in test]
     # a budget beyond the file means "all"; several such budgets collapse into one

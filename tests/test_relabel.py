@@ -156,3 +156,18 @@ def test_save_load_after_relabel_and_forget_continues_identically(tmp_path):
     assert_same_stats(a, b, tol=0.0)
     for text in ("turn on the lamp", "lamp off now", "play some music"):
         assert a.predict(text).distribution == b.predict(text).distribution
+
+
+def test_refine_embedding_only_on_an_empty_model_and_survives_growth():
+    from edge_plm.plm.bitcipher import bit_cipher
+    from edge_plm.plm.dialogue import SwitchModel
+
+    m = SwitchModel.empty("potato")
+    m.refine_embedding(["turn on the light", "lights off please"])
+    E = m.net.E.copy()
+    assert (E >= 0).all() and np.allclose(E.sum(axis=1), 1.0)
+    assert not np.allclose(E, bit_cipher(E.shape[0], m.config.bits))  # codes were mixed
+    m.learn("zzz quiet", "NOOP")  # 'z' and 'q' are new: rows appended, refined rows kept
+    np.testing.assert_array_equal(m.net.E[: E.shape[0]], E)
+    with pytest.raises(RuntimeError, match="empty model"):
+        m.refine_embedding(["more text"])

@@ -34,7 +34,6 @@ class PLMConfig:
     refresh: int = 4  # examples whose labelled-layer statistics are re-gathered per update
     update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see BENCHMARKS.md)
     clip: float = 5.0  # gradient-norm clipping
-    radial: bool = False  # radial co-occurrence refinement of the embedding
     kernel: str = "numba"  # numba | numpy
 
     def with_(self, **changes) -> "PLMConfig":

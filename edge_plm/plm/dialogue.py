@@ -23,7 +23,7 @@ import dataclasses
 from pathlib import Path
 
 from edge_plm.plm import checkpoint
-from edge_plm.plm.bitcipher import embedding_hash
+from edge_plm.plm.bitcipher import embedding_hash, radial_refine
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.config import PLMConfig, get_config
 from edge_plm.plm.switch import Batch, SwitchNet
@@ -62,6 +62,18 @@ class SwitchModel:
         cfg = get_config(config, **overrides) if isinstance(config, str) else config
         tok = CharTokenizer()
         return cls(cfg, tok, SwitchNet(cfg, len(tok)), seed)
+
+    def refine_embedding(self, transcripts: list[str], radii: tuple[int, ...] = (1, 2),
+                         weight: float = 0.5) -> None:
+        """Radial co-occurrence refinement of the bit-cipher codes (DESIGN.md §2.1) from heard
+        transcripts (no labels needed), before anything is learned: every statistic depends on
+        the codes, so refining a model that has learned would invalidate them all. Off unless
+        called; BENCHMARKS.md has the measurement (`learning_curve.py --radial`)."""
+        if self.examples or self.unlabeled_seen or self.net.stats_U.rows:
+            raise RuntimeError("refine_embedding needs an empty model (statistics depend on the codes)")
+        seqs = [self.tokenizer.dialogue(t, grow=True) for t in transcripts]
+        self.net.grow_vocab(len(self.tokenizer))
+        self.net.E = radial_refine(self.net.E, seqs, radii=radii, weight=weight)
 
     @property
     def params(self) -> int:

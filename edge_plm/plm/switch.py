@@ -142,10 +142,7 @@ class SwitchNet:
     def grow_vocab(self, vocab_size: int) -> None:
         """Append codes for new tokens (old codes unchanged; the cache extends)."""
         if vocab_size > self.E.shape[0]:
-            if self.embeddings_frozen:
-                self.E = bit_cipher(vocab_size, self.config.bits)
-            else:
-                self.E = np.vstack([self.E, bit_cipher(vocab_size, self.config.bits)[self.E.shape[0]:]])
+            self.E = np.vstack([self.E, bit_cipher(vocab_size, self.config.bits)[self.E.shape[0]:]])
 
     def comparisons(self) -> np.ndarray:
         return self.cache.table(self.E)
