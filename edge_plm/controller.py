@@ -30,7 +30,6 @@ by driving the mock pin of their switch, so the real `PersonSwitch` code path la
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import stat
@@ -44,6 +43,7 @@ from pathlib import Path
 from edge_plm.device import Devices
 from edge_plm.evaluation import percentiles
 from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.policy import Action, Decision, Policy, Resolution, SimulatedPerson
 from edge_plm.policy import Prediction as PolicyPrediction
 from edge_plm.settings import Settings
@@ -382,23 +382,10 @@ def read_session(path: str | Path) -> list[SessionLine]:
     With both keys the audio is what is played (the text is the reference transcript).
     """
     path = Path(path)
-    if not path.is_file():
-        raise SessionError(f"{path}: session file not found")
     lines = []
-    with open(path, "rb") as f:
-        for no, raw in enumerate(f, 1):
-            s = raw.decode("utf-8", errors="replace").strip()
-            if not s:
-                continue
-            try:
-                row = json.loads(s)
-            except json.JSONDecodeError as exc:
-                raise SessionError(f"{path}:{no}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict):
-                raise SessionError(f"{path}:{no}: expected a JSON object")
-            if row.get("label") not in ("ON", "OFF", "NOOP"):
-                raise SessionError(f'{path}:{no}: "label" must be ON, OFF or NOOP, '
-                                   f'got {row.get("label")!r}')
+    try:
+        for no, row in read_objects(path, "session file"):
+            label = label_of(path, no, row)
             audio = row.get("audio")
             text = row.get("text")
             if audio is not None and not isinstance(audio, str):
@@ -407,8 +394,9 @@ def read_session(path: str | Path) -> list[SessionLine]:
                 raise SessionError(f'{path}:{no}: "text" must be a string')
             if audio is None and text is None:
                 raise SessionError(f'{path}:{no}: needs "text" or "audio"')
-            lines.append(SessionLine(Action(row["label"]), text,
-                                     (path.parent / audio) if audio else None))
+            lines.append(SessionLine(Action(label), text, (path.parent / audio) if audio else None))
+    except JsonlError as exc:
+        raise SessionError(str(exc)) from exc
     if not lines:
         raise SessionError(f"{path}: no lines")
     return lines

@@ -7,12 +7,12 @@ prediction and every update.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.plm.dialogue import SwitchModel
 from edge_plm.plm.tokenizer import ACTIONS
 
@@ -22,25 +22,16 @@ class DataError(ValueError):
 
 
 def read_labelled_jsonl(path: str | Path) -> list[dict]:
-    """Lines {"text": str, "label": "ON"|"OFF"|"NOOP", ...}; other keys ignored."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: file not found")
+    """Lines {"text": str, "label": "ON"|"OFF"|"NOOP"}; other keys ignored."""
     rows = []
-    with open(path, "rb") as f:
-        for no, raw in enumerate(f, 1):
-            line = raw.decode("utf-8", errors="replace").strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{no}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+    try:
+        for no, row in read_objects(path, shape='an object with a "text" string'):
+            if not isinstance(row.get("text"), str):
                 raise DataError(f'{path}:{no}: expected an object with a "text" string')
-            if row.get("label") not in ACTIONS:
-                raise DataError(f'{path}:{no}: "label" must be one of {", ".join(ACTIONS)}, got {row.get("label")!r}')
+            label_of(path, no, row)
             rows.append(row)
+    except JsonlError as exc:
+        raise DataError(str(exc)) from exc
     if not rows:
         raise DataError(f"{path}: no examples")
     return rows
