@@ -100,6 +100,7 @@ class LearnerConfig:
     rollback_margin: float = 0.03
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
     prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
+    evidence_prior: float = 3.0  # ... weighed by its evidence: (n p + k/3) / (n + k), n labels
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -112,6 +113,8 @@ class LearnerConfig:
             raise ValueError("rollback_margin must be >= 0")
         if self.sync_every_s < 0:
             raise ValueError("sync_every_s must be >= 0")
+        if self.prior_strength < 0 or self.evidence_prior < 0:
+            raise ValueError("prior_strength and evidence_prior must be >= 0")
 
     @classmethod
     def from_settings(cls, m: ModelConfig, **overrides: Any) -> LearnerConfig:
@@ -119,7 +122,7 @@ class LearnerConfig:
         values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
                       holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
                       version_every=m.version_every, rollback_margin=m.rollback_margin,
-                      prior_strength=m.prior_strength)
+                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior)
         values.update(overrides)
         return cls(**values)
 
@@ -277,7 +280,8 @@ class Learner:
         ``sync_every_s`` seconds, that no other process made another version active)."""
         if self._clock() - self._last_sync >= self.cfg.sync_every_s:
             self.sync()
-        return self.model.predict(text, prior_strength=self.cfg.prior_strength)
+        return self.model.predict(text, prior_strength=self.cfg.prior_strength,
+                                  evidence_prior=self.cfg.evidence_prior)
 
     def sync(self) -> bool:
         """Load the database's active version if it is not the one the live model descends

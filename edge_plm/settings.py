@@ -113,6 +113,10 @@ class ModelConfig:
     # raised to this power (the model itself is class-balanced): 0 = balanced as is, 1 = the
     # full prior. 0.5 measured best on a long replay (BENCHMARKS.md)
     prior_strength: float = 0.5
+    # ... and weighed by the evidence behind it: with n labels, p' = (n p + k/3) / (n + k), k
+    # pseudo-labels that know nothing, so a model taught a handful of labels does not act on
+    # them alone (0 = off; 3 measured best on the household sessions, BENCHMARKS.md)
+    evidence_prior: float = 3.0
 
 
 @dataclass
@@ -181,6 +185,8 @@ def validate(s: Settings) -> None:
         raise ConfigError("model.holdout_min and model.version_every must be >= 1")
     if m.rollback_margin < 0:
         raise ConfigError("model.rollback_margin must be >= 0")
+    if m.prior_strength < 0 or m.evidence_prior < 0:
+        raise ConfigError("model.prior_strength and model.evidence_prior must be >= 0")
     if s.gpio.switch_mode not in ("toggle", "momentary"):
         raise ConfigError("gpio.switch_mode must be 'toggle' or 'momentary'")
     if s.audio.source not in ("microphone", "wav", "text"):

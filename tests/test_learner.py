@@ -138,8 +138,8 @@ def test_start_up_loads_active_and_falls_back_from_a_corrupt_checkpoint(store, t
     again = Learner.open(store, cfg(), tmp_path / "ckpt")
     assert again.version == learner.version
     saved = SwitchModel.load(store.active_model_version().path)
-    strength = again.cfg.prior_strength
-    assert again.predict("turn on the light") == saved.predict("turn on the light", prior_strength=strength)
+    assert again.predict("turn on the light") == saved.predict(
+        "turn on the light", prior_strength=again.cfg.prior_strength, evidence_prior=again.cfg.evidence_prior)
     assert len(again.model.examples) == store.active_model_version().n_train
     # damage the active checkpoint: the previous good one takes over, and the log says so
     active_path = store.active_model_version().path

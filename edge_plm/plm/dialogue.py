@@ -84,16 +84,27 @@ class SwitchModel:
         self.net.grow_vocab(len(self.tokenizer))
         return ids
 
-    def predict(self, transcript: str, prior_strength: float = 0.0) -> Prediction:
+    def predict(self, transcript: str, prior_strength: float = 0.0, evidence_prior: float = 0.0) -> Prediction:
         """The distribution over the actions. The model itself is class-balanced (each action
         counts equally, what balanced accuracy measures); ``prior_strength`` a > 0 multiplies in
         the class frequencies seen so far (add-one smoothed) raised to a — a tempered prior for
         a device deciding whether to act on a household's mostly-NOOP speech (a = 1: the full
-        prior; measured in BENCHMARKS.md)."""
+        prior; measured in BENCHMARKS.md).
+
+        ``evidence_prior`` k > 0 weighs the distribution by how many labelled examples n stand
+        behind it: p' = (n p + k/3) / (n + k), i.e. k pseudo-examples that know nothing. The top
+        action stays the same; its confidence is honest about little evidence (one label makes
+        the class-balanced model 100 % sure of the only class it knows; with k = 3 that is 44 %).
+        """
         y = self.predict_many([transcript])[0]
         if prior_strength:
             y = y * (self.net.class_counts + 1.0) ** prior_strength
             y = y / y.sum()
+        if evidence_prior < 0:
+            raise ValueError(f"evidence_prior must be >= 0, got {evidence_prior}")
+        if evidence_prior:
+            n = float(self.net.class_counts.sum())
+            y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
         i = int(np.argmax(y))
         return Prediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 

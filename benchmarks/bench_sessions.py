@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""The loop's behaviour on replayed sessions (issue targets: wrong actions <= 10 % of actions on
+a spoken session; on a long session, asks in the second half < half those in the first).
+
+Every session goes through `edge-plm replay`'s own path (`build_replay` + `run_session`: the
+policy, gpiozero's MockFactory, the SQLite buffer, online learning with holdout and versions)
+with `Settings()` defaults unless --set overrides a field. Sessions:
+  household-<i>  benchmarks/data/households/ (household_sessions.py): one person's repeated
+                 phrasings, spoken by flite and heard by pocketsphinx; the text is the ASR output
+  household-text-<i>  the same households' clean text, 200 lines: long text sessions
+  demo           the packaged demo (edge_plm/data/demo), played from its WAVs through pocketsphinx
+  crowd-425      every line of ../shared/data/switch-dev-train.jsonl once, in file order, clean
+                 text: 425 different people's utterances, 85 % chatter (a stress case: nothing
+                 repeats)
+
+    python3 benchmarks/bench_sessions.py [--set model.evidence_prior=0 ...] [--only household]
+
+Prints a markdown table; writes benchmarks/results/sessions[-<tag>].json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchinfo import header, markdown_table, write_result  # noqa: E402
+
+from edge_plm.controller import build_replay, read_session, run_session  # noqa: E402
+from edge_plm.settings import Settings  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+HOUSEHOLDS = REPO / "benchmarks" / "data" / "households"
+DEMO = REPO / "edge_plm" / "data" / "demo" / "session.jsonl"
+
+
+def settings_with(overrides: list[str]) -> Settings:
+    s = Settings()
+    for item in overrides:
+        key, _, value = item.partition("=")
+        section, _, field = key.partition(".")
+        sec = getattr(s, section)
+        s = replace(s, **{section: replace(sec, **{field: type(getattr(sec, field))(value)})})
+    return s
+
+
+def replay(path: Path, settings: Settings) -> dict:
+    lines = read_session(path)
+    r = build_replay(settings, None, seed=0)
+    try:
+        result = run_session(lines, r.controller, r.clock, endpointer=r.endpointer)
+    finally:
+        r.close()
+    s = result.summary()
+    half = len(result.lines) // 2
+    first, second = result.lines[:half], result.lines[half:]
+    s["asked_halves"] = [sum(x.asked for x in first), sum(x.asked for x in second)]
+    s["wrong_share"] = s["acted_wrong"] / s["acted"] if s["acted"] else 0.0
+    return s
+
+
+def sessions(args) -> dict[str, Path]:
+    out = {p.stem: p for p in sorted(HOUSEHOLDS.glob("household-[0-9]*.jsonl"))}
+    out.update({p.stem: p for p in sorted(HOUSEHOLDS.glob("household-text-*.jsonl"))})
+    out["demo"] = DEMO
+    train = Path(args.data) / "switch-dev-train.jsonl"
+    if train.exists():
+        out["crowd-425"] = train
+    prefixes = [p for p in args.only.split(",") if p]
+    return {k: v for k, v in out.items() if not prefixes or any(k.startswith(p) for p in prefixes)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    ap.add_argument("--only", default="", help="comma-separated name prefixes of the sessions to run")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args(argv)
+    settings = settings_with(args.set)
+    results = {}
+    for name, path in sessions(args).items():
+        results[name] = replay(path, settings)
+        s = results[name]
+        print(f"{name}: asked {s['asked']} acted {s['acted']} wrong {s['acted_wrong']} "
+              f"asks {s['asked_halves'][0]}->{s['asked_halves'][1]}", file=sys.stderr, flush=True)
+    rows = [[name, s["interactions"], s["asked"], s["acted"], s["acted_wrong"],
+             f"{100 * s['wrong_share']:.0f} %", s["missed"], s["labels"],
+             f"{s['asked_halves'][0]} -> {s['asked_halves'][1]}"] for name, s in results.items()]
+    for kind, prefix in (("spoken", "household-"), ("text", "household-text-")):
+        hh = [s for n, s in results.items() if n.startswith(prefix) and (kind == "text") == ("text" in n)]
+        if not hh:
+            continue
+        tot = {k: sum(s[k] for s in hh) for k in ("interactions", "asked", "acted", "acted_wrong", "missed", "labels")}
+        halves = [sum(s["asked_halves"][i] for s in hh) for i in (0, 1)]
+        rows.append([f"all {len(hh)} {kind} households", tot["interactions"], tot["asked"], tot["acted"],
+                     tot["acted_wrong"], f"{100 * tot['acted_wrong'] / max(tot['acted'], 1):.0f} %", tot["missed"],
+                     tot["labels"], f"{halves[0]} -> {halves[1]}"])
+    print(markdown_table(["session", "lines", "asked", "acted", "acted wrong", "wrong share", "missed",
+                          "labels", "asks 1st -> 2nd half"], rows))
+    name = "sessions" + (f"-{args.tag}" if args.tag else "")
+    write_result(name, {**header(), "overrides": args.set, "sessions": results})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""The device-side adjustments of the model's distribution: the tempered class prior and the
+evidence weighting (``SwitchModel.predict``), and their config checks."""
+
+import numpy as np
+import pytest
+
+from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.settings import ConfigError, parse
+
+
+def one_label_model() -> SwitchModel:
+    m = SwitchModel.empty("potato", kernel="numpy")
+    m.learn("turn on the light", "ON")
+    return m
+
+
+def test_one_label_makes_the_balanced_model_sure_and_evidence_weighting_tempers_it():
+    m = one_label_model()
+    raw = m.predict("turn off the light")
+    assert raw.action == "ON" and raw.confidence > 0.99  # the only class it knows
+    k = 3.0
+    tempered = m.predict("turn off the light", evidence_prior=k)
+    assert tempered.action == raw.action  # a mix with uniform keeps the ranking
+    for a, p in raw.distribution.items():  # p' = (n p + k/3) / (n + k) with n = 1
+        assert tempered.distribution[a] == pytest.approx((1 * p + k / 3) / (1 + k))
+    assert sum(tempered.distribution.values()) == pytest.approx(1.0)
+    assert tempered.confidence < 0.5
+
+
+def test_evidence_weighting_fades_as_labels_accumulate():
+    m = one_label_model()
+    first = m.predict("turn on the light", evidence_prior=3.0).confidence
+    for _ in range(3):
+        m.learn("turn off the light", "OFF")
+        m.learn("what time is it", "NOOP")
+        m.learn("turn on the light", "ON")
+    raw = m.predict("turn on the light")
+    later = m.predict("turn on the light", evidence_prior=3.0)
+    n = float(m.net.class_counts.sum())
+    assert n == 10
+    assert later.confidence == pytest.approx((n * raw.confidence + 1.0) / (n + 3.0))
+    assert later.confidence > first
+    assert m.predict("turn on the light", evidence_prior=0.0) == raw
+
+
+def test_negative_evidence_prior_is_refused():
+    with pytest.raises(ValueError, match="evidence_prior"):
+        one_label_model().predict("x", evidence_prior=-1.0)
+
+
+@pytest.mark.parametrize("key", ["evidence_prior", "prior_strength"])
+def test_config_refuses_negative_prior_settings(key):
+    with pytest.raises(ConfigError, match=key):
+        parse(f"[model]\n{key} = -0.5\n")
+
+
+def test_config_reads_evidence_prior():
+    assert parse("[model]\nevidence_prior = 5.0\n").model.evidence_prior == 5.0
+    assert np.isclose(parse("").model.evidence_prior, 3.0)
