@@ -27,6 +27,50 @@ def _dot(x, y):
     return acc
 
 
+# exp by Cody-Waite reduction and a degree-13 polynomial, written so that the compiler can
+# vectorise it (a libm call per element cannot be): exp(x) = 2^k exp(r), k = round(x / ln 2),
+# r = x - k ln 2 in [-ln2/2, ln2/2]; 2^k is built from its exponent bits.
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # k * _LN2_HI is exact for |k| < 2^11 (fdlibm split)
+_LN2_LO = 1.90821492927058770002e-10
+_ROUND = 6755399441055744.0  # 1.5 * 2^52: x + _ROUND rounds x to an integer in the low bits
+_ROUND_BITS = int(np.array(_ROUND).view(np.int64))
+_EXP_MIN = -708.39  # exp below this is subnormal (< 2.3e-308): returned as 0
+
+
+@nb.njit(cache=True, fastmath=False)
+def _exp_into(x, out, kbuf):
+    """out[i] = exp(x[i]) for x[i] <= 0 (softmax arguments after the max is subtracted),
+    within 1 ulp of libm's exp (twin: np.exp; parity test in tests/test_kernels.py); 0 below
+    _EXP_MIN, where exp is subnormal; NaN stays NaN. kbuf: float64 scratch, len(x)."""
+    n = x.shape[0]
+    for i in range(n):
+        xi = _EXP_MIN if x[i] < _EXP_MIN else x[i]
+        t = xi * _LOG2E + _ROUND
+        kbuf[i] = t
+        kf = t - _ROUND
+        r = (xi - kf * _LN2_HI) - kf * _LN2_LO
+        p = 1.0 / 6227020800.0
+        p = p * r + 1.0 / 479001600.0
+        p = p * r + 1.0 / 39916800.0
+        p = p * r + 1.0 / 3628800.0
+        p = p * r + 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        out[i] = p * r + 1.0
+    kb = kbuf.view(np.int64)
+    for i in range(n):
+        kb[i] = (kb[i] - _ROUND_BITS + 1023) << 52  # the bits of 2^k
+    for i in range(n):
+        out[i] = 0.0 if x[i] < _EXP_MIN else out[i] * kbuf[i]
+
+
 @nb.njit(cache=True, fastmath=False)
 def _token_ids(ids, lengths, V):
     """The distinct tokens of the batch in id order (``used``) and each token's index among
@@ -60,16 +104,18 @@ def _local_forward(ids, lengths, E, C, W, cid, EU, win, valid, c, a, z, h):
     b = E.shape[1]
     dh = EU.shape[2]
     logits = np.empty(w)
+    us = np.empty(dh)  # z_t U of the current position
+    kbuf = np.empty(dh)
     for n in range(N):
         Ln = lengths[n]
         for t in range(L):
             hr = h[n, t]
             zr = z[n, t]
-            for o in range(dh):
-                hr[o] = 0.0
             for i in range(H * b):
                 zr[i] = 0.0
             if t >= Ln:
+                for o in range(dh):
+                    hr[o] = 0.0
                 for k in range(w):
                     win[n, t, k] = 0
                     valid[n, t, k] = False
@@ -78,6 +124,8 @@ def _local_forward(ids, lengths, E, C, W, cid, EU, win, valid, c, a, z, h):
                         a[n, t, hh, k] = 0.0
                 continue
             q = ids[n, t]
+            for o in range(dh):
+                us[o] = 0.0
             for k in range(w):
                 if t - k >= 0:
                     win[n, t, k] = ids[n, t - k]
@@ -115,16 +163,17 @@ def _local_forward(ids, lengths, E, C, W, cid, EU, win, valid, c, a, z, h):
                             zr[hh * b + d] += aj * E[row, d]
                         er = EU[hh, cid[row]]
                         for o in range(dh):
-                            hr[o] += aj * er[o]
+                            us[o] += aj * er[o]
             m = -1e300
             for o in range(dh):
-                if hr[o] > m:
-                    m = hr[o]
+                if us[o] > m:
+                    m = us[o]
+            for o in range(dh):
+                us[o] -= m
+            _exp_into(us, hr, kbuf)
             tot = 0.0
             for o in range(dh):
-                e = math.exp(hr[o] - m)
-                hr[o] = e
-                tot += e
+                tot += hr[o]
             for o in range(dh):
                 hr[o] /= tot
 
