@@ -197,3 +197,13 @@ def test_vectorised_exp_matches_numpy_exp():
     assert np.abs(out[~normal & ~np.isnan(x)] - ref[~normal & ~np.isnan(x)]).max() < 2.3e-308
     assert out[x == 0].tolist() == [1.0, 1.0] and out[x == -np.inf][0] == 0.0
     assert np.isnan(out[np.isnan(x)]).all()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 255, 256, 257])
+def test_row_reductions_match_numpy(n):
+    """_max (exact, four running maxima), _sum and _dot (SIMD partial sums) == NumPy."""
+    rng = np.random.default_rng(n)
+    x, y = rng.normal(size=n) * 10, rng.normal(size=n)
+    assert kernels._max(x) == x.max()
+    assert kernels._sum(x) == pytest.approx(x.sum(), rel=1e-13, abs=1e-13)
+    assert kernels._dot(x, y) == pytest.approx(float(x @ y), rel=1e-13, abs=1e-13)

@@ -27,6 +27,38 @@ def _dot(x, y):
     return acc
 
 
+@nb.njit(cache=True, fastmath={"reassoc"})
+def _sum(x):
+    """Sum of a row, in SIMD lanes (the order of the additions is all ``reassoc`` changes)."""
+    acc = 0.0
+    for o in range(x.shape[0]):
+        acc += x[o]
+    return acc
+
+
+@nb.njit(cache=True, fastmath=False)
+def _max(x):
+    """Exact maximum of a non-empty row, four independent running maxima (NaN-free input)."""
+    n = x.shape[0]
+    m0 = m1 = m2 = m3 = x[0]
+    i = 0
+    while i + 4 <= n:
+        if x[i] > m0:
+            m0 = x[i]
+        if x[i + 1] > m1:
+            m1 = x[i + 1]
+        if x[i + 2] > m2:
+            m2 = x[i + 2]
+        if x[i + 3] > m3:
+            m3 = x[i + 3]
+        i += 4
+    while i < n:
+        if x[i] > m0:
+            m0 = x[i]
+        i += 1
+    return max(max(m0, m1), max(m2, m3))
+
+
 # exp by Cody-Waite reduction and a degree-13 polynomial, written so that the compiler can
 # vectorise it (a libm call per element cannot be): exp(x) = 2^k exp(r), k = round(x / ln 2),
 # r = x - k ln 2 in [-ln2/2, ln2/2]; 2^k is built from its exponent bits.
@@ -164,16 +196,11 @@ def _local_forward(ids, lengths, E, C, W, cid, EU, win, valid, c, a, z, h):
                         er = EU[hh, cid[row]]
                         for o in range(dh):
                             us[o] += aj * er[o]
-            m = -1e300
-            for o in range(dh):
-                if us[o] > m:
-                    m = us[o]
+            m = _max(us)
             for o in range(dh):
                 us[o] -= m
             _exp_into(us, hr, kbuf)
-            tot = 0.0
-            for o in range(dh):
-                tot += hr[o]
+            tot = _sum(hr)
             for o in range(dh):
                 hr[o] /= tot
 
