@@ -114,3 +114,96 @@ def test_training_trajectories_agree():
     for k in ref.delta:
         np.testing.assert_allclose(fast.delta[k], ref.delta[k], rtol=1e-7, atol=1e-9, err_msg=k)
     np.testing.assert_allclose(fast.E, ref.E, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("lengths", LENGTH_SETS)
+def test_token_table_equal(lengths):
+    """kernels.token_table (Numba _token_ids + one matmul) == saffu.token_table: the distinct
+    tokens of the batch, their compact index, and E[used] @ U_h per head."""
+    ref, _ = _pair(5)
+    b = Batch.from_sequences(random_sequences(lengths, seed=len(lengths)))
+    p = ref.params
+    U3 = p["U"].reshape(ref.config.heads, ref.E.shape[1], -1)
+    out_r = saffu.token_table(b.ids, b.lengths, ref.E, U3)
+    out_f = kernels.token_table(b.ids, b.lengths, ref.E, U3, kernels.Workspace())
+    for name, r, f in zip(("cid", "used", "Eu", "EU"), out_r, out_f):
+        if name in ("cid", "used"):
+            np.testing.assert_array_equal(f, r, err_msg=name)
+        else:
+            _close(f, r, name)
+    assert (out_r[0] >= 0).sum() == len(out_r[1]) <= ref.E.shape[0]
+
+
+def test_workspace_buffers_are_fully_overwritten():
+    """With a workspace whose buffers hold NaN garbage (and are larger than needed), the Numba
+    forward and backward give exactly what they give on fresh arrays, and the reference's
+    values: every output entry, padding included, is written by the kernels."""
+    ref, fast = _pair(6)
+    p, E, C, widths = fast.params, fast.E, fast.comparisons(), fast.config.widths
+    ws = kernels.Workspace()
+    big = Batch.from_sequences(random_sequences([16, 3, 15, 9, 12], seed=1))
+    lf, lb, gf, gb = kernels.BACKENDS["numba"]
+    local = lf(big.ids, big.lengths, E, C, p["W"], p["U"], ws=ws)
+    glob = gf(local.h, big.lengths, widths, p["W2"], p["U2"], p["O"], ws=ws)
+    gb(local.h.shape, big.lengths, widths, p["W2"], p["U2"], p["O"], glob, np.ones(glob.y.shape), ws=ws)
+    for buf in ws._buffers.values():
+        buf[...] = np.nan if buf.dtype.kind == "f" else (True if buf.dtype.kind == "b" else -7)
+    b = Batch.from_sequences(random_sequences([4, 13, 9], seed=2), [0, 1, 2])
+    runs = {}
+    for name, w in (("fresh", None), ("reused", ws)):
+        local = lf(b.ids, b.lengths, E, C, p["W"], p["U"], ws=w)
+        glob = gf(local.h, b.lengths, widths, p["W2"], p["U2"], p["O"], ws=w)
+        dv = np.random.default_rng(3).normal(size=glob.y.shape)
+        dW2, dU2, dO, dh = gb(local.h.shape, b.lengths, widths, p["W2"], p["U2"], p["O"], glob, dv, ws=w)
+        dW, dU, dE = lb(b.ids, b.lengths, E, C, p["W"], p["U"], local, dh, True, ws=w)
+        runs[name] = {**{k: getattr(local, k).copy() for k in ("win", "valid", "c", "a", "z", "h")},
+                      "y": glob.y, "dh": dh.copy(), "dW": dW, "dU": dU, "dE": dE, "dW2": dW2, "dU2": dU2, "dO": dO}
+    for k, v in runs["fresh"].items():
+        np.testing.assert_array_equal(runs["reused"][k], v, err_msg=k)
+    # and the twins agree with both
+    lr = saffu.local_forward(b.ids, b.lengths, E, C, p["W"], p["U"])
+    for k in ("c", "a", "z", "h"):
+        _close(runs["reused"][k], getattr(lr, k), k)
+    np.testing.assert_array_equal(runs["reused"]["win"], lr.win)
+
+
+def test_gradients_reuse_workspace_across_batch_shapes():
+    """SwitchNet.gradients keeps one workspace per net: alternating batch shapes (longer,
+    shorter, more rows, fewer) gives the reference gradients every time."""
+    ref, fast = _pair(8)
+    for i, lengths in enumerate([[30, 2, 9], [5], [7, 15, 1, 11, 16, 3], [4, 4]]):
+        seqs = random_sequences(lengths, seed=40 + i)
+        b = Batch.from_sequences(seqs, [(j + i) % 3 for j in range(len(seqs))])
+        loss_r, gr = ref.gradients(b, need_dE=True)
+        loss_f, gf = fast.gradients(b, need_dE=True)
+        assert loss_f == pytest.approx(loss_r, rel=1e-12)
+        for k in gr:
+            _close(gf[k], gr[k], f"d{k} (batch {i})")
+
+
+def test_vectorised_exp_matches_numpy_exp():
+    """kernels._exp_into (the softmax exp of the local block) == np.exp within 1 ulp on the
+    range softmax uses (x <= 0), 0 where exp is subnormal, exact at 0 and -inf, NaN kept."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-1.0, 0.0, 20000), rng.uniform(-60.0, 0.0, 20000),
+                        rng.uniform(-745.0, 0.0, 20000), -np.logspace(-300, 2.8, 2000),
+                        [0.0, -0.0, -708.39, -708.4, -745.2, -1e300, -np.inf, np.nan]])
+    out, kbuf = np.empty_like(x), np.empty_like(x)
+    kernels._exp_into(x, out, kbuf)
+    ref = np.exp(x)
+    normal = ref >= np.finfo(float).tiny
+    ulps = np.abs(out[normal].view(np.int64) - ref[normal].view(np.int64))
+    assert ulps.max() <= 1
+    assert np.abs(out[~normal & ~np.isnan(x)] - ref[~normal & ~np.isnan(x)]).max() < 2.3e-308
+    assert out[x == 0].tolist() == [1.0, 1.0] and out[x == -np.inf][0] == 0.0
+    assert np.isnan(out[np.isnan(x)]).all()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 255, 256, 257])
+def test_row_reductions_match_numpy(n):
+    """_max (exact, four running maxima), _sum and _dot (SIMD partial sums) == NumPy."""
+    rng = np.random.default_rng(n)
+    x, y = rng.normal(size=n) * 10, rng.normal(size=n)
+    assert kernels._max(x) == x.max()
+    assert kernels._sum(x) == pytest.approx(x.sum(), rel=1e-13, abs=1e-13)
+    assert kernels._dot(x, y) == pytest.approx(float(x @ y), rel=1e-13, abs=1e-13)

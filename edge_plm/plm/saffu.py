@@ -72,8 +72,9 @@ def local_windows(ids: np.ndarray, lengths: np.ndarray, window: int) -> tuple[np
     return win, valid
 
 
-def local_forward(ids, lengths, E, C, W, U) -> LocalCache:
-    """ids (N, L) int, lengths (N,), E (V, b), C (V, V), W (H, w, w), U (H*b, dh)."""
+def local_forward(ids, lengths, E, C, W, U, ws=None) -> LocalCache:
+    """ids (N, L) int, lengths (N,), E (V, b), C (V, V), W (H, w, w), U (H*b, dh).
+    ``ws`` (a ``kernels.Workspace`` for the Numba twins' reusable buffers) is ignored here."""
     N, L = ids.shape
     H, w, _ = W.shape
     b = E.shape[1]
@@ -89,7 +90,7 @@ def local_forward(ids, lengths, E, C, W, U) -> LocalCache:
     return LocalCache(win, valid, c, a, z, h)
 
 
-def local_backward(ids, lengths, E, C, W, U, cache: LocalCache, dh: np.ndarray, need_dE: bool = False):
+def local_backward(ids, lengths, E, C, W, U, cache: LocalCache, dh: np.ndarray, need_dE: bool = False, ws=None):
     """Gradients of W, U (and E when thawed) given d loss / d h (N, L, dh)."""
     N, L = ids.shape
     H, w, _ = W.shape
@@ -128,7 +129,7 @@ class GlobalCache:
     y: np.ndarray  # (N, n_out)
 
 
-def global_forward(h, lengths, widths, W2, U2, O) -> GlobalCache:
+def global_forward(h, lengths, widths, W2, U2, O, ws=None) -> GlobalCache:
     """h (N, L, dh) local states; W2 (n_branch, Bmax, Bmax) with branch i using its top-left
     B_i x B_i block; U2 (n_branch, dh, d); O (d, n_out)."""
     N = h.shape[0]
@@ -152,7 +153,7 @@ def global_forward(h, lengths, widths, W2, U2, O) -> GlobalCache:
     return GlobalCache(branch, X2s, c2s, a2s, z2, g, y)
 
 
-def global_backward(h_shape, lengths, widths, W2, U2, O, cache: GlobalCache, dv: np.ndarray):
+def global_backward(h_shape, lengths, widths, W2, U2, O, cache: GlobalCache, dv: np.ndarray, ws=None):
     """Gradients given d loss / d (g O) = dv (N, n_out). Returns dW2, dU2, dO, dh."""
     N = len(lengths)
     dO = cache.g.T @ dv
@@ -177,3 +178,22 @@ def global_backward(h_shape, lengths, widths, W2, U2, O, cache: GlobalCache, dv:
         dX2[0] += dc2 @ X2
         dh[n, :Ln] += dX2[:Ln][::-1]
     return dW2, dU2, dO, dh
+
+
+# ---------------------------------------------------------------------------------------------
+# Token table (used by the Numba local block, kernels._token_table; not by the reference path)
+
+
+def token_table(ids, lengths, E, U3):
+    """The distinct tokens of a batch and their rows through U, per head.
+
+    z_t U = sum_h (a_h X) U_h = sum_h sum_j a_hj (E U_h)[win_j] with U_h = U3[h] (b x dh), so a
+    kernel can multiply U once per distinct token instead of once per position. Returns
+    cid (V,) compact index of each token (-1 when absent), used (nu,) the tokens in id order,
+    Eu = E[used] (nu, b) and EU (H, nu, dh) with EU[h, u] = E[used[u]] @ U3[h]."""
+    inside = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+    used = np.unique(ids[inside])
+    cid = np.full(E.shape[0], -1, dtype=np.int64)
+    cid[used] = np.arange(len(used))
+    Eu = E[used]
+    return cid, used, Eu, np.einsum("ub,hbd->hud", Eu, U3)

@@ -152,14 +152,16 @@ class SwitchNet:
 
     # -- forward --------------------------------------------------------------------------
 
-    def forward(self, batch: Batch, params: dict | None = None, local_only: bool = False):
+    def forward(self, batch: Batch, params: dict | None = None, local_only: bool = False, ws=None):
+        """``ws``: a ``kernels.Workspace`` whose buffers the caches may live in (only for
+        callers that drop the caches before the next use of it, like ``gradients``)."""
         p = self.params if params is None else params
         lf, _, gf, _ = self._backend()
         ids = self._clip(batch)
-        local = lf(ids.ids, ids.lengths, self.E, self.comparisons(), p["W"], p["U"])
+        local = lf(ids.ids, ids.lengths, self.E, self.comparisons(), p["W"], p["U"], ws=ws)
         if local_only:
             return ids, local, None
-        glob = gf(local.h, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"])
+        glob = gf(local.h, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"], ws=ws)
         return ids, local, glob
 
     def global_forward(self, ids: Batch, local):
@@ -200,7 +202,10 @@ class SwitchNet:
         """(loss, grads) for the weighted mean cross-entropy of the action."""
         p = self.params if params is None else params
         _, lb, _, gb = self._backend()
-        ids, local, glob = self.forward(batch, p)
+        ws = getattr(self, "_ws", None)  # buffers reused across calls (the caches stay in here)
+        if ws is None:
+            ws = self._ws = kernels.Workspace()
+        ids, local, glob = self.forward(batch, p, ws=ws)
         N = len(batch.labels)
         w = self.sample_weights(batch.labels)
         w = w / w.sum()
@@ -208,8 +213,8 @@ class SwitchNet:
         onehot[np.arange(N), batch.labels] = 1.0
         nll = -np.log(glob.y[np.arange(N), batch.labels] + 1e-300)
         dv = w[:, None] * (glob.y - onehot)
-        dW2, dU2, dO, dh = gb(local.h.shape, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"], glob, dv)
-        dW, dU, dE = lb(ids.ids, ids.lengths, self.E, self.comparisons(), p["W"], p["U"], local, dh, need_dE)
+        dW2, dU2, dO, dh = gb(local.h.shape, ids.lengths, self.config.widths, p["W2"], p["U2"], p["O"], glob, dv, ws=ws)
+        dW, dU, dE = lb(ids.ids, ids.lengths, self.E, self.comparisons(), p["W"], p["U"], local, dh, need_dE, ws=ws)
         if self.config.shared_u2:  # one U for every branch: its gradient lives in copy 0
             dU2[0] = dU2.sum(axis=0)
             dU2[1:] = 0.0
