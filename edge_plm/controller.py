@@ -292,7 +292,8 @@ class Controller:
             return
         label_ts = self._wall() - (self._clock() - r.ts)
         self.store.set_label(r.key, r.label.value, r.source.value, ts=label_ts)
-        outcome = self.learner.on_label(int(r.key), text, r.label.value)
+        outcome = self.learner.on_label(int(r.key), text, r.label.value,
+                                        source=r.source.value)
         if outcome.event is not None:
             e = outcome.event
             log.info("model version %s: %s (%s)", e.version, e.status, e.reason)

@@ -7,6 +7,9 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   slice of labelled interactions is the **holdout**: chosen by a hash of the interaction id
   (`is_holdout_id`), marked in the store (``interactions.holdout``) and never learned from.
   Every other label is one `SwitchModel.learn` update (which includes its replay mini-batch).
+  A *correction* (label source ``override`` or ``manual``: the device acted wrongly or missed
+  a command) is always learned, never held out: withholding it meant the device made the same
+  mistake on the same words again (on the spoken household sessions, BENCHMARKS.md §5).
 - `observe(text)` — a transcript that got no label: unlabelled language signal.
 - `on_relabel(interaction_id, label)` — a corrected label. The learner keeps a map interaction
   id -> example key of the model (`keys`, saved in every checkpoint's metadata as
@@ -74,6 +77,7 @@ log = logging.getLogger(__name__)
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...
 MIN_PER_CLASS = 2  # holdout rows needed per trained class before a candidate is judged
+CORRECTION_SOURCES = ("override", "manual")  # labels that correct the device: always learned
 
 
 def is_holdout_id(interaction_id: int, fraction: float) -> bool:
@@ -319,10 +323,13 @@ class Learner:
         if text.strip():
             self.model.observe(text)
 
-    def on_label(self, interaction_id: int, text: str, label: str) -> LabelOutcome:
+    def on_label(self, interaction_id: int, text: str, label: str,
+                 source: str | None = None) -> LabelOutcome:
         """A label for interaction `interaction_id`: holdout it, or learn it (and version).
-        If the model already holds a label of this interaction, it is replaced (relabel)."""
-        if is_holdout_id(interaction_id, self.cfg.holdout_fraction):
+        If the model already holds a label of this interaction, it is replaced (relabel).
+        ``source`` (how the label was obtained): a correction (`CORRECTION_SOURCES`) is always
+        learned, whatever the holdout hash says."""
+        if source not in CORRECTION_SOURCES and is_holdout_id(interaction_id, self.cfg.holdout_fraction):
             self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
             return LabelOutcome(holdout=True, loss=None)

@@ -408,3 +408,18 @@ def test_rebuild_learns_rows_of_a_rolled_back_window_labelled_again_later(store,
     metrics = store.active_model_version().metrics
     assert metrics["skipped_rolled_back"] == skipped - 1
     assert in_window[0].id in learner.keys
+
+
+@pytest.mark.parametrize("source, held_out", [("override", False), ("manual", False),
+                                              ("asked", True), ("confirmed", True), (None, True)])
+def test_corrections_are_always_learned_other_labels_follow_the_holdout_hash(store, tmp_path, source, held_out):
+    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    iid = store.add_interaction(transcript="turn on the light")
+    while not is_holdout_id(iid, learner.cfg.holdout_fraction):
+        iid = store.add_interaction(transcript="turn on the light")
+    store.set_label(iid, "ON", source or "manual")
+    outcome = learner.on_label(iid, "turn on the light", "ON", source=source)
+    assert outcome.holdout is held_out
+    assert store.get(iid).holdout is held_out
+    assert (iid in learner.keys) is not held_out
+    assert learner.model.n_examples == (0 if held_out else 1)
