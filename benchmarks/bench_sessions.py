@@ -43,7 +43,9 @@ def settings_with(overrides: list[str]) -> Settings:
     for item in overrides:
         key, _, value = item.partition("=")
         section, _, field = key.partition(".")
-        sec = getattr(s, section)
+        sec = getattr(s, section, None)
+        if sec is None or not hasattr(sec, field):
+            raise ValueError(f"--set {item!r}: no setting {key!r} (use SECTION.KEY=VALUE, e.g. model.evidence_prior=0)")
         s = replace(s, **{section: replace(sec, **{field: type(getattr(sec, field))(value)})})
     return s
 
