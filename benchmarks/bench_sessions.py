@@ -29,8 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import header, markdown_table, write_result  # noqa: E402
 
-from edge_plm.cli.run_cmd import _session_asr as session_asr  # noqa: E402  (what `edge-plm replay` uses)
-from edge_plm.controller import build_replay, read_session, run_session  # noqa: E402
+from edge_plm.controller import build_replay, read_session, replay_asr, run_session  # noqa: E402
 from edge_plm.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +51,7 @@ def settings_with(overrides: list[str]) -> Settings:
 
 def replay(path: Path, settings: Settings) -> dict:
     lines = read_session(path)
-    r = build_replay(settings, None, seed=0, asr=session_asr(lines))
+    r = build_replay(settings, None, seed=0, asr=replay_asr(lines))
     try:
         result = run_session(lines, r.controller, r.clock, endpointer=r.endpointer)
     finally:

@@ -48,7 +48,7 @@ from edge_plm.policy import Action, Decision, Policy, Resolution, SimulatedPerso
 from edge_plm.policy import Prediction as PolicyPrediction
 from edge_plm.settings import Settings
 from edge_plm.store import ReplayStore
-from edge_plm.voice.asr import AsrBackend, AsrError, TextASR
+from edge_plm.voice.asr import AsrBackend, AsrError, PocketSphinxASR, TextASR
 from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
 from edge_plm.voice.endpoint import Endpointer
 
@@ -572,6 +572,14 @@ class Replay:
             self.store.close()
             if self.tmpdir is not None:
                 self.tmpdir.cleanup()
+
+
+def replay_asr(lines: list[SessionLine]) -> AsrBackend | None:
+    """The ASR for replaying `lines`: PocketSphinx when any line has audio (with cepstral mean
+    adaptation off, so the same clip always gives the same words), else None (text only)."""
+    if not any(line.audio for line in lines):
+        return None
+    return PocketSphinxASR(adapt_cmn=False)
 
 
 def build_replay(settings: Settings, db: str | Path | None, seed: int | None = None,

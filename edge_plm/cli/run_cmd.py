@@ -123,20 +123,11 @@ def run_command(
 
 
 # --- replay and demo ------------------------------------------------------------------------
-def _session_asr(lines, quiet: bool = True):
-    """Pocketsphinx (deterministic per clip) when any line has audio, else None."""
-    if not any(line.audio for line in lines):
-        return None
-    from edge_plm.voice.asr import PocketSphinxASR
-
-    return PocketSphinxASR(adapt_cmn=False)
-
-
 def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None):
-    from edge_plm.controller import build_replay, run_session
+    from edge_plm.controller import build_replay, replay_asr, run_session
     from edge_plm.settings import Settings
 
-    replay = build_replay(Settings(), db, seed=seed, asr=_session_asr(lines))
+    replay = build_replay(Settings(), db, seed=seed, asr=replay_asr(lines))
     try:
         result = run_session(lines * rounds, replay.controller, replay.clock,
                              endpointer=replay.endpointer, progress=progress)
