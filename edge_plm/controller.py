@@ -213,7 +213,7 @@ class Controller:
                 self.policy.action_refused(iid)
                 log.warning("interaction %d: relay refused %s (rate limit)", iid, step.drive.value)
         if step.ask:
-            self.devices.led.ask()
+            self.devices.ask()
         actuator_ms = (time.perf_counter() - tx) * 1e3
         total_ms = audio_ms + (time.perf_counter() - t0) * 1e3
         latency = Latency(audio_ms, asr_ms, model_ms, actuator_ms, total_ms)
@@ -282,7 +282,7 @@ class Controller:
         self.resolutions.append(r)
         text = self._open_texts.pop(r.key, None)
         if r.decision is Decision.ASK and self.devices.led.asking:
-            self.devices.led.done()
+            self.devices.done()
         log.info("#%s resolved: %s (%s)", r.key,
                  r.label.value if r.label else "no label", r.reason)
         if text is None:

@@ -228,12 +228,12 @@ def check_asr(s: Settings, importer: Callable[[str], Any] = importlib.import_mod
 
 # --- GPIO -------------------------------------------------------------------------------------
 def check_gpio(s: Settings, pin_factory: Callable[[str], tuple[Any, str]] | None = None) -> Check:
-    """A real pin factory loads (else: mock only, a warning); the three pins are distinct."""
+    """A real pin factory loads (else: mock only, a warning); the pins in use are distinct."""
     g = s.gpio
-    pins = [p for p in (g.relay_pin, g.switch_pin, g.led_pin) if p != -1]
+    pins = [p for p in (g.relay_pin, g.switch_pin, g.led_pin, g.buzzer_pin) if p != -1]
     if len(set(pins)) != len(pins):
-        return Check("gpio", FAIL, f"relay_pin, switch_pin and led_pin must differ, got {pins}",
-                     "give each of gpio.relay_pin, switch_pin, led_pin its own BCM pin number")
+        return Check("gpio", FAIL, f"relay_pin, switch_pin, led_pin and buzzer_pin must differ, got {pins}",
+                     "give each of gpio.relay_pin, switch_pin, led_pin, buzzer_pin its own BCM pin number")
     if pin_factory is None:
         from edge_plm.device.pins import make_pin_factory as pin_factory  # noqa: PLC0415
     from edge_plm.device.pins import PinFactoryError  # noqa: PLC0415
@@ -253,7 +253,8 @@ def check_gpio(s: Settings, pin_factory: Callable[[str], tuple[Any, str]] | None
             close()
     except Exception:  # closing a probe factory must not turn into a failed check
         log.debug("closing the probe pin factory failed", exc_info=True)
-    pin_text = f"relay {g.relay_pin}, switch {g.switch_pin}, LED {g.led_pin} (BCM)"
+    pin_text = f"relay {g.relay_pin}, switch {g.switch_pin}, LED {g.led_pin}" + (
+        f", buzzer {g.buzzer_pin}" if g.buzzer_pin != -1 else "") + " (BCM)"
     if description.lower().startswith("mock"):
         if g.pin_factory.strip().lower() == "mock":
             return Check("gpio", WARN, f"mock only: {description}; {pin_text}",

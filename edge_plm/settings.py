@@ -84,6 +84,7 @@ class GpioConfig:
     switch_pull_up: bool = True
     switch_bounce_ms: int = 50
     led_pin: int = 22  # "I'm not sure" signal; -1 disables
+    buzzer_pin: int = -1  # optional active buzzer: two short beeps when asking; -1 = none
     min_toggle_interval_ms: int = 1000  # relay rate limit
 
 

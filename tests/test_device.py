@@ -12,7 +12,7 @@ from gpiozero.pins.mock import MockFactory
 
 from edge_plm.device import Devices, FlipEvent, PersonSwitch, Relay, RelayConfig, SwitchConfig
 from edge_plm.device import relay as relay_mod
-from edge_plm.device.led import NoLed, StatusLed, make_status_led
+from edge_plm.device.led import AskBuzzer, NoLed, StatusLed, make_ask_buzzer, make_status_led
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
 from edge_plm.device.relay import RelayClosed
 from edge_plm.settings import GpioConfig
@@ -360,6 +360,41 @@ def test_no_led_variant():
         make_status_led(-5, MockFactory())
 
 
+BUZZER_PIN = 23
+
+
+def wait_states(pin, n: int, timeout: float = 3.0) -> list[bool]:
+    """The first n states a mock pin went through (gpiozero's threads run in real time)."""
+    deadline = time.monotonic() + timeout
+    while len(pin.states) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [s.state for s in pin.states]
+
+
+def test_buzzer_beeps_twice_when_asking_and_then_falls_silent(factory):
+    buzzer = make_ask_buzzer(BUZZER_PIN, factory)
+    assert isinstance(buzzer, AskBuzzer) and not buzzer.is_active
+    buzzer.ask()
+    pin = factory.pin(BUZZER_PIN)
+    # initial off, then on/off twice; the beep thread ends by itself (n=2)
+    assert wait_states(pin, 5) == [False, True, False, True, False]
+    time.sleep(0.3)
+    assert [s.state for s in pin.states] == [False, True, False, True, False]
+    assert not buzzer.is_active
+    buzzer.close()
+
+
+def test_buzzer_done_silences_it_and_bad_pins_are_refused(factory):
+    buzzer = make_ask_buzzer(BUZZER_PIN, factory)
+    buzzer.ask()
+    buzzer.done()
+    assert not buzzer.is_active
+    buzzer.close()
+    assert make_ask_buzzer(-1, factory) is None
+    with pytest.raises(ValueError, match="-1"):
+        make_ask_buzzer(-3, factory)
+
+
 # --- bundle ------------------------------------------------------------------------------
 def test_devices_from_config(clock):
     cfg = GpioConfig(pin_factory="mock", relay_active_high=False, switch_mode="momentary")
@@ -378,3 +413,23 @@ def test_devices_reject_shared_pins():
     with pytest.raises(ValueError, match="must differ"):
         Devices.from_config(GpioConfig(pin_factory="mock", led_pin=17),
                             install_exit_handlers=False)
+    with pytest.raises(ValueError, match="buzzer_pin must differ"):
+        Devices.from_config(GpioConfig(pin_factory="mock", buzzer_pin=22),
+                            install_exit_handlers=False)
+
+
+def test_devices_ask_signals_led_and_buzzer(clock):
+    cfg = GpioConfig(pin_factory="mock", buzzer_pin=BUZZER_PIN)
+    devices = Devices.from_config(cfg, clock=clock, install_exit_handlers=False)
+    assert isinstance(devices.buzzer, AskBuzzer)
+    devices.ask()
+    assert devices.led.asking
+    assert True in wait_states(devices.factory.pin(BUZZER_PIN), 2)
+    devices.done()
+    assert not devices.led.asking and not devices.buzzer.is_active
+    devices.close()
+    plain = Devices.from_config(GpioConfig(pin_factory="mock"), clock=clock, install_exit_handlers=False)
+    assert plain.buzzer is None
+    plain.ask()  # LED only
+    assert plain.led.asking
+    plain.close()

@@ -1,8 +1,11 @@
-"""The status LED: lit/blinking while the device asks "I'm not sure" (an ask window is open).
+"""The "I'm not sure" signals: a status LED blinking while an ask window is open, and an
+optional buzzer that beeps when the device starts asking.
 
 `StatusLed` drives a gpiozero `LED`; `NoLed` is the drop-in used when ``led_pin = -1`` (the
 "asking" state is still tracked, so the controller and tests behave the same). Both share the
-`StatusIndicator` interface.
+`StatusIndicator` interface. `AskBuzzer` drives a gpiozero `Buzzer` (an active buzzer on a GPIO
+pin, ``buzzer_pin``; -1, the default, means none): two short beeps at the start of an ask, for
+a person who is not looking at the device.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from gpiozero import LED, Factory
+from gpiozero import LED, Buzzer, Factory
 
 log = logging.getLogger(__name__)
 
@@ -91,3 +94,39 @@ def make_status_led(pin: int, pin_factory: Factory) -> StatusLed | NoLed:
     if pin < 0:
         raise ValueError(f"led_pin must be a GPIO number or -1 (disabled), got {pin}")
     return StatusLed(pin, pin_factory)
+
+
+class AskBuzzer:
+    """A gpiozero Buzzer that beeps ``beeps`` times (``on_time``/``off_time`` s) when asking."""
+
+    def __init__(self, pin: int, pin_factory: Factory, beeps: int = 2, on_time: float = 0.08,
+                 off_time: float = 0.08) -> None:
+        if beeps < 1 or on_time <= 0 or off_time <= 0:
+            raise ValueError("buzzer: beeps must be >= 1 and on_time, off_time > 0")
+        self._buzzer = Buzzer(pin, initial_value=False, pin_factory=pin_factory)
+        self._beeps, self._on_time, self._off_time = beeps, on_time, off_time
+
+    @property
+    def is_active(self) -> bool:
+        return bool(self._buzzer.is_active)
+
+    def ask(self) -> None:
+        """Start the beeps (gpiozero runs them in a background thread; they end by themselves)."""
+        self._buzzer.beep(on_time=self._on_time, off_time=self._off_time, n=self._beeps,
+                          background=True)
+
+    def done(self) -> None:
+        """Silence (stops beeps still running)."""
+        self._buzzer.off()
+
+    def close(self) -> None:
+        self._buzzer.close()
+
+
+def make_ask_buzzer(pin: int, pin_factory: Factory) -> AskBuzzer | None:
+    """`AskBuzzer` on `pin`, or None when pin is -1 (no buzzer, the default)."""
+    if pin == -1:
+        return None
+    if pin < 0:
+        raise ValueError(f"buzzer_pin must be a GPIO number or -1 (none), got {pin}")
+    return AskBuzzer(pin, pin_factory)
