@@ -16,9 +16,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import DEFAULT_DATA, describe, header, load_jsonl, markdown_table, pin_one_core, write_result  # noqa: E402
+from benchinfo import DEFAULT_DATA, describe, header, markdown_table, pin_one_core, write_result  # noqa: E402
 
 pin_one_core()
+
+from curves import load_jsonl  # noqa: E402  (imports NumPy: after the thread pinning)
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402

@@ -19,10 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import machine, pin_one_core  # noqa: E402
+
+pin_one_core()  # before NumPy loads: its BLAS reads the thread count once, at import
+
+import numpy as np  # noqa: E402
+
 from curves import load_jsonl  # noqa: E402
 
 
@@ -32,7 +35,6 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--config", default="potato")
     args = ap.parse_args()
-    pin_one_core()
     from edge_plm.plm.dialogue import SwitchModel
 
     train = load_jsonl(Path(args.data) / "switch-dev-train.jsonl")[: args.n]

@@ -23,10 +23,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import (DEFAULT_DATA, describe, header, load_jsonl, markdown_table, pin_one_core,  # noqa: E402
+from benchinfo import (DEFAULT_DATA, describe, header, markdown_table, pin_one_core,  # noqa: E402
                       warm_start, write_result)
 
 pin_one_core()
+
+from curves import load_jsonl  # noqa: E402  (imports NumPy: after the thread pinning)
 
 import argparse  # noqa: E402
 import copy  # noqa: E402

@@ -70,11 +70,6 @@ def header() -> dict:
             "command": " ".join(["python3", *sys.argv]), "machine": machine()}
 
 
-def load_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def write_result(name: str, payload: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"

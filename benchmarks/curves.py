@@ -24,44 +24,32 @@ prefix, in order) and the result holds one label per test text.
 """
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-LABELS = ("ON", "OFF", "NOOP")
+from edge_plm.jsonl import LABELS, JsonlError, label_of, read_objects
 
 FitPredict = Callable[[list, list], list]
 
 
 def load_jsonl(path) -> list[dict]:
-    """Read a JSONL file of ``{"text": ..., "label": ...}`` rows (other keys kept).
+    """Read a JSONL file of ``{"text": ..., "label": ...}`` rows (other keys kept), with the
+    package's own reader (``edge_plm.jsonl``, what ``edge-plm eval`` uses).
 
     Blank lines are skipped.  A line that is not a JSON object, lacks a string
-    ``text``, or has a ``label`` outside LABELS raises ``ValueError`` naming the
-    file and 1-based line number.
+    ``text``, or has a ``label`` outside LABELS raises ``ValueError`` (``JsonlError``) naming
+    the file and 1-based line number.
     """
-    path = Path(path)
     rows: list[dict] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            if not isinstance(row.get("text"), str):
-                raise ValueError(f"{path}:{lineno}: missing or non-string 'text'")
-            if "label" in row and row["label"] not in LABELS:
-                raise ValueError(
-                    f"{path}:{lineno}: label {row['label']!r} is not one of {', '.join(LABELS)}"
-                )
-            rows.append(row)
+    for lineno, row in read_objects(path, "data file"):
+        if not isinstance(row.get("text"), str):
+            raise JsonlError(f"{path}:{lineno}: missing or non-string 'text'")
+        if "label" in row:
+            label_of(path, lineno, row)
+        rows.append(row)
     return rows
 
 
