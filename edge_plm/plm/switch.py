@@ -251,8 +251,9 @@ class SwitchNet:
                 raise ValueError("a labelled batch needs one key per row")
             self.regather(batch, keys)
 
-    def _observe_W(self, ids: Batch) -> None:
-        """Inputs of W are the comparisons alone (no parameters): read them from the cache."""
+    def _observe_W(self, ids: Batch, sign: float = 1.0) -> None:
+        """Inputs of W are the comparisons alone (no parameters): read them from the cache.
+        ``sign`` -1 takes an earlier observation back (``unobserve``)."""
         c = self.config
         win, valid = local_windows(ids.ids, ids.lengths, c.window)
         comps = np.where(valid, self.comparisons()[win, ids.ids[:, :, None]], 0.0)
@@ -261,15 +262,15 @@ class SwitchNet:
             if sel.any():
                 target = np.zeros((int(sel.sum()), c.window))
                 target[:, hh] = 1.0  # head h reads relative position h
-                self.stats_W[hh].add(comps[sel], target)
+                self.stats_W[hh].add(comps[sel], target, sign)
 
-    def _observe_U(self, ids: Batch, local) -> None:
+    def _observe_U(self, ids: Batch, local, sign: float = 1.0) -> None:
         c = self.config
         rows = local.valid[:, :, 0]
         buckets = ngram_buckets(local.win, local.valid, min(c.window, c.hidden_ngram), c.local_hidden)[rows]
         target = np.zeros((len(buckets), c.local_hidden))
         target[np.arange(len(buckets)), buckets] = 1.0
-        self.stats_U.add(local.z[rows], target)
+        self.stats_U.add(local.z[rows], target, sign)
 
     # Labelled stages. Each returns, per row, what it added, so that ``regather`` can take an
     # example's stale contribution back and add a fresh one (statistics are plain sums).
@@ -380,20 +381,8 @@ class SwitchNet:
         the time it was added, so that part is approximate (residue is floored at zero).
         With thawed embeddings the comparisons have changed too and W is approximate."""
         ids, local, _ = self.forward(batch, local_only=True)  # the W this example helped make
-        c = self.config
-        rows = local.valid[:, :, 0]
-        buckets = ngram_buckets(local.win, local.valid, min(c.window, c.hidden_ngram), c.local_hidden)[rows]
-        target = np.zeros((len(buckets), c.local_hidden))
-        target[np.arange(len(buckets)), buckets] = 1.0
-        self.stats_U.remove(local.z[rows], target)
-        win, valid = local_windows(ids.ids, ids.lengths, c.window)
-        comps = np.where(valid, self.comparisons()[win, ids.ids[:, :, None]], 0.0)
-        for hh in range(c.heads):
-            sel = valid[:, :, hh]
-            if sel.any():
-                t = np.zeros((int(sel.sum()), c.window))
-                t[:, hh] = 1.0
-                self.stats_W[hh].remove(comps[sel], t)
+        self._observe_U(ids, local, sign=-1.0)
+        self._observe_W(ids, sign=-1.0)
         self.solve("W")
         self.solve("U")
 
