@@ -19,7 +19,8 @@ from edge_plm.config_file import default_config_toml
 from edge_plm.device.pins import PinFactoryError
 
 Usage = namedtuple("Usage", "total used free")
-KERNELS = ["_dot", "_exp_into", "_global_backward", "_global_forward", "_local_backward", "_local_forward", "_max", "_sum", "_token_ids"]
+KERNELS = ["_dot", "_exp_into", "_global_backward", "_global_forward", "_local_backward", "_local_forward", "_max",
+           "_softmax_inplace", "_sum", "_token_ids"]
 
 
 class FakeSoundDevice:

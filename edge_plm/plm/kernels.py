@@ -71,6 +71,21 @@ _EXP_MIN = -708.39  # exp below this is subnormal (< 2.3e-308): returned as 0
 
 
 @nb.njit(cache=True, fastmath=False)
+def _softmax_inplace(v):
+    """v <- softmax(v) for a 1-D array (or row view), max-shifted (twin: saffu.softmax)."""
+    m = -1e300
+    for i in range(v.shape[0]):
+        if v[i] > m:
+            m = v[i]
+    tot = 0.0
+    for i in range(v.shape[0]):
+        v[i] = math.exp(v[i] - m)
+        tot += v[i]
+    for i in range(v.shape[0]):
+        v[i] /= tot
+
+
+@nb.njit(cache=True, fastmath=False)
 def _exp_into(x, out, kbuf):
     """out[i] = exp(x[i]) for x[i] <= 0 (softmax arguments after the max is subtracted),
     within 1 ulp of libm's exp (twin: np.exp; parity test in tests/test_kernels.py); 0 below
@@ -299,16 +314,7 @@ def _global_forward(h, lengths, branch, W2, U2, O, c2, a2, z2, g, y):
                 wr = W2[bi, k]
                 for j in range(Ln):
                     ar[j] += ck * wr[j]
-            m = -1e300
-            for j in range(Ln):
-                if ar[j] > m:
-                    m = ar[j]
-            tot = 0.0
-            for j in range(Ln):
-                ar[j] = math.exp(ar[j] - m)
-                tot += ar[j]
-            for j in range(Ln):
-                ar[j] /= tot
+            _softmax_inplace(ar[:Ln])
             for j in range(Ln):
                 aj = ar[j]
                 xr = h[n, Ln - 1 - j]
@@ -316,34 +322,18 @@ def _global_forward(h, lengths, branch, W2, U2, O, c2, a2, z2, g, y):
                     zr[o] += aj * xr[o]
             for o in range(dh):
                 zr[o] *= Ln
-        m = -1e300
         for e in range(d):
             s = 0.0
             for o in range(dh):
                 s += zr[o] * U2[bi, o, e]
             g[n, e] = s
-            if s > m:
-                m = s
-        tot = 0.0
-        for e in range(d):
-            g[n, e] = math.exp(g[n, e] - m)
-            tot += g[n, e]
-        for e in range(d):
-            g[n, e] /= tot
-        m = -1e300
+        _softmax_inplace(g[n])
         for r in range(n_out):
             s = 0.0
             for e in range(d):
                 s += g[n, e] * O[e, r]
             y[n, r] = s
-            if s > m:
-                m = s
-        tot = 0.0
-        for r in range(n_out):
-            y[n, r] = math.exp(y[n, r] - m)
-            tot += y[n, r]
-        for r in range(n_out):
-            y[n, r] /= tot
+        _softmax_inplace(y[n])
 
 
 @nb.njit(cache=True, fastmath=False)

@@ -14,6 +14,7 @@ import math
 import numba as nb
 import numpy as np
 
+from edge_plm.plm.kernels import _softmax_inplace
 from edge_plm.plm.lm_ref import BranchCache
 
 
@@ -57,18 +58,8 @@ def _attend(ctx, lengths, E, logits, a, z):
 
 @nb.njit(cache=True, parallel=True)
 def _softmax_rows(x):
-    N, D = x.shape
-    for n in nb.prange(N):
-        m = -1e300
-        for i in range(D):
-            if x[n, i] > m:
-                m = x[n, i]
-        tot = 0.0
-        for i in range(D):
-            x[n, i] = math.exp(x[n, i] - m)
-            tot += x[n, i]
-        for i in range(D):
-            x[n, i] /= tot
+    for n in nb.prange(x.shape[0]):
+        _softmax_inplace(x[n])
 
 
 @nb.njit(cache=True, parallel=True)
