@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_plm.plm.saffu import NEG, softmax, softmax_backward
+from edge_plm.plm.saffu import NEG, softmax, softmax_backward, unit_backward
 
 
 @dataclass
@@ -52,28 +52,13 @@ def branch_forward(ctx, lengths, targets, E, C, W, U, O) -> BranchCache:
 
 def branch_backward(cache: BranchCache, targets, E, W, U, O, n_total: int, need_dE: bool = False):
     """Gradients (dW, dU, dO, dE or None) of sum(nll) / n_total."""
-    N, B = cache.ctx.shape
-    H = W.shape[0]
-    b = E.shape[1]
+    N = cache.ctx.shape[0]
     dv = cache.y.copy()
     dv[np.arange(N), targets] -= 1.0
     dv /= n_total
     dO = cache.h.T @ dv
     du = softmax_backward(cache.h, dv @ O.T)
-    dU = cache.z.T @ du
-    dz = (du @ U.T).reshape(N, H, b)
-    X = E[cache.ctx] * cache.valid[..., None]
-    da = np.einsum("nhb,njb->nhj", dz, X)
-    dl = softmax_backward(cache.a, da)
-    dW = np.einsum("nk,nhj->hkj", cache.c, dl)
-    dE = None
-    if need_dE:
-        dX = np.einsum("nhj,nhb->njb", cache.a, dz)
-        dc = np.einsum("hkj,nhj->nk", W, dl) * cache.valid
-        dX += dc[..., None] * X[:, :1, :]  # c_k = X_k . X_0
-        dX[:, 0, :] += np.einsum("nk,nkb->nb", dc, X)
-        dE = np.zeros_like(E)
-        np.add.at(dE, cache.ctx[cache.valid], dX[cache.valid])
+    dW, dU, dE = unit_backward(cache.ctx, cache.valid, cache.c, cache.a, cache.z, E, W, U, du, need_dE)
     return dW, dU, dO, dE
 
 

@@ -90,28 +90,40 @@ def local_forward(ids, lengths, E, C, W, U, ws=None) -> LocalCache:
     return LocalCache(win, valid, c, a, z, h)
 
 
-def local_backward(ids, lengths, E, C, W, U, cache: LocalCache, dh: np.ndarray, need_dE: bool = False, ws=None):
-    """Gradients of W, U (and E when thawed) given d loss / d h (N, L, dh)."""
-    N, L = ids.shape
-    H, w, _ = W.shape
-    b = E.shape[1]
-    row = cache.valid[:, :, 0]
-    du = softmax_backward(cache.h, dh) * row[..., None]
-    dU = cache.z.reshape(-1, H * b).T @ du.reshape(-1, du.shape[-1])
-    dz = (du @ U.T).reshape(N, L, H, b)
-    X = E[cache.win] * cache.valid[..., None]
-    da = np.einsum("nlhb,nljb->nlhj", dz, X)
-    dl = softmax_backward(cache.a, da)
-    dW = np.einsum("nlk,nlhj->hkj", cache.c, dl)
+def unit_backward(ctx, valid, c, a, z, E, W, U, du, need_dE: bool = False):
+    """Backward through SAFFU units for M rows (shared by the switch's local block and the
+    desktop LM): ctx (M, w) token ids of each row's context, valid (M, w), comparisons c (M, w),
+    attention a (M, H, w), z (M, H*b), du = d loss / d (z U) (M, dh). Slot 0 is the query
+    (c_k = X_k . X_0). Returns dW, dU and dE (None unless need_dE)."""
+    M = ctx.shape[0]
+    H, b = W.shape[0], E.shape[1]
+    dU = z.T @ du
+    dz = (du @ U.T).reshape(M, H, b)
+    X = E[ctx] * valid[..., None]
+    da = np.einsum("mhb,mjb->mhj", dz, X)
+    dl = softmax_backward(a, da)
+    dW = np.einsum("mk,mhj->hkj", c, dl)
     dE = None
     if need_dE:
-        dX = np.einsum("nlhj,nlhb->nljb", cache.a, dz)
-        dc = np.einsum("hkj,nlhj->nlk", W, dl) * cache.valid
-        dX += dc[..., None] * X[:, :, :1, :]
-        dX[:, :, 0, :] += np.einsum("nlk,nlkb->nlb", dc, X)
+        dX = np.einsum("mhj,mhb->mjb", a, dz)
+        dc = np.einsum("hkj,mhj->mk", W, dl) * valid
+        dX += dc[..., None] * X[:, :1, :]  # c_k = X_k . X_0
+        dX[:, 0, :] += np.einsum("mk,mkb->mb", dc, X)
         dE = np.zeros_like(E)
-        np.add.at(dE, cache.win[cache.valid], dX[cache.valid])
+        np.add.at(dE, ctx[valid], dX[valid])
     return dW, dU, dE
+
+
+def local_backward(ids, lengths, E, C, W, U, cache: LocalCache, dh: np.ndarray, need_dE: bool = False, ws=None):
+    """Gradients of W, U (and E when thawed) given d loss / d h (N, L, dh): every position is
+    one unit's row (``unit_backward``)."""
+    w = W.shape[1]
+    row = cache.valid[:, :, 0]
+    du = softmax_backward(cache.h, dh) * row[..., None]
+    M = row.size
+    return unit_backward(cache.win.reshape(M, w), cache.valid.reshape(M, w), cache.c.reshape(M, w),
+                         cache.a.reshape(M, W.shape[0], w), cache.z.reshape(M, -1), E, W, U,
+                         du.reshape(M, -1), need_dE)
 
 
 # ---------------------------------------------------------------------------------------------
