@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [[name, s["interactions"], s["asked"], s["acted"], s["acted_wrong"],
              f"{100 * s['wrong_share']:.0f} %", s["missed"], s["labels"],
              f"{s['asked_halves'][0]} -> {s['asked_halves'][1]}"] for name, s in results.items()]
-    for kind, prefix in (("spoken", "household-"), ("text", "household-text-")):
-        hh = [s for n, s in results.items() if n.startswith(prefix) and (kind == "text") == ("text" in n)]
+    for kind in ("spoken", "text"):
+        hh = [s for n, s in results.items() if n.startswith("household-") and ("-text-" in n) == (kind == "text")]
         if not hh:
             continue
         tot = {k: sum(s[k] for s in hh) for k in ("interactions", "asked", "acted", "acted_wrong", "missed", "labels")}
