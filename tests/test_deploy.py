@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -112,9 +113,22 @@ def test_gpio_test_on_mock_pins():
 
 
 # --- install.sh ----------------------------------------------------------------------------------
+def this_interpreters_env() -> dict[str, str]:
+    """The environment with this interpreter's own site-packages on PYTHONPATH.
+
+    The --no-deps install makes its venv from ``sys.executable`` with --system-site-packages.
+    When ``sys.executable`` is itself a venv (CI's .venv), that sees the *base* interpreter's
+    site-packages, which on a fresh machine hold only pip (no wheel, an old setuptools, no
+    numpy), not the packages this test runs with. PYTHONPATH hands the throwaway venv exactly
+    the packages of the interpreter that runs the tests, whatever the base Python has."""
+    paths = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    extra = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, *([extra] if extra else [])])}
+
+
 def run_install(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(INSTALL), *args], capture_output=True, text=True, timeout=timeout,
-                          cwd="/")
+                          cwd="/", env=this_interpreters_env())
 
 
 def test_install_dry_run_lists_every_step_and_changes_nothing():
@@ -166,7 +180,7 @@ def test_prefix_install_layout(prefix_install):
     root, _, first = prefix_install
     venv, state, etc = root / "opt/edge-plm", root / "var/lib/edge-plm", root / "etc/edge-plm"
     r = subprocess.run([str(venv / "bin/python"), "-c", "import edge_plm; print(edge_plm.__file__)"],
-                       capture_output=True, text=True, cwd="/")
+                       capture_output=True, text=True, cwd="/", env=this_interpreters_env())
     assert r.stdout.strip().startswith(str(venv)), r.stdout + r.stderr  # the installed copy
     assert (venv / "bin/edge-plm").exists()
     for helper in ("mic-test.sh", "gpio-test.sh"):
@@ -189,7 +203,7 @@ def test_prefix_install_doctor_sees_the_installation(prefix_install):
     r = subprocess.run([str(root / "opt/edge-plm/bin/edge-plm"), "doctor", "--json", "--config",
                         str(root / "etc/edge-plm/config.toml"), "--min-free-mb", "1"],
                        capture_output=True, text=True, cwd="/",
-                       env={**os.environ, "NUMBA_CACHE_DIR": str(state / "numba-cache")})
+                       env={**this_interpreters_env(), "NUMBA_CACHE_DIR": str(state / "numba-cache")})
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     assert checks["config"]["status"] == "ok"
     assert checks["numba_cache"]["status"] == "ok", checks["numba_cache"]
