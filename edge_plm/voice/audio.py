@@ -1,7 +1,4 @@
-"""Audio in: WAV reading, resampling and the three utterance sources.
-
-Everything the ASR sees is 16 kHz mono int16, whatever the file or the sound card delivers,
-so this module owns the conversions (channels, sample width, rate) in one place.
+"""Audio in: the three utterance sources (conversions live in `edge_plm.voice.pcm`).
 
 Sources share one tiny interface: iterate over them to get `Utterance`s.
   * `WavSource`        each WAV file is one utterance (optionally trimmed of silence);
@@ -15,28 +12,18 @@ runs everything else.
 from __future__ import annotations
 
 import logging
-import math
-import struct
 import time
-import wave
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # imported lazily at run time (endpoint.py imports this module)
-    from edge_plm.voice.endpoint import Endpointer
+from edge_plm.voice.endpoint import Endpointer
+from edge_plm.voice.pcm import (  # noqa: F401 - re-exported: the audio API in one place
+    DEFAULT_MAX_SECONDS, TARGET_RATE, AudioError, clipped_fraction, read_wav, resample, write_wav)
 
 log = logging.getLogger(__name__)
-
-TARGET_RATE = 16000
-DEFAULT_MAX_SECONDS = 600.0  # a WAV longer than this is refused (memory on a 2 GB board)
-
-
-class AudioError(Exception):
-    """Audio could not be read, converted or captured; the message says which file/device and why."""
 
 
 @dataclass
@@ -61,194 +48,6 @@ class Utterance:
     @property
     def duration_ms(self) -> float:
         return 1000.0 * len(self.samples) / self.sample_rate if self.sample_rate else 0.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Conversions
-
-
-def clipped_fraction(samples: np.ndarray) -> float:
-    """Fraction of int16 samples at (or within one step of) full scale: a sign of clipping."""
-    if len(samples) == 0:
-        return 0.0
-    return float(np.count_nonzero(np.abs(samples.astype(np.int32)) >= 32767) / len(samples))
-
-
-def _to_float(samples: np.ndarray) -> np.ndarray:
-    return samples.astype(np.float64)
-
-
-def _to_int16(x: np.ndarray) -> np.ndarray:
-    return np.clip(np.rint(x), -32768, 32767).astype(np.int16)
-
-
-def resample(samples: np.ndarray, src_rate: int, dst_rate: int = TARGET_RATE) -> np.ndarray:
-    """Band-limited resampling of int16 mono audio by windowed-sinc interpolation.
-
-    Each output sample is a Kaiser-windowed sinc sum spanning 16 zero crossings either side, with
-    the low-pass cutoff at the lower of the two Nyquist frequencies, i.e. a polyphase filter
-    (one precomputed row per output phase) without materialising the upsampled signal. So
-    44.1 kHz -> 16 kHz does not alias, which plain linear interpolation would (and that hurts
-    ASR). Any pair of rates; cost O(len * 32 * max(1, src/dst)), in chunks to bound memory.
-    """
-    if src_rate <= 0 or dst_rate <= 0:
-        raise AudioError(f"invalid sample rates for resampling: {src_rate} -> {dst_rate}")
-    samples = np.asarray(samples)
-    if src_rate == dst_rate or len(samples) == 0:
-        return samples.astype(np.int16, copy=False)
-    x = _to_float(samples)
-    n_out = int(round(len(x) * dst_rate / src_rate))
-    cutoff = min(1.0, dst_rate / src_rate)  # fraction of the input Nyquist kept
-    half_taps = int(np.ceil(16 / cutoff))  # 16 zero crossings of the (widened) sinc each side
-    offsets = np.arange(-half_taps, half_taps + 1)
-    # Output n sits at input position n*src/dst = base + phase/dst (integer arithmetic), and
-    # only dst/gcd distinct phases exist: precompute one filter row per phase (polyphase table).
-    g = math.gcd(src_rate, dst_rate)
-    n_phases = dst_rate // g
-    dist = (np.arange(n_phases) * g / dst_rate)[:, None] - offsets[None, :]
-    beta, r = 8.6, half_taps + 1  # Kaiser window, evaluated continuously over +-r samples
-    window = np.i0(beta * np.sqrt(np.clip(1.0 - (dist / r) ** 2, 0.0, None))) / np.i0(beta)
-    table = cutoff * np.sinc(cutoff * dist) * window  # (n_phases, taps)
-    pad = half_taps + 1
-    padded = np.concatenate([np.zeros(pad), x, np.zeros(pad)])
-    out = np.empty(n_out, dtype=np.float64)
-    chunk = 8192
-    for start in range(0, n_out, chunk):
-        idx = np.arange(start, min(n_out, start + chunk), dtype=np.int64)
-        num = idx * src_rate
-        base, phase = num // dst_rate, (num % dst_rate) // g
-        taps = np.clip(base[:, None] + offsets[None, :] + pad, 0, len(padded) - 1)
-        out[idx] = np.einsum("ij,ij->i", padded[taps], table[phase])
-    return _to_int16(out)
-
-
-def _pcm_to_float(raw: bytes, sampwidth: int, channels: int, fmt: str = "pcm") -> np.ndarray:
-    """Decode interleaved PCM/float bytes into a (frames, channels) float array in int16 units."""
-    frame_bytes = sampwidth * channels
-    usable = len(raw) - len(raw) % frame_bytes
-    raw = raw[:usable]
-    if fmt == "float":
-        if sampwidth == 4:
-            data = np.frombuffer(raw, dtype="<f4").astype(np.float64) * 32768.0
-        elif sampwidth == 8:
-            data = np.frombuffer(raw, dtype="<f8") * 32768.0
-        else:
-            raise AudioError(f"unsupported float sample width: {sampwidth * 8} bits")
-    elif sampwidth == 1:  # 8-bit WAV is unsigned
-        data = (np.frombuffer(raw, dtype=np.uint8).astype(np.float64) - 128.0) * 256.0
-    elif sampwidth == 2:
-        data = np.frombuffer(raw, dtype="<i2").astype(np.float64)
-    elif sampwidth == 3:
-        b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 3).astype(np.int32)
-        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
-        v = np.where(v >= 1 << 23, v - (1 << 24), v)
-        data = v.astype(np.float64) / 256.0
-    elif sampwidth == 4:
-        data = np.frombuffer(raw, dtype="<i4").astype(np.float64) / 65536.0
-    else:
-        raise AudioError(f"unsupported PCM sample width: {sampwidth * 8} bits")
-    return data.reshape(-1, channels)
-
-
-_WAVE_FORMAT_PCM = 0x0001
-_WAVE_FORMAT_FLOAT = 0x0003
-_WAVE_FORMAT_EXTENSIBLE = 0xFFFE
-
-
-def _read_riff(path: Path) -> tuple[bytes, int, int, int, str]:
-    """Minimal RIFF reader for what `wave` (Python 3.11) refuses: WAVE_FORMAT_EXTENSIBLE and
-    IEEE float files, which sox and many recorders write for 24/32-bit audio.
-    Returns (raw data, sample width in bytes, channels, rate, "pcm"|"float")."""
-    data = path.read_bytes()
-    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
-        raise AudioError(f"{path}: not a WAV file (no RIFF/WAVE header)")
-    pos, fmt_chunk, pcm = 12, None, None
-    while pos + 8 <= len(data):
-        cid, size = data[pos : pos + 4], struct.unpack("<I", data[pos + 4 : pos + 8])[0]
-        body = data[pos + 8 : pos + 8 + size]
-        if cid == b"fmt ":
-            fmt_chunk = body
-        elif cid == b"data":
-            pcm = body
-        pos += 8 + size + (size & 1)
-    if fmt_chunk is None or len(fmt_chunk) < 16:
-        raise AudioError(f"{path}: corrupt WAV file (no valid 'fmt ' chunk)")
-    if pcm is None:
-        raise AudioError(f"{path}: corrupt WAV file (no 'data' chunk)")
-    tag, channels, rate, _, _, bits = struct.unpack("<HHIIHH", fmt_chunk[:16])
-    if tag == _WAVE_FORMAT_EXTENSIBLE:
-        if len(fmt_chunk) < 26:
-            raise AudioError(f"{path}: corrupt WAV file (short extensible 'fmt ' chunk)")
-        tag = struct.unpack("<H", fmt_chunk[24:26])[0]  # first two bytes of the subformat GUID
-    if tag == _WAVE_FORMAT_PCM:
-        kind = "pcm"
-    elif tag == _WAVE_FORMAT_FLOAT:
-        kind = "float"
-    else:
-        raise AudioError(f"{path}: unsupported WAV encoding (format tag 0x{tag:04x}); need PCM or float")
-    if channels < 1 or rate < 1 or bits % 8 or bits == 0:
-        raise AudioError(f"{path}: corrupt WAV header (channels={channels}, rate={rate}, bits={bits})")
-    return pcm, bits // 8, channels, rate, kind
-
-
-def read_wav(path: str | Path, max_seconds: float | None = DEFAULT_MAX_SECONDS) -> tuple[np.ndarray, int]:
-    """Read a WAV file as 16 kHz mono int16. Returns (samples, original sample rate).
-
-    Accepts 8/16/24/32-bit PCM and 32/64-bit float, any channel count (averaged to mono) and any
-    rate (resampled with `resample`). Raises AudioError with the file name and the reason for a
-    missing, empty, corrupt, non-WAV, zero-length or over-long (> max_seconds) file.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise AudioError(f"{path}: file not found")
-    if not path.is_file():
-        raise AudioError(f"{path}: not a regular file")
-    if path.stat().st_size == 0:
-        raise AudioError(f"{path}: empty file (0 bytes), not a WAV recording")
-    try:
-        with wave.open(str(path), "rb") as w:
-            channels, sampwidth, rate, nframes = (
-                w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes())
-            if max_seconds is not None and rate > 0 and nframes / rate > max_seconds:
-                raise AudioError(f"{path}: {nframes / rate:.0f} s long, more than the {max_seconds:.0f} s allowed")
-            raw = w.readframes(nframes)
-        kind = "pcm"
-    except wave.Error as exc:
-        if "unknown format" not in str(exc):
-            msg = str(exc)
-            if "RIFF" in msg or "WAVE" in msg:
-                raise AudioError(f"{path}: not a WAV file ({msg})") from exc
-            raise AudioError(f"{path}: corrupt WAV file ({msg})") from exc
-        raw, sampwidth, channels, rate, kind = _read_riff(path)  # extensible / float WAV
-    except (EOFError, struct.error, RuntimeError) as exc:  # wave's chunk reader raises a bare RuntimeError
-        raise AudioError(f"{path}: corrupt or truncated WAV header ({exc or type(exc).__name__})") from exc
-    except OSError as exc:
-        raise AudioError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    if channels < 1 or rate < 1:
-        raise AudioError(f"{path}: corrupt WAV header (channels={channels}, rate={rate})")
-    try:
-        frames = _pcm_to_float(raw, sampwidth, channels, kind)
-    except AudioError as exc:
-        raise AudioError(f"{path}: {exc}") from exc
-    if frames.shape[0] == 0:
-        raise AudioError(f"{path}: WAV file contains no audio frames (zero length)")
-    if max_seconds is not None and frames.shape[0] / rate > max_seconds:
-        raise AudioError(f"{path}: {frames.shape[0] / rate:.0f} s long, more than the {max_seconds:.0f} s allowed")
-    mono = frames.mean(axis=1) if channels > 1 else frames[:, 0]
-    samples = _to_int16(mono)
-    if rate != TARGET_RATE:
-        samples = resample(samples, rate, TARGET_RATE)
-    return samples, rate
-
-
-def write_wav(path: str | Path, samples: np.ndarray, rate: int = TARGET_RATE) -> None:
-    """Write int16 mono samples as a PCM WAV (used for keeping audio, tests and tools)."""
-    samples = np.asarray(samples, dtype=np.int16)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(samples.astype("<i2").tobytes())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,7 +189,6 @@ class MicrophoneSource:
             self.open()
         sd = self._sd
         if self.endpointer is None:
-            from edge_plm.voice.endpoint import Endpointer  # noqa: PLC0415 - avoids an import cycle
             endpointer = Endpointer(sample_rate=self.capture_rate, block_ms=self.block_ms)
         else:
             endpointer = self.endpointer.with_rate(self.capture_rate)

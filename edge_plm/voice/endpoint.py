@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_plm.voice.audio import AudioError, clipped_fraction
+from edge_plm.voice.pcm import AudioError, clipped_fraction
 
 log = logging.getLogger(__name__)
 
