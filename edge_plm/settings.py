@@ -75,7 +75,7 @@ class AsrConfig:
 
 @dataclass
 class GpioConfig:
-    pin_factory: str = "auto"  # auto | mock | lgpio | rpigpio | native ...
+    pin_factory: str = "auto"  # auto (GPIOZERO_PIN_FACTORY, else real GPIO; run refuses none) | mock | lgpio | rpigpio | native ...
     relay_pin: int = 17
     relay_active_high: bool = True
     relay_safe_state: bool = False  # state on start, stop and crash

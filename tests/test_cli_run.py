@@ -104,6 +104,18 @@ def test_demo_runs_and_prints_its_summary(tmp_path):
     assert backends == {"pocketsphinx"}
 
 
+def test_run_refuses_simulated_pins_unless_configured(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[paths]\nstate_dir = "{tmp_path / "state"}"\n[audio]\nsource = "text"\n')
+    env = {k: v for k, v in os.environ.items() if k != "GPIOZERO_PIN_FACTORY"}
+    proc = subprocess.run([*CLI, "run", "--config", str(config)], input="turn on the light\n",
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr  # the service logs to stdout (journald)
+    assert "no GPIO hardware found" in out and "Traceback" not in out
+    assert 'gpio.pin_factory = "mock"' in out
+
+
 def test_run_service_text_source_notify_and_sigterm(tmp_path):
     state = tmp_path / "state"
     config = tmp_path / "config.toml"

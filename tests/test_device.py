@@ -57,7 +57,8 @@ def test_mock_factory_by_name():
     assert description.startswith("mock")
 
 
-def test_auto_falls_back_to_mock_with_warning(caplog):
+def test_auto_falls_back_to_mock_with_warning(caplog, monkeypatch):
+    monkeypatch.delenv("GPIOZERO_PIN_FACTORY", raising=False)
     # this test machine has no GPIO hardware and no lgpio/RPi.GPIO/pigpio libraries
     with caplog.at_level(logging.WARNING, logger="edge_plm.device.pins"):
         factory, description = make_pin_factory("auto")
@@ -65,6 +66,25 @@ def test_auto_falls_back_to_mock_with_warning(caplog):
     assert "no GPIO hardware" in description
     assert any("MockFactory" in r.getMessage() and r.levelno == logging.WARNING
                for r in caplog.records)
+
+
+def test_service_refuses_the_mock_fallback(monkeypatch):
+    monkeypatch.delenv("GPIOZERO_PIN_FACTORY", raising=False)
+    with pytest.raises(PinFactoryError, match='no GPIO hardware found.*gpio.pin_factory = "mock"'):
+        make_pin_factory("auto", mock_fallback=False)
+    factory, description = make_pin_factory("mock", mock_fallback=False)  # configured: fine
+    assert isinstance(factory, MockFactory) and description.startswith("mock (configured")
+
+
+def test_gpiozero_environment_variable_is_honoured_when_the_config_says_auto():
+    factory, description = make_pin_factory("auto", mock_fallback=False,
+                                            environ={"GPIOZERO_PIN_FACTORY": "mock"})
+    assert isinstance(factory, MockFactory) and "GPIOZERO_PIN_FACTORY=mock" in description
+    with pytest.raises(PinFactoryError, match="unknown pin factory 'gpiox'"):
+        make_pin_factory("auto", environ={"GPIOZERO_PIN_FACTORY": "gpiox"})
+    # a configured name wins over the environment
+    with pytest.raises(PinFactoryError, match="'lgpio' cannot be used"):
+        make_pin_factory("lgpio", environ={"GPIOZERO_PIN_FACTORY": "mock"})
 
 
 def test_unknown_factory_is_a_clear_error():

@@ -55,7 +55,7 @@ def run_command(
     """The service: microphone + GPIO from the config, until SIGTERM/SIGINT."""
     _logging(sys.stdout)
     from edge_plm.controller import Controller
-    from edge_plm.device import Devices
+    from edge_plm.device import Devices, PinFactoryError
     from edge_plm.learner import Learner, LearnerConfig
     from edge_plm.settings import ConfigError, load
     from edge_plm.store import ReplayStore
@@ -99,7 +99,7 @@ def run_command(
         else:
             log.error("audio.source = 'wav' is for replays: use `edge-plm replay`")
             raise typer.Exit(2)
-        devices = Devices.from_config(settings.gpio)
+        devices = Devices.from_config(settings.gpio, mock_fallback=False)
         controller = Controller(settings, store, learner, devices, asr)
         sd_notify("READY=1")
         log.info("ready: listening (%s source, model version %s)", settings.audio.source,
@@ -112,7 +112,7 @@ def run_command(
             except AudioError as exc:  # the microphone failed: say so, retry
                 log.error("audio input failed: %s; retrying in 5 s", exc)
                 stop.wait(5.0)
-    except (AsrError, AudioError) as exc:
+    except (AsrError, AudioError, PinFactoryError) as exc:
         log.error("cannot start: %s", exc)
         raise typer.Exit(1)
     finally:

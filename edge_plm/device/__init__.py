@@ -57,10 +57,12 @@ class Devices:
         clock: Clock = time.monotonic,
         factory: Factory | None = None,
         install_exit_handlers: bool = True,
+        mock_fallback: bool = True,
     ) -> Devices:
-        """Build the devices from `cfg`; `factory` overrides ``cfg.pin_factory`` (tests)."""
+        """Build the devices from `cfg`; `factory` overrides ``cfg.pin_factory`` (tests).
+        ``mock_fallback=False`` (the service) refuses simulated pins unless configured."""
         if factory is None:
-            factory, description = make_pin_factory(cfg.pin_factory)
+            factory, description = make_pin_factory(cfg.pin_factory, mock_fallback=mock_fallback)
         else:
             description = f"{type(factory).__name__} (given)"
         pins = [p for p in (cfg.relay_pin, cfg.switch_pin, cfg.led_pin, cfg.buzzer_pin) if p != -1]

@@ -5,9 +5,12 @@ module never sets the global ``gpiozero.Device.pin_factory`` (tests build severa
 by side, and a hidden global would couple them).
 
 Names:
-  - ``"auto"``: try gpiozero's real factories in gpiozero's own preference order
-    (lgpio, rpigpio, pigpio, native). If none loads (no GPIO hardware, or no GPIO library),
-    fall back to ``MockFactory`` and log a WARNING that says so and why.
+  - ``"auto"``: as gpiozero decides. gpiozero's own ``GPIOZERO_PIN_FACTORY`` environment
+    variable, when set, names the factory; otherwise try gpiozero's real factories in its own
+    preference order (lgpio, rpigpio, pigpio, native). If none loads (no GPIO hardware, or no
+    GPIO library): with ``mock_fallback`` (doctor, tools) fall back to ``MockFactory`` and log a
+    WARNING that says so and why; without it (the service) raise `PinFactoryError`, because a
+    relay service that silently switches nothing is broken.
   - ``"mock"``: always ``MockFactory`` (simulated pins; nothing is switched).
   - any other name registered under gpiozero's ``gpiozero_pin_factories`` entry point
     (``lgpio``, ``rpigpio``, ``pigpio``, ``native``, ...): that factory, or `PinFactoryError`.
@@ -16,7 +19,9 @@ Names:
 from __future__ import annotations
 
 import logging
+import os
 import warnings
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 
 from gpiozero import Factory
@@ -26,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: gpiozero's preference order for real hardware (see gpiozero.Device._default_pin_factory).
 AUTO_ORDER: tuple[str, ...] = ("lgpio", "rpigpio", "pigpio", "native")
+#: gpiozero's environment variable naming the pin factory (honoured when the config says auto).
+ENV_VAR = "GPIOZERO_PIN_FACTORY"
 
 
 class PinFactoryError(RuntimeError):
@@ -54,17 +61,23 @@ def _load_named(name: str) -> Factory:
         ) from exc
 
 
-def make_pin_factory(name: str = "auto") -> tuple[Factory, str]:
+def make_pin_factory(name: str = "auto", mock_fallback: bool = True,
+                     environ: Mapping[str, str] | None = None) -> tuple[Factory, str]:
     """Return ``(factory, description)`` for the configured factory `name`.
 
     The description is one human-readable line for logs and ``edge-plm doctor``
-    (e.g. ``"lgpio (real GPIO)"`` or ``"mock (no GPIO hardware: ...)"``).
+    (e.g. ``"lgpio (real GPIO)"`` or ``"mock (no GPIO hardware: ...)"``). A configured name
+    other than ``auto`` wins over ``GPIOZERO_PIN_FACTORY``.
     """
     key = (name or "auto").strip().lower()
+    env = (os.environ if environ is None else environ).get(ENV_VAR, "").strip().lower()
+    origin = "configured"
+    if key == "auto" and env:
+        key, origin = env, f"{ENV_VAR}={env}"
     if key == "mock":
-        return MockFactory(), "mock (configured: simulated pins, nothing is switched)"
+        return MockFactory(), f"mock ({origin}: simulated pins, nothing is switched)"
     if key != "auto":
-        return _load_named(key), f"{key} (real GPIO, configured)"
+        return _load_named(key), f"{key} (real GPIO, {origin})"
     failures: list[str] = []
     for candidate in AUTO_ORDER:
         try:
@@ -75,6 +88,10 @@ def make_pin_factory(name: str = "auto") -> tuple[Factory, str]:
             continue
         return factory, f"{candidate} (real GPIO, auto-detected)"
     reason = "; ".join(f"{n}: {f}" for n, f in zip(AUTO_ORDER, failures))
+    if not mock_fallback:
+        raise PinFactoryError(
+            f"no GPIO hardware found (tried {', '.join(AUTO_ORDER)}); the relay cannot switch. "
+            f"Set gpio.pin_factory = \"mock\" (or {ENV_VAR}=mock) to run on simulated pins")
     log.warning(
         "no GPIO hardware found, using gpiozero MockFactory: the relay will NOT switch "
         "anything (tried %s)", reason,
