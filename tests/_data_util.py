@@ -58,3 +58,9 @@ runner = CliRunner()
 
 def cli(*args: str, input: str | None = None):
     return runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=False)
+
+
+def js(result) -> dict:
+    """The JSON document a successful CLI invocation printed."""
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)

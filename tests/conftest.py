@@ -4,6 +4,8 @@ import logging
 
 import pytest
 
+from _data_util import copy_db, demo_text_lines, populate
+
 
 @pytest.fixture(autouse=True)
 def _restore_logging():
@@ -22,3 +24,27 @@ def _restore_logging():
     for name, lg in logging.root.manager.loggerDict.items():
         if isinstance(lg, logging.Logger) and name.split(".")[0] == "edge_plm":
             lg.setLevel(ours.get(name, logging.NOTSET))
+
+
+@pytest.fixture()
+def no_user_config(tmp_path, monkeypatch):
+    """Defaults only: no config file of the machine running the tests."""
+    cfg = tmp_path / "empty.toml"
+    cfg.write_text("")
+    monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    """The demo session's transcripts replayed once through the real loop (48 interactions,
+    several model versions); one per test module, shared by its read-only tests."""
+    d = tmp_path_factory.mktemp("state") / "state"
+    summary = populate(d / "edge-plm.db", demo_text_lines())
+    assert summary["interactions"] == 48
+    return d
+
+
+@pytest.fixture()
+def db(demo_dir, tmp_path):
+    """A private copy of the demo database for tests that change the data."""
+    return copy_db(demo_dir, tmp_path / "state")

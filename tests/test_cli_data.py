@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from _data_util import cli, copy_db, demo_text_lines, populate, query
+from _data_util import cli, copy_db, js, populate, query
 from edge_plm import inspection as q
 from edge_plm.controller import SessionLine
 from edge_plm.learner import Learner, LearnerConfig
@@ -22,33 +22,7 @@ from edge_plm.policy import Action
 from edge_plm.settings import ModelConfig
 from edge_plm.store import ReplayStore
 
-
-@pytest.fixture(autouse=True)
-def _no_user_config(tmp_path, monkeypatch):
-    """Defaults only: no config file of the machine running the tests."""
-    cfg = tmp_path / "empty.toml"
-    cfg.write_text("")
-    monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
-
-
-@pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory):
-    """The demo session's transcripts replayed once (48 interactions, 3 model versions)."""
-    d = tmp_path_factory.mktemp("state") / "state"
-    summary = populate(d / "edge-plm.db", demo_text_lines())
-    assert summary["interactions"] == 48
-    return d
-
-
-@pytest.fixture()
-def db(demo_dir, tmp_path):
-    """A private copy for tests that change the data."""
-    return copy_db(demo_dir, tmp_path / "state")
-
-
-def js(result):
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+pytestmark = pytest.mark.usefixtures("no_user_config")
 
 
 # --- status ---------------------------------------------------------------------------------

@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from _data_util import cli, copy_db, demo_text_lines, populate, query
+from _data_util import cli, js, query
 from edge_plm.learner import Learner, LearnerConfig
 from edge_plm.settings import ModelConfig
 from edge_plm.store import ReplayStore
 
-
-@pytest.fixture(autouse=True)
-def _no_user_config(tmp_path, monkeypatch):
-    cfg = tmp_path / "empty.toml"
-    cfg.write_text("")
-    monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
-
-
-@pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("state") / "state"
-    populate(d / "edge-plm.db", demo_text_lines())
-    return d
-
-
-@pytest.fixture()
-def db(demo_dir, tmp_path):
-    return copy_db(demo_dir, tmp_path / "state")
-
-
-def js(result):
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+pytestmark = pytest.mark.usefixtures("no_user_config")
 
 
 def active(db) -> str:

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 DEMO = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo"
 CLI = [sys.executable, "-c", "from edge_plm.cli import main; main()"]
