@@ -280,7 +280,7 @@ def check_database(s: Settings) -> Check:
     """The replay buffer's directory is writable and the file (if any) has a schema we know."""
     import sqlite_utils  # noqa: PLC0415
 
-    from edge_plm.store import SCHEMA_VERSION, ReplayStore, SchemaError, StoreError, schema_version  # noqa: PLC0415
+    from edge_plm.store import BUSY_TIMEOUT_MS, SCHEMA_VERSION, ReplayStore, SchemaError, StoreError, schema_version  # noqa: PLC0415
 
     path = s.paths.database_path()
     directory = path.parent
@@ -309,7 +309,8 @@ def check_database(s: Settings) -> Check:
         if not os.access(path, os.R_OK | os.W_OK):
             return Check("database", FAIL, f"{path} is not readable and writable by {who}", own)
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                   timeout=BUSY_TIMEOUT_MS / 1000)
             try:
                 version = schema_version(sqlite_utils.Database(conn))
             finally:

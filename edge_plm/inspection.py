@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from edge_plm.store import (LABEL_SOURCES, LABELS, Interaction, ModelVersion,
+from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
                             ReplayStore, SchemaError, StoreError, row_to_interaction)
 
 SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
@@ -42,7 +42,8 @@ class DataError(RuntimeError):
 
 
 # --- opening ------------------------------------------------------------------------------
-def open_store(path: str | Path, write: bool = False, busy_timeout_ms: int = 10000) -> ReplayStore:
+def open_store(path: str | Path, write: bool = False,
+               busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> ReplayStore:
     """The replay buffer at `path`: read-only unless `write`; never creates a database.
 
     Raises `DataError` (missing, unreadable) or `StoreError`/`SchemaError` (not an edge-plm
@@ -517,7 +518,7 @@ def _ro_uri(path: Path) -> str:
 
 
 def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
-           busy_timeout_ms: int = 10000) -> dict[str, Any]:
+           busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> dict[str, Any]:
     """A consistent copy of the live database (SQLite's online backup API), verified.
 
     The whole copy is one step of `sqlite3.Connection.backup` on a read-only connection: in
@@ -547,7 +548,7 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
         source = sqlite3.connect(_ro_uri(src), uri=True, timeout=busy_timeout_ms / 1000)
         try:
             source.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            target = sqlite3.connect(str(tmp))
+            target = sqlite3.connect(str(tmp), timeout=busy_timeout_ms / 1000)
             try:
                 source.backup(target)  # pages=-1: everything in one step, one snapshot
                 target.execute("PRAGMA journal_mode = DELETE")
@@ -573,7 +574,7 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
         if tmp.exists():
             tmp.unlink()
     # the copy in place opens on its own
-    with sqlite3.connect(_ro_uri(dest), uri=True) as check:
+    with sqlite3.connect(_ro_uri(dest), uri=True, timeout=busy_timeout_ms / 1000) as check:
         if check.execute("PRAGMA quick_check").fetchone()[0] != "ok":
             raise DataError(f"{dest}: the copy does not pass quick_check")
     check.close()
