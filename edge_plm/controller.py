@@ -14,6 +14,13 @@
   utterance (no speech, nothing recognised) and an ASR error are logged and stored as an
   interaction with ``error`` set; the policy never sees them. Unexpected exceptions in one
   input are logged with a traceback and the loop continues.
+- Storage failures (disk full, I/O error, read-only database: `StorageError`) are never
+  reported as done: the utterance is not acted on (its row is stored before the policy runs),
+  the label is not learned (it is stored before the learner sees it), one ``ERROR`` line is
+  logged, and `Controller.storage_failures` counts them (`run` shows it in its systemd
+  ``STATUS=``; a replay stops with an error at the first one).
+- Transcripts longer than ``asr.max_transcript_chars`` are cut there (at a word boundary when
+  there is one) with a logged warning, before the model or the store sees them.
 - Labels: when the policy resolves an interaction with a label, the label is stored with its
   source and handed to `Learner.on_label` (holdout or update, then versioning); without a
   label the transcript is `Learner.observe`d.
@@ -47,7 +54,8 @@ from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.policy import Action, Decision, Policy, Resolution, SimulatedPerson
 from edge_plm.policy import Prediction as PolicyPrediction
 from edge_plm.settings import Settings
-from edge_plm.store import ReplayStore
+from edge_plm.store import ReplayStore, StorageError
+from edge_plm.transcript import cap_transcript
 from edge_plm.voice.asr import AsrBackend, AsrError, PocketSphinxASR, TextASR
 from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
 from edge_plm.voice.endpoint import Endpointer
@@ -118,6 +126,7 @@ class Outcome:
     action: Action | None  # the relay state driven (ACT that reached the relay)
     error: str | None
     latency: Latency
+    stored: bool = True  # False: the interaction (or part of it) could not be stored
 
 
 # --- the controller -------------------------------------------------------------------------
@@ -140,6 +149,9 @@ class Controller:
         self._open_texts: dict[int, str] = {}
         self._pending_manual: bool | None = None
         self._stopped = False
+        self.storage_failures = 0  # interactions or labels that could not be stored
+        self.last_storage_error: str | None = None
+        self.handled = 0  # inputs handled (stored or not)
         self.resolutions: list[Resolution] = []  # every resolution, in order (for replay/tests)
 
     # --- inputs -------------------------------------------------------------------------
@@ -147,6 +159,7 @@ class Controller:
         """Process one input end to end; never raises for bad input."""
         with self._lock:
             t0 = time.perf_counter()
+            self.handled += 1
             self.pump()
             try:
                 if isinstance(item, InputFailure):
@@ -154,6 +167,10 @@ class Controller:
                     return self._error_row("", item.error, Latency(audio=item.audio_ms), t0,
                                            asr_backend=None)
                 return self._handle_utterance(item, t0)
+            except StorageError as exc:  # disk full, I/O error, read-only: say so, do nothing
+                self._storage_failed("interaction", exc)
+                return Outcome(None, "", None, None, None, None, f"not stored: {exc}",
+                               Latency(), stored=False)
             except Exception as exc:  # a bug or a failing component: record it, keep running
                 log.exception("interaction failed unexpectedly")
                 return self._error_row("", f"internal error: {type(exc).__name__}: {exc}",
@@ -182,7 +199,7 @@ class Controller:
             return self._error_row("", f"ASR error: {exc}", Latency(audio=audio_ms, asr=asr_ms),
                                    t0, asr_backend=asr.name, utt=utt)
         asr_ms = (time.perf_counter() - ta) * 1e3
-        text = " ".join(tr.text.split())
+        text = cap_transcript(tr.text, self.settings.asr.max_transcript_chars)
         if not text:
             msg = "empty utterance: nothing recognised" if not is_text else "empty transcript"
             log.error("%s (%s)", msg, utt.path or utt.source)
@@ -240,9 +257,19 @@ class Controller:
                 path = self._keep_audio(iid, utt)
                 if path:
                     self.store.update_interaction(iid, audio_path=path)
+        except StorageError as exc:
+            self._storage_failed("failed interaction", exc)
+            return Outcome(iid, transcript, None, None, None, None, error, latency, stored=False)
         except Exception:
             log.exception("could not store the failed interaction (%s)", error)
+            return Outcome(iid, transcript, None, None, None, None, error, latency, stored=False)
         return Outcome(iid, transcript, None, None, None, None, error, latency)
+
+    def _storage_failed(self, what: str, exc: Exception) -> None:
+        """One ERROR line (no traceback: nothing is wrong with the code), counted."""
+        self.storage_failures += 1
+        self.last_storage_error = str(exc)
+        log.error("%s not stored: %s", what, exc)
 
     # --- time and the switch --------------------------------------------------------------
     def pump(self) -> list[Resolution]:
@@ -275,6 +302,8 @@ class Controller:
         for r in resolutions:
             try:
                 self._resolve(r)
+            except StorageError as exc:  # the label was not stored, so not learned either
+                self._storage_failed(f"label of interaction {r.key}", exc)
             except Exception:  # one failing label must not stop the loop
                 log.exception("could not apply the resolution of interaction %s", r.key)
 
@@ -319,10 +348,12 @@ class Controller:
 
     # --- running --------------------------------------------------------------------------
     def run(self, source: Iterable[Item], stop: threading.Event | None = None,
-            pump_interval_s: float = 0.1) -> int:
+            pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
         """Handle every input of `source` until it ends or `stop` is set; returns the count.
 
         A background thread pumps flips and window expiry while the source blocks (live use).
+        `heartbeat` (e.g. systemd's WATCHDOG=1) is called after every pump and every input:
+        a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
         """
         stop = stop or threading.Event()
         done = threading.Event()
@@ -331,6 +362,8 @@ class Controller:
             while not (done.is_set() or stop.is_set()):
                 try:
                     self.pump()
+                    if heartbeat is not None:
+                        heartbeat()
                 except Exception:
                     log.exception("pump failed; continuing")
                 done.wait(pump_interval_s)
@@ -342,6 +375,8 @@ class Controller:
             for item in source:
                 self.handle(item)
                 n += 1
+                if heartbeat is not None:
+                    heartbeat()
                 if stop.is_set():
                     break
         finally:
@@ -366,6 +401,15 @@ class Controller:
 # --- session replay ---------------------------------------------------------------------------
 class SessionError(ValueError):
     """A session file is missing or has a bad line."""
+
+
+class ReplayStorageError(StorageError):
+    """A replay stopped because an interaction or a label could not be stored."""
+
+    def __init__(self, line: int, total: int, reason: str) -> None:
+        self.line, self.total = line, total
+        super().__init__(f"replay stopped at line {line} of {total}: it could not be stored "
+                         f"({reason}); lines before it were stored")
 
 
 @dataclass(frozen=True)
@@ -529,7 +573,11 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         else:
             item = text_utterance(line.text or "")
         before = devices.relay.is_on
+        failures = controller.storage_failures
         outcome = controller.handle(item)
+        if controller.storage_failures > failures or not outcome.stored:
+            raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error
+                                     or outcome.error or "not stored")
         if first_id is None and outcome.interaction_id is not None:
             first_id = outcome.interaction_id
         after = devices.relay.is_on
@@ -537,7 +585,10 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         for flip in flips:
             clock.set(max(clock(), flip.at))
             _flip_switch(devices, pin, devices.switch.cfg.mode, clock)
+            failures = controller.storage_failures
             controller.pump()
+            if controller.storage_failures > failures:
+                raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
             if devices.relay.is_on != flip.desired:
                 log.warning("line %d: after the simulated flip the relay is %s, the person "
                             "wanted %s", i + 1, devices.relay.is_on, flip.desired)
@@ -622,5 +673,5 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
 
 __all__ = ["Controller", "InputFailure", "Latency", "LineResult", "Outcome", "Replay",
-           "SessionError", "SessionLine", "SessionResult", "SimClock", "build_replay",
+           "ReplayStorageError", "SessionError", "SessionLine", "SessionResult", "SimClock", "build_replay",
            "read_session", "run_session", "text_utterance", "wav_inputs"]

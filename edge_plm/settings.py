@@ -71,6 +71,7 @@ class AsrConfig:
     vosk_model: str = ""  # model directory (or a name under paths.models_dir)
     vosk_grammar: list[str] = field(default_factory=list)  # optional phrase list
     language: str = "en"
+    max_transcript_chars: int = 500  # longer transcripts are cut (logged warning); 0 = no cap
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any, NoReturn, Optional
 import typer
 
 from edge_plm import inspection as q
-from edge_plm.cli import app
+from edge_plm.cli import OneLineFormatter, app
 from edge_plm.store import LABELS, StoreError
 
 DB_HELP = "Replay buffer (default: the configured state dir's edge-plm.db)."
@@ -57,7 +57,7 @@ class _StderrHandler(logging.StreamHandler):
 def quiet_logging() -> None:
     """Warnings and errors of the library to stderr (stdout is for the command's output)."""
     handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, force=True, handlers=[handler])
 
 
