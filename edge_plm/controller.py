@@ -54,7 +54,7 @@ from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.policy import Action, Decision, Policy, Resolution, SimulatedPerson
 from edge_plm.policy import Prediction as PolicyPrediction
 from edge_plm.settings import Settings
-from edge_plm.store import ReplayStore, StorageError
+from edge_plm.store import ReplayStore, StorageError, private_dir
 from edge_plm.transcript import cap_transcript
 from edge_plm.voice.asr import AsrBackend, AsrError, PocketSphinxASR, TextASR
 from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
@@ -414,9 +414,11 @@ class ReplayStorageError(StorageError):
 
 @dataclass(frozen=True)
 class SessionLine:
-    """One line of a session: what was said (text or a WAV) and what the person wanted."""
+    """One line of a session: what was said (text or a WAV) and what the person wanted
+    (None: not known, e.g. an exported interaction the device never got a label for; the
+    simulated person then does nothing)."""
 
-    wish: Action
+    wish: Action | None
     text: str | None = None
     audio: Path | None = None
 
@@ -425,12 +427,14 @@ def read_session(path: str | Path) -> list[SessionLine]:
     """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``.
 
     With both keys the audio is what is played (the text is the reference transcript).
+    ``"label": null`` (what `edge-plm export` writes for an interaction without a label) is
+    accepted: the simulated person does nothing after that line.
     """
     path = Path(path)
     lines = []
     try:
         for no, row in read_objects(path, "session file"):
-            label = label_of(path, no, row)
+            label = None if "label" in row and row["label"] is None else label_of(path, no, row)
             audio = row.get("audio")
             text = row.get("text")
             if audio is not None and not isinstance(audio, str):
@@ -439,7 +443,8 @@ def read_session(path: str | Path) -> list[SessionLine]:
                 raise SessionError(f'{path}:{no}: "text" must be a string')
             if audio is None and text is None:
                 raise SessionError(f'{path}:{no}: needs "text" or "audio"')
-            lines.append(SessionLine(Action(label), text, (path.parent / audio) if audio else None))
+            lines.append(SessionLine(None if label is None else Action(label), text,
+                                     (path.parent / audio) if audio else None))
     except JsonlError as exc:
         raise SessionError(str(exc)) from exc
     if not lines:
@@ -470,7 +475,7 @@ class LineResult:
     """One replayed line: the wish, what the device did, and the stored row's id."""
 
     index: int
-    wish: Action
+    wish: Action | None  # None: the person's wish is not known (they do nothing)
     outcome: Outcome
     relay_before: bool
     relay_after: bool  # right after the device responded
@@ -487,13 +492,14 @@ class LineResult:
 
     @property
     def acted_wrong(self) -> bool:
-        """Acted, and the action was not what the person wanted."""
-        return self.acted and self.outcome.prediction != self.wish.value
+        """Acted, and the action was not what the person wanted (unknown wish: never)."""
+        return (self.acted and self.wish is not None
+                and self.outcome.prediction != self.wish.value)
 
     @property
     def missed(self) -> bool:
         """An ON/OFF wish that got neither an action nor a question (incl. input errors)."""
-        return self.wish is not Action.NOOP and not (self.asked or self.acted)
+        return (self.wish in (Action.ON, Action.OFF)) and not (self.asked or self.acted)
 
 
 @dataclass
@@ -581,7 +587,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         if first_id is None and outcome.interaction_id is not None:
             first_id = outcome.interaction_id
         after = devices.relay.is_on
-        flips = person.react(line.wish, before, after, clock())
+        flips = [] if line.wish is None else person.react(line.wish, before, after, clock())
         for flip in flips:
             clock.set(max(clock(), flip.at))
             _flip_switch(devices, pin, devices.switch.cfg.mode, clock)
@@ -660,7 +666,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     store = ReplayStore(db, clock=wall)
     try:
         lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
-        learner = Learner.open(store, lcfg, paths.checkpoints_path(), clock=wall)
+        learner = Learner.open(store, lcfg, private_dir(paths.checkpoints_path()), clock=wall)
         devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
                                       install_exit_handlers=False)
     except BaseException:

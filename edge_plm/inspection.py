@@ -30,7 +30,8 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
-                            ReplayStore, SchemaError, StoreError, row_to_interaction)
+                            ReplayStore, SchemaError, StoreError, private_dir,
+                            row_to_interaction)
 
 SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
 LATENCY_PARTS = ("audio", "asr", "model", "actuator", "total")
@@ -234,6 +235,25 @@ def model_record(v: ModelVersion) -> dict[str, Any]:
             "checkpoint_exists": bool(v.path) and Path(v.path).is_file(), "metrics": m}
 
 
+def checkpoint_state(path: str | None) -> tuple[str | None, str | None]:
+    """(state, problem) of a version's checkpoint file: None (no checkpoint), "ok",
+    "missing" or "damaged" (it does not load: truncated, bad zip, failed checksum...).
+    The whole file is read and checked, as loading it would."""
+    if not path:
+        return None, None
+    if not Path(path).is_file():
+        return "missing", f"{path} does not exist"
+    from edge_plm.plm.checkpoint import CheckpointError, load  # noqa: PLC0415
+
+    try:
+        load(path)
+    except CheckpointError as exc:
+        return "damaged", str(exc)
+    except (OSError, MemoryError) as exc:
+        return "damaged", f"{path}: {exc}"
+    return "ok", None
+
+
 def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
     """What `edge-plm status` shows."""
     n = store.count()
@@ -395,10 +415,11 @@ CSV_COLUMNS = ("id", "time", "ts", "transcript", "label", "label_source", "label
 
 
 def export_jsonl(rows: Iterable[Interaction], out: IO[str],
-                 include_unlabelled: bool = False) -> tuple[int, int]:
-    """Lines `edge-plm replay` accepts (``text``, ``label``) plus what happened; returns
-    (written, skipped unlabelled). The audio file is ``audio_path``, not ``audio``: a replay
-    of the export plays the transcripts."""
+                 include_unlabelled: bool = True) -> tuple[int, int]:
+    """Lines `edge-plm replay` accepts (``text``, ``label``: null where the device never
+    learned one) plus what happened; returns (written, skipped unlabelled). Without
+    `include_unlabelled` (``export --labelled``) only labelled rows are written. The audio file
+    is ``audio_path``, not ``audio``: a replay of the export plays the transcripts."""
     written = skipped = 0
     for r in rows:
         if r.label is None and not include_unlabelled:
@@ -503,13 +524,14 @@ def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
 
 def checkpoints_dir(store: ReplayStore, db_path: Path, configured: str = "") -> Path:
     """Where new checkpoints go: next to the existing ones, else the configured directory,
-    else ``<database dir>/checkpoints`` (the layout of the state dir and of replays)."""
+    else ``<database dir>/checkpoints`` (the layout of the state dir and of replays); a
+    directory it names that does not exist yet is created 0700."""
     saved = [v.path for v in versions_in_order(store) if v.path]
     if saved:
         return Path(saved[-1]).parent
     if configured:
-        return Path(configured)
-    return Path(db_path).parent / "checkpoints"
+        return private_dir(configured)
+    return private_dir(Path(db_path).parent / "checkpoints")
 
 
 # --- backup ---------------------------------------------------------------------------------

@@ -83,6 +83,16 @@ _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 _STORAGE_CODES = {8: "read-only", 10: "I/O error", 13: "disk full", 14: "cannot open"}
 
 
+def private_dir(path: str | Path) -> Path:
+    """Create `path` (and missing parents) 0700 if it does not exist; return it. Transcripts
+    and what the model learned from them are private (checkpoints, audio)."""
+    path = Path(path)
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700)
+        path.chmod(0o700)  # mkdir's mode is filtered by the umask
+    return path
+
+
 def _primary_code(exc: BaseException) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
     return None if code is None else code & 0xFF

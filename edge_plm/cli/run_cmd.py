@@ -109,7 +109,7 @@ def run_command(
     from edge_plm.device import Devices
     from edge_plm.learner import Learner, LearnerConfig
     from edge_plm.settings import load
-    from edge_plm.store import ReplayStore
+    from edge_plm.store import ReplayStore, private_dir
     from edge_plm.voice.asr import AsrError, make_asr
     from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
     from edge_plm.voice.endpoint import Endpointer
@@ -133,7 +133,7 @@ def run_command(
     controller = None
     try:
         learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                               settings.paths.checkpoints_path())
+                               private_dir(settings.paths.checkpoints_path()))
         if settings.audio.source == "text":
             asr = None
             source = TextSource(sys.stdin)
