@@ -37,6 +37,7 @@ by driving the mock pin of their switch, so the real `PersonSwitch` code path la
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -66,6 +67,16 @@ Clock = Callable[[], float]
 
 
 # --- inputs ---------------------------------------------------------------------------------
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """`StorageError`, or an OSError that means "could not be written" (disk full, quota, I/O
+    error, read-only file system), e.g. from writing a checkpoint."""
+    return isinstance(exc, StorageError) or (isinstance(exc, OSError)
+                                              and exc.errno in _DISK_ERRNOS)
+
+
 @dataclass(frozen=True)
 class InputFailure:
     """An input that could not be turned into an utterance (e.g. a corrupt WAV file)."""
@@ -167,11 +178,12 @@ class Controller:
                     return self._error_row("", item.error, Latency(audio=item.audio_ms), t0,
                                            asr_backend=None)
                 return self._handle_utterance(item, t0)
-            except StorageError as exc:  # disk full, I/O error, read-only: say so, do nothing
-                self._storage_failed("interaction", exc)
-                return Outcome(None, "", None, None, None, None, f"not stored: {exc}",
-                               Latency(), stored=False)
-            except Exception as exc:  # a bug or a failing component: record it, keep running
+            except Exception as exc:
+                if storage_failure(exc):  # disk full, I/O error, read-only: say so, do nothing
+                    self._storage_failed("interaction", exc)
+                    return Outcome(None, "", None, None, None, None, f"not stored: {exc}",
+                                   Latency(), stored=False)
+                # a bug or a failing component: record it, keep running
                 log.exception("interaction failed unexpectedly")
                 return self._error_row("", f"internal error: {type(exc).__name__}: {exc}",
                                        Latency(), t0, asr_backend=None)
@@ -268,8 +280,8 @@ class Controller:
     def _storage_failed(self, what: str, exc: Exception) -> None:
         """One ERROR line (no traceback: nothing is wrong with the code), counted."""
         self.storage_failures += 1
-        self.last_storage_error = str(exc)
-        log.error("%s not stored: %s", what, exc)
+        self.last_storage_error = f"{what} not stored: {exc}"
+        log.error("%s", self.last_storage_error)
 
     # --- time and the switch --------------------------------------------------------------
     def pump(self) -> list[Resolution]:
@@ -304,7 +316,12 @@ class Controller:
                 self._resolve(r)
             except StorageError as exc:  # the label was not stored, so not learned either
                 self._storage_failed(f"label of interaction {r.key}", exc)
-            except Exception:  # one failing label must not stop the loop
+            except Exception as exc:  # one failing label must not stop the loop
+                if storage_failure(exc):
+                    # the label is in the database; the model version it led to is not on disk
+                    self._storage_failed(f"model checkpoint after the label of interaction "
+                                         f"{r.key}", exc)
+                    continue
                 log.exception("could not apply the resolution of interaction %s", r.key)
 
     def _resolve(self, r: Resolution) -> None:
@@ -408,8 +425,8 @@ class ReplayStorageError(StorageError):
 
     def __init__(self, line: int, total: int, reason: str) -> None:
         self.line, self.total = line, total
-        super().__init__(f"replay stopped at line {line} of {total}: it could not be stored "
-                         f"({reason}); lines before it were stored")
+        super().__init__(f"replay stopped at line {line} of {total}: {reason} (the lines "
+                         "before it were stored)")
 
 
 @dataclass(frozen=True)

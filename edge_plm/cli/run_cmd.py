@@ -71,8 +71,7 @@ class Notifier:
         text = (f"listening ({self.source_name}); {c.handled} inputs handled; model "
                 f"{c.learner.version or 'empty'}")
         if c.storage_failures:
-            text += (f"; ERROR: {c.storage_failures} not stored "
-                     f"(last: {c.last_storage_error})")
+            text += f"; ERROR: {c.storage_failures} not stored (last: {c.last_storage_error})"
         return " ".join(text.split())
 
     def __call__(self) -> None:
@@ -109,7 +108,7 @@ def run_command(
     from edge_plm.device import Devices
     from edge_plm.learner import Learner, LearnerConfig
     from edge_plm.settings import load
-    from edge_plm.store import ReplayStore, private_dir
+    from edge_plm.store import ReplayStore, StorageError, private_dir
     from edge_plm.voice.asr import AsrError, make_asr
     from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
     from edge_plm.voice.endpoint import Endpointer
@@ -164,12 +163,18 @@ def run_command(
                 notifier()
     except (AsrError, AudioError) as exc:
         log.error("cannot start: %s", exc)
+        typer.echo(f"error: cannot start: {exc}", err=True)
         raise typer.Exit(1)
     finally:
         sd_notify("STOPPING=1")
         if controller is not None:
             controller.stop()
         store.close()
+    if controller is not None and controller.storage_failures:
+        # the loop kept the switch working, but must not end as if all was stored
+        raise StorageError(f"{controller.storage_failures} interaction(s) or label(s) of "
+                           f"{controller.handled} input(s) could not be stored (last: "
+                           f"{controller.last_storage_error})")
 
 
 # --- replay and demo ------------------------------------------------------------------------
