@@ -221,11 +221,22 @@ def migrate(db: sqlite_utils.Database, target: int = SCHEMA_VERSION) -> int:
     current = schema_version(db)
     for version, what, apply in MIGRATIONS:
         if current < version <= target:
-            with db.atomic():
-                apply(db)
-                db["meta"].upsert({"key": "schema_version", "value": str(version)}, pk="key")
-            log.info("replay buffer migrated to schema v%d: %s", version, what)
-            current = version
+            # BEGIN IMMEDIATE: two processes opening a new file at once wait for each other,
+            # and the second sees the first one's work (checked again inside the transaction)
+            retry_busy(lambda: db.execute("BEGIN IMMEDIATE"))
+            try:
+                current = schema_version(db)
+                if current < version:
+                    apply(db)
+                    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES "
+                               "('schema_version', ?)", [str(version)])
+                    log.info("replay buffer migrated to schema v%d: %s", version, what)
+                    current = version
+                db.execute("COMMIT")
+            except BaseException:
+                if db.conn.in_transaction:
+                    db.conn.rollback()
+                raise
     return current
 
 

@@ -124,3 +124,21 @@ def test_label_and_forget_wait_for_a_writer(tmp_path):
     with ReplayStore(path, read_only=True) as s:
         assert s.get(ids[0]).label == "ON"
         assert [r.id for r in s.interactions()].count(ids[2]) == 0
+
+
+def test_processes_creating_one_database_at_once_all_succeed(tmp_path):
+    """Migrations run in BEGIN IMMEDIATE transactions that check the version again inside:
+    the second process waits, then finds the schema made."""
+    path = tmp_path / "new.db"
+    go = tmp_path / "go"
+    code = ("import os, sys, time; from edge_plm.store import ReplayStore\n"
+            "while not os.path.exists(sys.argv[2]): time.sleep(0.001)\n"
+            "s = ReplayStore(sys.argv[1]); s.add_interaction(transcript='x'); s.close()\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(go)], cwd=ROOT,
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    time.sleep(1.5)  # every process imported and waiting
+    go.touch()
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errs
+    with ReplayStore(path, read_only=True) as s:
+        assert s.count() == 6
