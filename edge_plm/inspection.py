@@ -59,12 +59,21 @@ def open_store(path: str | Path, write: bool = False,
                         f"replay run?), or give its path with --db{hint}")
     if path.is_dir():
         raise DataError(f"{path} is a directory, not a database file")
+    if write and _read_only_fs(path):
+        raise DataError(f"{path} is on a read-only file system: it cannot be changed here")
     if not os.access(path, os.R_OK | (os.W_OK if write else 0)):
         owner = _owner(path)
         raise DataError(f"permission denied: {path} (mode {path.stat().st_mode & 0o777:o}, "
                         f"owner {owner}); run the command as that user, e.g. "
                         f"`sudo -u {owner} edge-plm ...`")
     return ReplayStore(path, busy_timeout_ms=busy_timeout_ms, read_only=not write)
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _owner(path: Path) -> str:

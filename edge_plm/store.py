@@ -93,6 +93,13 @@ def private_dir(path: str | Path) -> Path:
     return path
 
 
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _primary_code(exc: BaseException) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
     return None if code is None else code & 0xFF
@@ -360,10 +367,16 @@ class ReplayStore:
             retry_busy(lambda: self._open(busy_timeout_ms), busy_timeout_ms)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if read_only and is_storage_failure(exc) and self._unwritable_quiet_dir():
+                # a WAL file in a directory nobody can write (read-only media, a copy): no
+                # writer can be active, so read it as immutable (no -shm needed)
+                self._open_immutable(busy_timeout_ms)
+                return
             if is_storage_failure(exc):
-                raise StorageError(f"{self.path}: cannot open replay buffer for writing: "
-                                   f"{exc} (is the file or its directory read-only, or the "
-                                   "disk full?)") from exc
+                how = "" if read_only else " for writing"
+                raise StorageError(f"{self.path}: cannot open replay buffer{how}: {exc} (is "
+                                   "the file or its directory read-only, or the disk "
+                                   "full?)") from exc
             if is_busy(exc):
                 raise BusyError(f"{self.path}: database is locked by another process "
                                 f"(waited {busy_timeout_ms / 1000:g} s)") from exc
@@ -375,6 +388,23 @@ class ReplayStore:
         except BaseException:
             conn.close()
             raise
+
+    def _unwritable_quiet_dir(self) -> bool:
+        """No -wal file next to the database and its directory cannot be written."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        return not wal.exists() and (_read_only_fs(self.path.parent)
+                                     or not os.access(self.path.parent, os.W_OK))
+
+    def _open_immutable(self, busy_timeout_ms: int) -> None:
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000,
+                                   check_same_thread=False)
+            self.db = sqlite_utils.Database(conn)
+            self._open(busy_timeout_ms)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open replay buffer: {exc}") from exc
+        log.info("%s opened as immutable (read-only directory, no writer)", self.path)
 
     def _prepare_files(self) -> None:
         directory = self.path.parent
