@@ -296,6 +296,10 @@ def check_database(s: Settings) -> Check:
         return Check("database", OK, f"{path} will be created at the first start ({parent} is writable by {who})")
     if not directory.is_dir():
         return Check("database", FAIL, f"{directory} is not a directory", "set paths.database / paths.state_dir")
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        return Check("database", FAIL, f"{path} is {kind}, not a database file",
+                     "set paths.database to a file path (or leave it empty for <state_dir>/edge-plm.db)")
     reason = _probe_writable(directory)
     if reason is not None:
         return Check("database", FAIL, f"{directory} is not writable by {who}: {reason}", own)

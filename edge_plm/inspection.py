@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
                             ReplayStore, SchemaError, StoreError, private_dir,
+                            quiet_unwritable, ro_uri,
                             row_to_interaction)
 
 SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
@@ -579,6 +580,13 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
         source = sqlite3.connect(_ro_uri(src), uri=True, timeout=busy_timeout_ms / 1000)
         try:
             source.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            try:
+                source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError:
+                if not quiet_unwritable(src):
+                    raise
+                source.close()  # read-only directory, no writer: read it as immutable
+                source = sqlite3.connect(ro_uri(src, immutable=True), uri=True)
             target = sqlite3.connect(str(tmp), timeout=busy_timeout_ms / 1000)
             try:
                 source.backup(target)  # pages=-1: everything in one step, one snapshot

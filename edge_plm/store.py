@@ -100,6 +100,22 @@ def _read_only_fs(path: Path) -> bool:
         return False
 
 
+def quiet_unwritable(path: Path) -> bool:
+    """No -wal file next to the database and its directory cannot be written: no writer can
+    be active, so it can be read as immutable (a WAL database otherwise needs its -shm file,
+    which a read-only directory cannot get)."""
+    path = Path(path)
+    wal = path.with_name(path.name + "-wal")
+    return not wal.exists() and (_read_only_fs(path.parent)
+                                 or not os.access(path.parent, os.W_OK))
+
+
+def ro_uri(path: Path, immutable: bool = False) -> str:
+    """A read-only SQLite URI for `path` (?, # and % quoted: they would end or escape it)."""
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro" + ("&immutable=1" if immutable
+                                                                 else "")
+
+
 def _primary_code(exc: BaseException) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
     return None if code is None else code & 0xFF
@@ -390,13 +406,10 @@ class ReplayStore:
             raise
 
     def _unwritable_quiet_dir(self) -> bool:
-        """No -wal file next to the database and its directory cannot be written."""
-        wal = self.path.with_name(self.path.name + "-wal")
-        return not wal.exists() and (_read_only_fs(self.path.parent)
-                                     or not os.access(self.path.parent, os.W_OK))
+        return quiet_unwritable(self.path)
 
     def _open_immutable(self, busy_timeout_ms: int) -> None:
-        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
+        uri = ro_uri(self.path, immutable=True)
         try:
             conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000,
                                    check_same_thread=False)

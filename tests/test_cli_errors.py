@@ -18,8 +18,9 @@ from edge_plm.store import SCHEMA_VERSION, ReplayStore
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "edge_plm.cli"]
-COMMANDS = ("replay", "run", "status", "log", "stats", "label", "forget", "export")
-WRITERS = ("replay", "run", "label", "forget")
+COMMANDS = ("replay", "run", "status", "log", "stats", "label", "forget", "export",
+            "model-list", "db-backup")
+WRITERS = ("replay", "run", "label", "forget")  # db backup writes elsewhere: it reads here
 
 
 def cli(*args: str, cwd: Path = ROOT, stdin: str = "") -> subprocess.CompletedProcess:
@@ -93,6 +94,10 @@ def _args(command: str, db: Path, tmp: Path) -> list[str]:
         config.write_text(f'[paths]\nstate_dir = "{tmp / "state"}"\ndatabase = "{db}"\n'
                           '[audio]\nsource = "text"\n[gpio]\npin_factory = "mock"\n')
         return ["run", "--config", str(config)]
+    if command == "model-list":
+        return ["model", "list", "--db", str(db)]
+    if command == "db-backup":
+        return ["db", "backup", str(tmp / "backup.db"), "--db", str(db)]
     extra = {"label": ["1", "ON"], "forget": ["1", "--yes"]}.get(command, [])
     return [command, *extra, "--db", str(db)]
 
@@ -161,6 +166,16 @@ def test_non_utf8_config_is_one_line_error(command, tmp_path):
     config.write_bytes('[model]\nconfig = "caf\u00e9"\n'.encode("latin-1"))
     proc = cli(*command.split(), "--config", str(config))
     assert_one_line_error(proc, "UTF-8")
+
+
+def test_doctor_names_a_database_path_that_is_not_a_file(tmp_path):
+    for db in (Path("/dev/null"), _directory(tmp_path)):
+        config = tmp_path / "doctor.toml"
+        config.write_text(f'[paths]\nstate_dir = "{tmp_path / "state"}"\ndatabase = "{db}"\n')
+        proc = cli("doctor", "--config", str(config), "--json")
+        assert "Traceback" not in proc.stderr
+        check = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["database"]
+        assert check["status"] == "fail" and "not a database file" in check["detail"]
 
 
 def test_config_that_is_a_directory(tmp_path):
