@@ -182,6 +182,8 @@ def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None):
     from edge_plm.controller import build_replay, replay_asr, run_session
     from edge_plm.settings import Settings
 
+    from edge_plm.store import StorageError
+
     replay = build_replay(Settings(), db, seed=seed, asr=replay_asr(lines))
     try:
         result = run_session(lines * rounds, replay.controller, replay.clock,
@@ -189,6 +191,8 @@ def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None):
         versions = replay.store.model_versions()
     finally:
         replay.close()
+    if replay.controller.storage_failures:  # closing resolved a window it could not store
+        raise StorageError(f"replay: {replay.controller.last_storage_error}")
     return result, versions
 
 
