@@ -123,6 +123,11 @@ def main() -> None:
     if "--debug" in sys.argv[1:]:
         sys.argv = [a for a in sys.argv if a != "--debug"]
         _DEBUG = True
+    # commands that set up their own logging replace this; for the others, a library warning
+    # is one line on stderr too (Python's last-resort handler would print tracebacks)
+    handler = logging.StreamHandler()
+    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         app()
     except KeyboardInterrupt:
