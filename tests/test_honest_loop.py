@@ -162,6 +162,17 @@ def test_transcript_cap_is_configurable_and_can_be_off(tmp_path):
     assert len(cap_transcript("x" * 10**7, 500)) == 500
 
 
+def test_eval_input_is_cut_like_the_loop(tmp_path):
+    from edge_plm.evaluation import read_labelled_jsonl
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"text": "lights on " * 10_000, "label": "ON"}) + "\n"
+                    + json.dumps({"text": "lights  off", "label": "OFF"}) + "\n")
+    rows = read_labelled_jsonl(path)
+    assert len(rows[0]["text"]) <= 500 and rows[0]["text"].startswith("lights on")
+    assert rows[1]["text"] == "lights  off"  # short lines are left exactly as they are
+
+
 # --- checkpoints ------------------------------------------------------------------------------
 def test_checkpoints_dir_is_private(tmp_path):
     replay = _replay(tmp_path)
