@@ -365,9 +365,7 @@ class ReplayStore:
             if read_only:
                 if not self.path.exists():
                     raise StoreError(f"replay buffer not found: {self.path}")
-                # a URI: ?, # and % in the path must be quoted or they end or escape it
-                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
-                conn = sqlite3.connect(uri, uri=True,
+                conn = sqlite3.connect(ro_uri(self.path), uri=True,
                                        timeout=busy_timeout_ms / 1000, check_same_thread=False)
             else:
                 self._prepare_files()
