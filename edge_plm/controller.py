@@ -14,6 +14,13 @@
   utterance (no speech, nothing recognised) and an ASR error are logged and stored as an
   interaction with ``error`` set; the policy never sees them. Unexpected exceptions in one
   input are logged with a traceback and the loop continues.
+- Storage failures (disk full, I/O error, read-only database: `StorageError`) are never
+  reported as done: the utterance is not acted on (its row is stored before the policy runs),
+  the label is not learned (it is stored before the learner sees it), one ``ERROR`` line is
+  logged, and `Controller.storage_failures` counts them (`run` shows it in its systemd
+  ``STATUS=``; a replay stops with an error at the first one).
+- Transcripts longer than ``asr.max_transcript_chars`` are cut there (at a word boundary when
+  there is one) with a logged warning, before the model or the store sees them.
 - Labels: when the policy resolves an interaction with a label, the label is stored with its
   source and handed to `Learner.on_label` (holdout or update, then versioning); without a
   label the transcript is `Learner.observe`d.
@@ -30,6 +37,7 @@ by driving the mock pin of their switch, so the real `PersonSwitch` code path la
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -47,7 +55,8 @@ from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.policy import Action, Decision, Policy, Resolution, SimulatedPerson
 from edge_plm.policy import Prediction as PolicyPrediction
 from edge_plm.settings import Settings
-from edge_plm.store import ReplayStore
+from edge_plm.store import ReplayStore, StorageError, private_dir
+from edge_plm.transcript import cap_transcript
 from edge_plm.voice.asr import AsrBackend, AsrError, PocketSphinxASR, TextASR
 from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
 from edge_plm.voice.endpoint import Endpointer
@@ -58,6 +67,16 @@ Clock = Callable[[], float]
 
 
 # --- inputs ---------------------------------------------------------------------------------
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """`StorageError`, or an OSError that means "could not be written" (disk full, quota, I/O
+    error, read-only file system), e.g. from writing a checkpoint."""
+    return isinstance(exc, StorageError) or (isinstance(exc, OSError)
+                                              and exc.errno in _DISK_ERRNOS)
+
+
 @dataclass(frozen=True)
 class InputFailure:
     """An input that could not be turned into an utterance (e.g. a corrupt WAV file)."""
@@ -118,6 +137,7 @@ class Outcome:
     action: Action | None  # the relay state driven (ACT that reached the relay)
     error: str | None
     latency: Latency
+    stored: bool = True  # False: the interaction (or part of it) could not be stored
 
 
 # --- the controller -------------------------------------------------------------------------
@@ -140,6 +160,9 @@ class Controller:
         self._open_texts: dict[int, str] = {}
         self._pending_manual: bool | None = None
         self._stopped = False
+        self.storage_failures = 0  # interactions or labels that could not be stored
+        self.last_storage_error: str | None = None
+        self.handled = 0  # inputs handled (stored or not)
         self.resolutions: list[Resolution] = []  # every resolution, in order (for replay/tests)
 
     # --- inputs -------------------------------------------------------------------------
@@ -147,6 +170,7 @@ class Controller:
         """Process one input end to end; never raises for bad input."""
         with self._lock:
             t0 = time.perf_counter()
+            self.handled += 1
             self.pump()
             try:
                 if isinstance(item, InputFailure):
@@ -154,7 +178,12 @@ class Controller:
                     return self._error_row("", item.error, Latency(audio=item.audio_ms), t0,
                                            asr_backend=None)
                 return self._handle_utterance(item, t0)
-            except Exception as exc:  # a bug or a failing component: record it, keep running
+            except Exception as exc:
+                if storage_failure(exc):  # disk full, I/O error, read-only: say so, do nothing
+                    self._storage_failed("interaction", exc)
+                    return Outcome(None, "", None, None, None, None, f"not stored: {exc}",
+                                   Latency(), stored=False)
+                # a bug or a failing component: record it, keep running
                 log.exception("interaction failed unexpectedly")
                 return self._error_row("", f"internal error: {type(exc).__name__}: {exc}",
                                        Latency(), t0, asr_backend=None)
@@ -182,7 +211,7 @@ class Controller:
             return self._error_row("", f"ASR error: {exc}", Latency(audio=audio_ms, asr=asr_ms),
                                    t0, asr_backend=asr.name, utt=utt)
         asr_ms = (time.perf_counter() - ta) * 1e3
-        text = " ".join(tr.text.split())
+        text = cap_transcript(tr.text, self.settings.asr.max_transcript_chars)
         if not text:
             msg = "empty utterance: nothing recognised" if not is_text else "empty transcript"
             log.error("%s (%s)", msg, utt.path or utt.source)
@@ -240,9 +269,19 @@ class Controller:
                 path = self._keep_audio(iid, utt)
                 if path:
                     self.store.update_interaction(iid, audio_path=path)
+        except StorageError as exc:
+            self._storage_failed("failed interaction", exc)
+            return Outcome(iid, transcript, None, None, None, None, error, latency, stored=False)
         except Exception:
             log.exception("could not store the failed interaction (%s)", error)
+            return Outcome(iid, transcript, None, None, None, None, error, latency, stored=False)
         return Outcome(iid, transcript, None, None, None, None, error, latency)
+
+    def _storage_failed(self, what: str, exc: Exception) -> None:
+        """One ERROR line (no traceback: nothing is wrong with the code), counted."""
+        self.storage_failures += 1
+        self.last_storage_error = f"{what} not stored: {exc}"
+        log.error("%s", self.last_storage_error)
 
     # --- time and the switch --------------------------------------------------------------
     def pump(self) -> list[Resolution]:
@@ -275,7 +314,14 @@ class Controller:
         for r in resolutions:
             try:
                 self._resolve(r)
-            except Exception:  # one failing label must not stop the loop
+            except StorageError as exc:  # the label was not stored, so not learned either
+                self._storage_failed(f"label of interaction {r.key}", exc)
+            except Exception as exc:  # one failing label must not stop the loop
+                if storage_failure(exc):
+                    # the label is in the database; the model version it led to is not on disk
+                    self._storage_failed(f"model checkpoint after the label of interaction "
+                                         f"{r.key}", exc)
+                    continue
                 log.exception("could not apply the resolution of interaction %s", r.key)
 
     def _resolve(self, r: Resolution) -> None:
@@ -319,10 +365,12 @@ class Controller:
 
     # --- running --------------------------------------------------------------------------
     def run(self, source: Iterable[Item], stop: threading.Event | None = None,
-            pump_interval_s: float = 0.1) -> int:
+            pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
         """Handle every input of `source` until it ends or `stop` is set; returns the count.
 
         A background thread pumps flips and window expiry while the source blocks (live use).
+        `heartbeat` (e.g. systemd's WATCHDOG=1) is called after every pump and every input:
+        a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
         """
         stop = stop or threading.Event()
         done = threading.Event()
@@ -331,6 +379,8 @@ class Controller:
             while not (done.is_set() or stop.is_set()):
                 try:
                     self.pump()
+                    if heartbeat is not None:
+                        heartbeat()
                 except Exception:
                     log.exception("pump failed; continuing")
                 done.wait(pump_interval_s)
@@ -342,6 +392,8 @@ class Controller:
             for item in source:
                 self.handle(item)
                 n += 1
+                if heartbeat is not None:
+                    heartbeat()
                 if stop.is_set():
                     break
         finally:
@@ -368,11 +420,22 @@ class SessionError(ValueError):
     """A session file is missing or has a bad line."""
 
 
+class ReplayStorageError(StorageError):
+    """A replay stopped because an interaction or a label could not be stored."""
+
+    def __init__(self, line: int, total: int, reason: str) -> None:
+        self.line, self.total = line, total
+        super().__init__(f"replay stopped at line {line} of {total}: {reason} (the lines "
+                         "before it were stored)")
+
+
 @dataclass(frozen=True)
 class SessionLine:
-    """One line of a session: what was said (text or a WAV) and what the person wanted."""
+    """One line of a session: what was said (text or a WAV) and what the person wanted
+    (None: not known, e.g. an exported interaction the device never got a label for; the
+    simulated person then does nothing)."""
 
-    wish: Action
+    wish: Action | None
     text: str | None = None
     audio: Path | None = None
 
@@ -381,12 +444,14 @@ def read_session(path: str | Path) -> list[SessionLine]:
     """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``.
 
     With both keys the audio is what is played (the text is the reference transcript).
+    ``"label": null`` (what `edge-plm export` writes for an interaction without a label) is
+    accepted: the simulated person does nothing after that line.
     """
     path = Path(path)
     lines = []
     try:
         for no, row in read_objects(path, "session file"):
-            label = label_of(path, no, row)
+            label = None if "label" in row and row["label"] is None else label_of(path, no, row)
             audio = row.get("audio")
             text = row.get("text")
             if audio is not None and not isinstance(audio, str):
@@ -395,7 +460,8 @@ def read_session(path: str | Path) -> list[SessionLine]:
                 raise SessionError(f'{path}:{no}: "text" must be a string')
             if audio is None and text is None:
                 raise SessionError(f'{path}:{no}: needs "text" or "audio"')
-            lines.append(SessionLine(Action(label), text, (path.parent / audio) if audio else None))
+            lines.append(SessionLine(None if label is None else Action(label), text,
+                                     (path.parent / audio) if audio else None))
     except JsonlError as exc:
         raise SessionError(str(exc)) from exc
     if not lines:
@@ -426,7 +492,7 @@ class LineResult:
     """One replayed line: the wish, what the device did, and the stored row's id."""
 
     index: int
-    wish: Action
+    wish: Action | None  # None: the person's wish is not known (they do nothing)
     outcome: Outcome
     relay_before: bool
     relay_after: bool  # right after the device responded
@@ -443,13 +509,14 @@ class LineResult:
 
     @property
     def acted_wrong(self) -> bool:
-        """Acted, and the action was not what the person wanted."""
-        return self.acted and self.outcome.prediction != self.wish.value
+        """Acted, and the action was not what the person wanted (unknown wish: never)."""
+        return (self.acted and self.wish is not None
+                and self.outcome.prediction != self.wish.value)
 
     @property
     def missed(self) -> bool:
         """An ON/OFF wish that got neither an action nor a question (incl. input errors)."""
-        return self.wish is not Action.NOOP and not (self.asked or self.acted)
+        return (self.wish in (Action.ON, Action.OFF)) and not (self.asked or self.acted)
 
 
 @dataclass
@@ -529,15 +596,22 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         else:
             item = text_utterance(line.text or "")
         before = devices.relay.is_on
+        failures = controller.storage_failures
         outcome = controller.handle(item)
+        if controller.storage_failures > failures or not outcome.stored:
+            raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error
+                                     or outcome.error or "not stored")
         if first_id is None and outcome.interaction_id is not None:
             first_id = outcome.interaction_id
         after = devices.relay.is_on
-        flips = person.react(line.wish, before, after, clock())
+        flips = [] if line.wish is None else person.react(line.wish, before, after, clock())
         for flip in flips:
             clock.set(max(clock(), flip.at))
             _flip_switch(devices, pin, devices.switch.cfg.mode, clock)
+            failures = controller.storage_failures
             controller.pump()
+            if controller.storage_failures > failures:
+                raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
             if devices.relay.is_on != flip.desired:
                 log.warning("line %d: after the simulated flip the relay is %s, the person "
                             "wanted %s", i + 1, devices.relay.is_on, flip.desired)
@@ -609,7 +683,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     store = ReplayStore(db, clock=wall)
     try:
         lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
-        learner = Learner.open(store, lcfg, paths.checkpoints_path(), clock=wall)
+        learner = Learner.open(store, lcfg, private_dir(paths.checkpoints_path()), clock=wall)
         devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
                                       install_exit_handlers=False)
     except BaseException:
@@ -622,5 +696,5 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
 
 __all__ = ["Controller", "InputFailure", "Latency", "LineResult", "Outcome", "Replay",
-           "SessionError", "SessionLine", "SessionResult", "SimClock", "build_replay",
+           "ReplayStorageError", "SessionError", "SessionLine", "SessionResult", "SimClock", "build_replay",
            "read_session", "run_session", "text_utterance", "wav_inputs"]

@@ -280,7 +280,7 @@ def check_database(s: Settings) -> Check:
     """The replay buffer's directory is writable and the file (if any) has a schema we know."""
     import sqlite_utils  # noqa: PLC0415
 
-    from edge_plm.store import SCHEMA_VERSION, ReplayStore, SchemaError, StoreError, schema_version  # noqa: PLC0415
+    from edge_plm.store import BUSY_TIMEOUT_MS, SCHEMA_VERSION, ReplayStore, SchemaError, StoreError, schema_version  # noqa: PLC0415
 
     path = s.paths.database_path()
     directory = path.parent
@@ -296,6 +296,10 @@ def check_database(s: Settings) -> Check:
         return Check("database", OK, f"{path} will be created at the first start ({parent} is writable by {who})")
     if not directory.is_dir():
         return Check("database", FAIL, f"{directory} is not a directory", "set paths.database / paths.state_dir")
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        return Check("database", FAIL, f"{path} is {kind}, not a database file",
+                     "set paths.database to a file path (or leave it empty for <state_dir>/edge-plm.db)")
     reason = _probe_writable(directory)
     if reason is not None:
         return Check("database", FAIL, f"{directory} is not writable by {who}: {reason}", own)
@@ -309,7 +313,8 @@ def check_database(s: Settings) -> Check:
         if not os.access(path, os.R_OK | os.W_OK):
             return Check("database", FAIL, f"{path} is not readable and writable by {who}", own)
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                   timeout=BUSY_TIMEOUT_MS / 1000)
             try:
                 version = schema_version(sqlite_utils.Database(conn))
             finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.jsonl import JsonlError, label_of, read_objects
+from edge_plm.transcript import DEFAULT_MAX_CHARS, cap_transcript
 from edge_plm.plm.dialogue import SwitchModel
 from edge_plm.plm.tokenizer import ACTIONS
 
@@ -22,13 +23,16 @@ class DataError(ValueError):
 
 
 def read_labelled_jsonl(path: str | Path) -> list[dict]:
-    """Lines {"text": str, "label": "ON"|"OFF"|"NOOP"}; other keys ignored."""
+    """Lines {"text": str, "label": "ON"|"OFF"|"NOOP"}; other keys ignored. A text longer than
+    the transcript cap (`edge_plm.transcript`) is cut as the loop would cut it."""
     rows = []
     try:
         for no, row in read_objects(path, shape='an object with a "text" string'):
             if not isinstance(row.get("text"), str):
                 raise DataError(f'{path}:{no}: expected an object with a "text" string')
             label_of(path, no, row)
+            if len(row["text"]) > DEFAULT_MAX_CHARS:  # as the loop would see it
+                row["text"] = cap_transcript(row["text"], DEFAULT_MAX_CHARS, f"{path}:{no}")
             rows.append(row)
     except JsonlError as exc:
         raise DataError(str(exc)) from exc

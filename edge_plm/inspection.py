@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from edge_plm.store import (LABEL_SOURCES, LABELS, Interaction, ModelVersion,
-                            ReplayStore, SchemaError, StoreError, row_to_interaction)
+from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
+                            ReplayStore, SchemaError, StoreError, private_dir,
+                            quiet_unwritable, ro_uri,
+                            row_to_interaction)
 
 SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
 LATENCY_PARTS = ("audio", "asr", "model", "actuator", "total")
@@ -42,7 +44,8 @@ class DataError(RuntimeError):
 
 
 # --- opening ------------------------------------------------------------------------------
-def open_store(path: str | Path, write: bool = False, busy_timeout_ms: int = 10000) -> ReplayStore:
+def open_store(path: str | Path, write: bool = False,
+               busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> ReplayStore:
     """The replay buffer at `path`: read-only unless `write`; never creates a database.
 
     Raises `DataError` (missing, unreadable) or `StoreError`/`SchemaError` (not an edge-plm
@@ -57,12 +60,21 @@ def open_store(path: str | Path, write: bool = False, busy_timeout_ms: int = 100
                         f"replay run?), or give its path with --db{hint}")
     if path.is_dir():
         raise DataError(f"{path} is a directory, not a database file")
+    if write and _read_only_fs(path):
+        raise DataError(f"{path} is on a read-only file system: it cannot be changed here")
     if not os.access(path, os.R_OK | (os.W_OK if write else 0)):
         owner = _owner(path)
         raise DataError(f"permission denied: {path} (mode {path.stat().st_mode & 0o777:o}, "
                         f"owner {owner}); run the command as that user, e.g. "
                         f"`sudo -u {owner} edge-plm ...`")
     return ReplayStore(path, busy_timeout_ms=busy_timeout_ms, read_only=not write)
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _owner(path: Path) -> str:
@@ -233,6 +245,25 @@ def model_record(v: ModelVersion) -> dict[str, Any]:
             "checkpoint_exists": bool(v.path) and Path(v.path).is_file(), "metrics": m}
 
 
+def checkpoint_state(path: str | None) -> tuple[str | None, str | None]:
+    """(state, problem) of a version's checkpoint file: None (no checkpoint), "ok",
+    "missing" or "damaged" (it does not load: truncated, bad zip, failed checksum...).
+    The whole file is read and checked, as loading it would."""
+    if not path:
+        return None, None
+    if not Path(path).is_file():
+        return "missing", f"{path} does not exist"
+    from edge_plm.plm.checkpoint import CheckpointError, load  # noqa: PLC0415
+
+    try:
+        load(path)
+    except CheckpointError as exc:
+        return "damaged", str(exc)
+    except (OSError, MemoryError) as exc:
+        return "damaged", f"{path}: {exc}"
+    return "ok", None
+
+
 def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
     """What `edge-plm status` shows."""
     n = store.count()
@@ -394,10 +425,11 @@ CSV_COLUMNS = ("id", "time", "ts", "transcript", "label", "label_source", "label
 
 
 def export_jsonl(rows: Iterable[Interaction], out: IO[str],
-                 include_unlabelled: bool = False) -> tuple[int, int]:
-    """Lines `edge-plm replay` accepts (``text``, ``label``) plus what happened; returns
-    (written, skipped unlabelled). The audio file is ``audio_path``, not ``audio``: a replay
-    of the export plays the transcripts."""
+                 include_unlabelled: bool = True) -> tuple[int, int]:
+    """Lines `edge-plm replay` accepts (``text``, ``label``: null where the device never
+    learned one) plus what happened; returns (written, skipped unlabelled). Without
+    `include_unlabelled` (``export --labelled``) only labelled rows are written. The audio file
+    is ``audio_path``, not ``audio``: a replay of the export plays the transcripts."""
     written = skipped = 0
     for r in rows:
         if r.label is None and not include_unlabelled:
@@ -502,13 +534,14 @@ def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
 
 def checkpoints_dir(store: ReplayStore, db_path: Path, configured: str = "") -> Path:
     """Where new checkpoints go: next to the existing ones, else the configured directory,
-    else ``<database dir>/checkpoints`` (the layout of the state dir and of replays)."""
+    else ``<database dir>/checkpoints`` (the layout of the state dir and of replays); a
+    directory it names that does not exist yet is created 0700."""
     saved = [v.path for v in versions_in_order(store) if v.path]
     if saved:
         return Path(saved[-1]).parent
     if configured:
-        return Path(configured)
-    return Path(db_path).parent / "checkpoints"
+        return private_dir(configured)
+    return private_dir(Path(db_path).parent / "checkpoints")
 
 
 # --- backup ---------------------------------------------------------------------------------
@@ -517,7 +550,7 @@ def _ro_uri(path: Path) -> str:
 
 
 def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
-           busy_timeout_ms: int = 10000) -> dict[str, Any]:
+           busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> dict[str, Any]:
     """A consistent copy of the live database (SQLite's online backup API), verified.
 
     The whole copy is one step of `sqlite3.Connection.backup` on a read-only connection: in
@@ -547,7 +580,14 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
         source = sqlite3.connect(_ro_uri(src), uri=True, timeout=busy_timeout_ms / 1000)
         try:
             source.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            target = sqlite3.connect(str(tmp))
+            try:
+                source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError:
+                if not quiet_unwritable(src):
+                    raise
+                source.close()  # read-only directory, no writer: read it as immutable
+                source = sqlite3.connect(ro_uri(src, immutable=True), uri=True)
+            target = sqlite3.connect(str(tmp), timeout=busy_timeout_ms / 1000)
             try:
                 source.backup(target)  # pages=-1: everything in one step, one snapshot
                 target.execute("PRAGMA journal_mode = DELETE")
@@ -573,7 +613,7 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
         if tmp.exists():
             tmp.unlink()
     # the copy in place opens on its own
-    with sqlite3.connect(_ro_uri(dest), uri=True) as check:
+    with sqlite3.connect(_ro_uri(dest), uri=True, timeout=busy_timeout_ms / 1000) as check:
         if check.execute("PRAGMA quick_check").fetchone()[0] != "ok":
             raise DataError(f"{dest}: the copy does not pass quick_check")
     check.close()

@@ -11,6 +11,7 @@ Every section is a dataclass; unknown keys are an error (a typo must not be sile
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class AsrConfig:
     vosk_model: str = ""  # model directory (or a name under paths.models_dir)
     vosk_grammar: list[str] = field(default_factory=list)  # optional phrase list
     language: str = "en"
+    max_transcript_chars: int = 500  # longer transcripts are cut (logged warning); 0 = no cap
 
 
 @dataclass
@@ -173,27 +175,107 @@ def parse(text: str, source: str = "<string>") -> Settings:
     return settings
 
 
-def validate(s: Settings) -> None:
+#: BCM GPIO numbers gpiozero can drive on a Raspberry Pi's 40-pin header (GPIO0..GPIO27).
+GPIO_PINS = range(0, 28)
+
+
+def _known_model_configs() -> list[str]:
+    from edge_plm.plm.config import CONFIGS  # noqa: PLC0415 - plain dataclasses, no kernels
+
+    return sorted(CONFIGS)
+
+
+def problems(s: Settings) -> list[str]:
+    """Every value in `s` that `run` could not use (empty: the settings are valid).
+
+    One function for `config check`, `run` and every command that loads a config (`load`
+    calls it), so that what `check` accepts is what the service can start with.
+    """
+    out: list[str] = []
+    for name in ("paths", "audio", "asr", "gpio", "policy", "model"):
+        section = getattr(s, name)
+        for f in dataclasses.fields(section):
+            value = getattr(section, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                out.append(f"{name}.{f.name} must be a finite number, got {value}")
+    if out:
+        return out  # the range checks below assume finite numbers
+
+    def need(ok: bool, message: str) -> None:
+        if not ok:
+            out.append(message)
+
+    a = s.audio
+    need(a.source in ("microphone", "wav", "text"),
+         "audio.source must be 'microphone', 'wav' or 'text'")
+    need(a.sample_rate > 0, f"audio.sample_rate must be > 0, got {a.sample_rate}")
+    need(0 < a.block_ms <= 1000, f"audio.block_ms must be in 1..1000, got {a.block_ms}")
+    need(a.energy_threshold_db <= 0,
+         f"audio.energy_threshold_db is in dBFS and must be <= 0, got {a.energy_threshold_db}")
+    need(a.silence_tail_ms >= 0, f"audio.silence_tail_ms must be >= 0, got {a.silence_tail_ms}")
+    need(a.max_utterance_ms > 0, f"audio.max_utterance_ms must be > 0, got {a.max_utterance_ms}")
+    need(0 <= a.min_utterance_ms <= a.max_utterance_ms,
+         f"audio.min_utterance_ms must be in 0..audio.max_utterance_ms ({a.max_utterance_ms}), "
+         f"got {a.min_utterance_ms}")
+
+    need(s.asr.backend in ("auto", "vosk", "pocketsphinx", "text"),
+         "asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
+    need(s.asr.max_transcript_chars >= 0,
+         f"asr.max_transcript_chars must be >= 0 (0: no cap), got {s.asr.max_transcript_chars}")
+
+    g = s.gpio
+    lo, hi = GPIO_PINS[0], GPIO_PINS[-1]
+    for name, optional in (("relay_pin", False), ("switch_pin", False), ("led_pin", True),
+                           ("buzzer_pin", True)):
+        pin = getattr(g, name)
+        if optional and pin == -1:
+            continue
+        need(pin in GPIO_PINS, f"gpio.{name} must be a BCM GPIO number {lo}..{hi}"
+                               f"{' or -1 (none)' if optional else ''}, got {pin}")
+    used: dict[int, str] = {}
+    for name in ("relay_pin", "switch_pin", "led_pin", "buzzer_pin"):
+        pin = getattr(g, name)
+        if pin == -1:
+            continue
+        if pin in used:
+            out.append(f"gpio.{used[pin]} and gpio.{name} are both pin {pin}; each needs its own")
+        used.setdefault(pin, name)
+    need(g.switch_mode in ("toggle", "momentary"), "gpio.switch_mode must be 'toggle' or 'momentary'")
+    need(g.switch_bounce_ms >= 0, f"gpio.switch_bounce_ms must be >= 0, got {g.switch_bounce_ms}")
+    need(g.min_toggle_interval_ms >= 0,
+         f"gpio.min_toggle_interval_ms must be >= 0, got {g.min_toggle_interval_ms}")
+
     p = s.policy
-    if not 0.0 <= p.ask_threshold <= p.act_threshold <= 1.0:
-        raise ConfigError("policy: need 0 <= ask_threshold <= act_threshold <= 1")
-    if not 0.0 <= p.ambiguity_floor <= 1.0:
-        raise ConfigError("policy.ambiguity_floor must be in [0, 1]")
+    need(0.0 <= p.ask_threshold <= p.act_threshold <= 1.0,
+         "policy: need 0 <= ask_threshold <= act_threshold <= 1, got ask_threshold "
+         f"{p.ask_threshold}, act_threshold {p.act_threshold}")
+    need(0.0 <= p.ambiguity_floor <= 1.0,
+         f"policy.ambiguity_floor must be in [0, 1], got {p.ambiguity_floor}")
+    need(p.ask_window_s > 0, f"policy.ask_window_s must be > 0, got {p.ask_window_s}")
+    need(p.override_window_s >= 0,
+         f"policy.override_window_s must be >= 0, got {p.override_window_s}")
+
     m = s.model
-    if not 0.0 <= m.holdout_fraction < 1.0:
-        raise ConfigError("model.holdout_fraction must be in [0, 1)")
-    if m.holdout_min < 1 or m.version_every < 1:
-        raise ConfigError("model.holdout_min and model.version_every must be >= 1")
-    if m.rollback_margin < 0:
-        raise ConfigError("model.rollback_margin must be >= 0")
-    if m.prior_strength < 0 or m.evidence_prior < 0:
-        raise ConfigError("model.prior_strength and model.evidence_prior must be >= 0")
-    if s.gpio.switch_mode not in ("toggle", "momentary"):
-        raise ConfigError("gpio.switch_mode must be 'toggle' or 'momentary'")
-    if s.audio.source not in ("microphone", "wav", "text"):
-        raise ConfigError("audio.source must be 'microphone', 'wav' or 'text'")
-    if s.asr.backend not in ("auto", "vosk", "pocketsphinx", "text"):
-        raise ConfigError("asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
+    known = _known_model_configs()
+    need(m.config in known, f"model.config {m.config!r} is not a known model configuration "
+                            f"(known: {', '.join(known)})")
+    need(m.seed >= 0, f"model.seed must be >= 0, got {m.seed}")
+    need(m.replay_size >= 0, f"model.replay_size must be >= 0, got {m.replay_size}")
+    need(0.0 <= m.holdout_fraction < 1.0,
+         f"model.holdout_fraction must be in [0, 1), got {m.holdout_fraction}")
+    need(m.holdout_min >= 1 and m.version_every >= 1,
+         "model.holdout_min and model.version_every must be >= 1")
+    need(m.rollback_margin >= 0, f"model.rollback_margin must be >= 0, got {m.rollback_margin}")
+    need(m.prior_strength >= 0 and m.evidence_prior >= 0,
+         "model.prior_strength and model.evidence_prior must be >= 0")
+    return out
+
+
+def validate(s: Settings) -> None:
+    """Raise `ConfigError` naming every invalid value (see `problems`)."""
+    found = problems(s)
+    if found:
+        raise ConfigError(f"{s.source}: " + "; ".join(found))
 
 
 def load(path: str | Path | None = None) -> Settings:
@@ -202,8 +284,20 @@ def load(path: str | Path | None = None) -> Settings:
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"config file not found: {path}")
-        return parse(path.read_text(encoding="utf-8"), str(path))
+        return parse(read_config_text(path), str(path))
     for candidate in candidate_paths():
         if candidate.exists():
-            return parse(candidate.read_text(encoding="utf-8"), str(candidate))
+            return parse(read_config_text(candidate), str(candidate))
     return Settings()
+
+
+def read_config_text(path: Path) -> str:
+    """The file's text; a directory, an unreadable file or bytes that are not UTF-8 (TOML is
+    UTF-8) are a `ConfigError`."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (TOML files are UTF-8): byte "
+                          f"0x{exc.object[exc.start]:02x} at offset {exc.start}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc

@@ -4,8 +4,17 @@ Durability: WAL journal + ``synchronous=FULL``. Power can fail at any instant on
 WAL mode ``NORMAL`` may lose the last committed transactions on power loss (the WAL is not
 fsynced at each commit), while ``FULL`` fsyncs the WAL on every commit, so a label the person
 gave is never lost once `set_label` returned. The cost (one fsync per interaction) is nothing
-next to an utterance. WAL also lets the CLI read while the service writes; a busy timeout
-makes a second writer wait instead of failing.
+next to an utterance. WAL also lets the CLI read while the service writes.
+
+Concurrency: every connection (read-only or not) gets the same busy timeout, `BUSY_TIMEOUT_MS`,
+so a second writer waits instead of failing. SQLite cannot wait in one case: a transaction that
+read first and then writes (a deferred ``BEGIN``) gets ``SQLITE_BUSY`` at once when another
+connection writes meanwhile. Every multi-statement write here therefore starts with
+``BEGIN IMMEDIATE`` (it takes the write lock first, and waits for it), and a write that still
+gets ``SQLITE_BUSY`` (e.g. during WAL recovery) is retried until the busy timeout has passed.
+
+Failures: a write that cannot be stored (disk full, I/O error, read-only file or directory)
+raises `StorageError` with a one-line message; callers must not report such work as done.
 
 Privacy: the database file is 0600 (SQLite gives its -wal/-shm files the same mode); a
 directory the store creates is 0700, an existing group/world-readable one is reported.
@@ -55,6 +64,97 @@ class SchemaError(StoreError):
 
 class NotFoundError(StoreError, LookupError):
     """No interaction / model version with that id."""
+
+
+class StorageError(StoreError):
+    """A write could not be stored: disk full, I/O error, read-only file or directory."""
+
+
+class BusyError(StoreError):
+    """Another process held the database's write lock longer than the busy timeout."""
+
+
+#: The busy timeout of every connection to the replay buffer (ms): writers wait this long for
+#: each other; the service's transactions are milliseconds long.
+BUSY_TIMEOUT_MS = 10_000
+
+# primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF)
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+_STORAGE_CODES = {8: "read-only", 10: "I/O error", 13: "disk full", 14: "cannot open"}
+
+
+def private_dir(path: str | Path) -> Path:
+    """Create `path` (and missing parents) 0700 if it does not exist; return it. Transcripts
+    and what the model learned from them are private (checkpoints, audio)."""
+    path = Path(path)
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700)
+        path.chmod(0o700)  # mkdir's mode is filtered by the umask
+    return path
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def quiet_unwritable(path: Path) -> bool:
+    """No -wal file next to the database and its directory cannot be written: no writer can
+    be active, so it can be read as immutable (a WAL database otherwise needs its -shm file,
+    which a read-only directory cannot get)."""
+    path = Path(path)
+    wal = path.with_name(path.name + "-wal")
+    return not wal.exists() and (_read_only_fs(path.parent)
+                                 or not os.access(path.parent, os.W_OK))
+
+
+def ro_uri(path: Path, immutable: bool = False) -> str:
+    """A read-only SQLite URI for `path` (?, # and % quoted: they would end or escape it)."""
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro" + ("&immutable=1" if immutable
+                                                                 else "")
+
+
+def _primary_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED ("database is locked")."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = _primary_code(exc)
+    if code is not None:
+        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Disk full, I/O error, read-only database or directory: the write did not happen."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = _primary_code(exc)
+    if code is not None:
+        return code in _STORAGE_CODES
+    text = str(exc)
+    return any(w in text for w in ("disk is full", "disk I/O error", "readonly", "read-only",
+                                   "unable to open"))
+
+
+def retry_busy(fn: Callable[[], Any], timeout_ms: int = BUSY_TIMEOUT_MS) -> Any:
+    """Call `fn`, again after a short sleep while it raises SQLITE_BUSY, until `timeout_ms`."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
 
 
 # --- schema ---------------------------------------------------------------------------------
@@ -144,11 +244,22 @@ def migrate(db: sqlite_utils.Database, target: int = SCHEMA_VERSION) -> int:
     current = schema_version(db)
     for version, what, apply in MIGRATIONS:
         if current < version <= target:
-            with db.atomic():
-                apply(db)
-                db["meta"].upsert({"key": "schema_version", "value": str(version)}, pk="key")
-            log.info("replay buffer migrated to schema v%d: %s", version, what)
-            current = version
+            # BEGIN IMMEDIATE: two processes opening a new file at once wait for each other,
+            # and the second sees the first one's work (checked again inside the transaction)
+            retry_busy(lambda: db.execute("BEGIN IMMEDIATE"))
+            try:
+                current = schema_version(db)
+                if current < version:
+                    apply(db)
+                    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES "
+                               "('schema_version', ?)", [str(version)])
+                    log.info("replay buffer migrated to schema v%d: %s", version, what)
+                    current = version
+                db.execute("COMMIT")
+            except BaseException:
+                if db.conn.in_transaction:
+                    db.conn.rollback()
+                raise
     return current
 
 
@@ -240,32 +351,71 @@ def _enum_value(value: Any) -> Any:
 class ReplayStore:
     """The replay buffer at `path`. Thread-safe; one instance per process is enough."""
 
-    def __init__(self, path: str | Path, busy_timeout_ms: int = 5000, read_only: bool = False,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+                 read_only: bool = False, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        self.busy_timeout_ms = int(busy_timeout_ms)
         self._clock = clock
         self._lock = threading.RLock()
-        if read_only:
-            if not self.path.exists():
-                raise StoreError(f"replay buffer not found: {self.path}")
-            # a URI: ?, # and % in the path must be quoted or they end or escape it
-            uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True,
-                                   timeout=busy_timeout_ms / 1000, check_same_thread=False)
-        else:
-            self._prepare_files()
-            conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000,
-                                   check_same_thread=False)
-        self.db = sqlite_utils.Database(conn)
+        if self.path.exists() and not self.path.is_file():
+            kind = "a directory" if self.path.is_dir() else "not a regular file"
+            raise StoreError(f"{self.path} is {kind}, not a database file")
         try:
-            self._open(busy_timeout_ms)
+            if read_only:
+                if not self.path.exists():
+                    raise StoreError(f"replay buffer not found: {self.path}")
+                conn = sqlite3.connect(ro_uri(self.path), uri=True,
+                                       timeout=busy_timeout_ms / 1000, check_same_thread=False)
+            else:
+                self._prepare_files()
+                conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000,
+                                       check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open replay buffer: {exc}") from exc
+        except OSError as exc:
+            raise StorageError(f"{self.path}: cannot create the replay buffer: "
+                               f"{exc.strerror or exc}") from exc
+        try:
+            self.db = sqlite_utils.Database(conn)
+            retry_busy(lambda: self._open(busy_timeout_ms), busy_timeout_ms)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if read_only and is_storage_failure(exc) and self._unwritable_quiet_dir():
+                # a WAL file in a directory nobody can write (read-only media, a copy): no
+                # writer can be active, so read it as immutable (no -shm needed)
+                self._open_immutable(busy_timeout_ms)
+                return
+            if is_storage_failure(exc):
+                how = "" if read_only else " for writing"
+                raise StorageError(f"{self.path}: cannot open replay buffer{how}: {exc} (is "
+                                   "the file or its directory read-only, or the disk "
+                                   "full?)") from exc
+            if is_busy(exc):
+                raise BusyError(f"{self.path}: database is locked by another process "
+                                f"(waited {busy_timeout_ms / 1000:g} s)") from exc
             raise StoreError(f"{self.path}: cannot open replay buffer: {exc}") from exc
+        except OSError as exc:
+            conn.close()
+            raise StorageError(f"{self.path}: cannot open replay buffer: "
+                               f"{exc.strerror or exc}") from exc
         except BaseException:
             conn.close()
             raise
+
+    def _unwritable_quiet_dir(self) -> bool:
+        return quiet_unwritable(self.path)
+
+    def _open_immutable(self, busy_timeout_ms: int) -> None:
+        uri = ro_uri(self.path, immutable=True)
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms / 1000,
+                                   check_same_thread=False)
+            self.db = sqlite_utils.Database(conn)
+            self._open(busy_timeout_ms)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open replay buffer: {exc}") from exc
+        log.info("%s opened as immutable (read-only directory, no writer)", self.path)
 
     def _prepare_files(self) -> None:
         directory = self.path.parent
@@ -291,10 +441,51 @@ class ReplayStore:
                 raise SchemaError(f"{self.path}: schema v{version} needs migrating to "
                                   f"v{SCHEMA_VERSION}; open it once read-write (the service)")
             return
-        self.path.chmod(0o600)
+        if stat.S_IMODE(self.path.stat().st_mode) != 0o600:
+            self.path.chmod(0o600)
         self.db.enable_wal()
         self.db.execute("PRAGMA synchronous = FULL")  # see the module docstring
         migrate(self.db)
+
+    # --- writing --------------------------------------------------------------------------
+    def _write(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` as one write transaction and return its result.
+
+        ``BEGIN IMMEDIATE`` takes the write lock before anything is read (waiting up to the busy
+        timeout for another writer); SQLITE_BUSY that SQLite could not wait for is retried until
+        the busy timeout has passed. Inside an open transaction, `fn` runs in a savepoint.
+        Disk full / I/O / read-only failures become `StorageError`.
+        """
+        with self._lock:
+            if self.db.conn.in_transaction:
+                with self.db.atomic():
+                    return fn()
+
+        def attempt() -> Any:
+            with self._lock:
+                conn = self.db.conn
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    out = fn()
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.rollback()
+                    raise
+                return out
+
+        try:
+            return retry_busy(attempt, self.busy_timeout_ms)
+        except sqlite3.OperationalError as exc:
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: sqlite3.OperationalError) -> Exception:
+        if is_busy(exc):
+            return BusyError(f"{self.path}: database is locked by another process (waited "
+                             f"{self.busy_timeout_ms / 1000:g} s): {exc}")
+        if is_storage_failure(exc):
+            return StorageError(f"{self.path}: could not store: {exc}")
+        return exc
 
     # --- interactions ---------------------------------------------------------------------
     def _normalise(self, values: dict[str, Any], partial: bool = False) -> dict[str, Any]:
@@ -341,8 +532,10 @@ class ReplayStore:
         row.setdefault("ts", self._clock())
         if row.get("label") is not None:
             row.setdefault("label_ts", row["ts"])
-        with self._lock:
-            return int(self.db["interactions"].insert(row).last_pk)
+        cols = ", ".join(f"[{k}]" for k in row)
+        marks = ", ".join("?" for _ in row)
+        sql = f"INSERT INTO interactions ({cols}) VALUES ({marks})"
+        return self._write(lambda: int(self.db.execute(sql, list(row.values())).lastrowid))
 
     def set_label(self, interaction_id: int, label: Any, source: Any,
                   ts: float | None = None) -> None:
@@ -352,12 +545,16 @@ class ReplayStore:
         _check("label_source", source, LABEL_SOURCES)
         if label is None or source is None:
             raise ValueError("set_label needs a label and a source")
-        with self._lock:
+        params = [label, source, self._clock() if ts is None else ts, interaction_id]
+
+        def update() -> None:
             cur = self.db.execute(
                 "UPDATE interactions SET label = ?, label_source = ?, label_ts = ? WHERE id = ?",
-                [label, source, self._clock() if ts is None else ts, interaction_id])
+                params)
             if cur.rowcount != 1:
                 raise NotFoundError(f"no interaction with id {interaction_id}")
+
+        self._write(update)
 
     def update_interaction(self, interaction_id: int, **fields_: Any) -> None:
         """Set the given fields of an existing interaction (e.g. latencies, error, action).
@@ -367,12 +564,15 @@ class ReplayStore:
         row = self._normalise(fields_, partial=True)
         if not row:
             return
-        with self._lock:
-            cols = ", ".join(f"[{k}] = ?" for k in row)
+        cols = ", ".join(f"[{k}] = ?" for k in row)
+
+        def update() -> None:
             cur = self.db.execute(f"UPDATE interactions SET {cols} WHERE id = ?",
                                   [*row.values(), interaction_id])
             if cur.rowcount != 1:
                 raise NotFoundError(f"no interaction with id {interaction_id}")
+
+        self._write(update)
 
     def get(self, interaction_id: int) -> Interaction:
         """One interaction; `NotFoundError` when there is none with that id."""
@@ -447,11 +647,14 @@ class ReplayStore:
         if not ids:
             return []
         marks = ", ".join("?" for _ in ids)
-        with self._lock, self.db.atomic():
-            paths = [r[0] for r in self.db.execute(
+        def delete() -> list[str]:
+            found = [r[0] for r in self.db.execute(
                 f"SELECT audio_path FROM interactions WHERE id IN ({marks}) "
                 "AND audio_path IS NOT NULL", ids).fetchall()]
             self.db.execute(f"DELETE FROM interactions WHERE id IN ({marks})", ids)
+            return found
+
+        paths = self._write(delete)
         if remove_audio:
             for p in paths:
                 try:
@@ -473,24 +676,31 @@ class ReplayStore:
                "metrics": None if metrics is None else json.dumps(metrics, sort_keys=True),
                "n_train": int(n_train),
                "created_ts": self._clock() if created_ts is None else created_ts}
-        with self._lock, self.db.atomic():
+        cols = ", ".join(row)
+        sql = f"INSERT INTO model_versions ({cols}) VALUES ({', '.join('?' for _ in row)})"
+
+        def insert() -> None:
             if status == "active":
                 self._retire_active()
             try:
-                self.db["model_versions"].insert(row)
+                self.db.execute(sql, list(row.values()))
             except sqlite3.IntegrityError as exc:
                 raise ValueError(f"model version {version!r} already exists") from exc
+
+        self._write(insert)
 
     def set_model_status(self, version: str, status: str) -> None:
         """Change a version's status; making one active retires the previous active one."""
         _check("status", status, MODEL_STATUSES)
-        with self._lock, self.db.atomic():
+        def update() -> None:
             if status == "active":
                 self._retire_active(except_version=version)
             cur = self.db.execute("UPDATE model_versions SET status = ? WHERE version = ?",
                                   [status, version])
             if cur.rowcount != 1:
                 raise NotFoundError(f"no model version {version!r}")
+
+        self._write(update)
 
     def _retire_active(self, except_version: str | None = None) -> None:
         self.db.execute("UPDATE model_versions SET status = 'retired' "

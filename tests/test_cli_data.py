@@ -154,23 +154,30 @@ def test_stats_plot_without_matplotlib(demo_dir, tmp_path, monkeypatch):
 
 # --- export ---------------------------------------------------------------------------------
 def test_export_jsonl_replays(demo_dir, tmp_path):
+    """Every interaction by default (label null where none was learned), and the export
+    replays: a null label means the simulated person does nothing."""
     path = demo_dir / "edge-plm.db"
     out_file = tmp_path / "session.jsonl"
     out = cli("export", "--db", path, "--format", "jsonl", "--output", out_file)
     assert out.exit_code == 0, out.output
     n_labelled = query(path, "SELECT count(*) FROM interactions WHERE label IS NOT NULL")[0][0]
+    assert 0 < n_labelled < 48
     lines = [json.loads(s) for s in out_file.read_text().splitlines()]
-    assert len(lines) == n_labelled
-    assert f"skipped {48 - n_labelled} unlabelled" in out.stderr
-    assert all(isinstance(r["text"], str) and r["label"] in ("ON", "OFF", "NOOP") for r in lines)
+    assert len(lines) == 48 and "skipped" not in out.stderr
+    assert all(isinstance(r["text"], str) and r["label"] in ("ON", "OFF", "NOOP", None)
+               for r in lines)
+    assert sum(r["label"] is not None for r in lines) == n_labelled
     assert [r["id"] for r in lines] == sorted(r["id"] for r in lines)
     assert (out_file.stat().st_mode & 0o777) == 0o600
     # the round trip: the exported session is a replay fixture
     replayed = js(cli("replay", out_file, "--db", tmp_path / "again" / "edge-plm.db", "--json"))
-    assert replayed["interactions"] == n_labelled
-    # stdout by default, and unlabelled rows on request
-    out = cli("export", "--db", path, "--include-unlabelled")
-    assert len(out.stdout.splitlines()) == 48
+    assert replayed["interactions"] == 48
+    # --labelled: the old behaviour
+    out = cli("export", "--db", path, "--labelled")
+    assert len(out.stdout.splitlines()) == n_labelled
+    assert f"skipped {48 - n_labelled} unlabelled" in out.stderr
+    assert cli("export", "--db", path, "--include-unlabelled").stdout.count("\n") == 48
+    assert cli("export", "--db", path, "--labelled", "--include-unlabelled").exit_code == 2
 
 
 def test_export_csv_has_every_row(demo_dir):

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from edge_plm.policy import Action, LabelSource
-from edge_plm.store import (
+from edge_plm.store import (BUSY_TIMEOUT_MS, BusyError, 
     SCHEMA_VERSION, NotFoundError, ReplayStore, SchemaError, StoreError, clean_text,
     row_to_interaction,
 )
@@ -87,7 +87,7 @@ def test_fresh_schema(store, path):
 def test_wal_and_synchronous_full(store):
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS
 
 
 def test_migration_v1_to_v2_on_a_real_v1_file(tmp_path):
@@ -389,7 +389,7 @@ def test_second_writer_waits_for_busy_lock(path):
     a = ReplayStore(path)
     b = ReplayStore(path, busy_timeout_ms=100)
     a.db.execute("BEGIN IMMEDIATE")
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
+    with pytest.raises(BusyError, match="locked"):
         b.add_interaction(transcript="blocked")
     a.db.execute("COMMIT")
     b.add_interaction(transcript="now fine")

@@ -25,7 +25,7 @@ from typing import Any, NoReturn, Optional
 import typer
 
 from edge_plm import inspection as q
-from edge_plm.cli import app
+from edge_plm.cli import OneLineFormatter, app
 from edge_plm.store import LABELS, StoreError
 
 DB_HELP = "Replay buffer (default: the configured state dir's edge-plm.db)."
@@ -57,7 +57,7 @@ class _StderrHandler(logging.StreamHandler):
 def quiet_logging() -> None:
     """Warnings and errors of the library to stderr (stdout is for the command's output)."""
     handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, force=True, handlers=[handler])
 
 
@@ -588,16 +588,23 @@ def export_command(
                             "or csv (every column)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File (default: stdout)."),
     since: Optional[str] = typer.Option(None, "--since", help="ISO date/time or age: 2h, 1d."),
-    include_unlabelled: bool = typer.Option(False, "--include-unlabelled", help="jsonl: also "
-                                            "unlabelled rows (label null; replay refuses them)."),
+    labelled: bool = typer.Option(False, "--labelled", help="jsonl: only interactions with a "
+                                  "label (by default every one is written, label null where "
+                                  "none was learned)."),
+    include_unlabelled: bool = typer.Option(False, "--include-unlabelled", hidden=True,
+                                            help="Accepted for old scripts: now the default."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
     config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
 ) -> None:
-    """Interactions oldest first. JSONL: labelled rows as {"text", "label", ...} lines that
-    `edge-plm replay` accepts (unlabelled rows skipped unless asked); CSV: every row."""
+    """Interactions oldest first. JSONL: every interaction as a {"text", "label", ...} line
+    (label null where the device never learned one) that `edge-plm replay` accepts (a null
+    label: the simulated person does nothing); --labelled keeps only labelled ones. CSV: every
+    row, every column."""
     fmt = fmt.lower()
     if fmt not in ("jsonl", "csv"):
         fail(f"--format must be jsonl or csv, got {fmt!r}", 2)
+    if labelled and include_unlabelled:
+        fail("--labelled and --include-unlabelled contradict each other", 2)
     t_since = time_option(since, "--since")
     with opened(db, config) as (store, settings, path):
         rows = q.all_rows(store, since=t_since)
@@ -611,7 +618,7 @@ def export_command(
             out, close = os.fdopen(fd, "w", encoding="utf-8", newline=""), True
         try:
             if fmt == "jsonl":
-                written, skipped = q.export_jsonl(rows, out, include_unlabelled)
+                written, skipped = q.export_jsonl(rows, out, include_unlabelled=not labelled)
             else:
                 written, skipped = q.export_csv(rows, out), 0
         except BrokenPipeError:  # `edge-plm export | head`: the reader has what it wanted
@@ -623,8 +630,7 @@ def export_command(
             else:
                 out.flush()
     where = f"to {output}" if output else "to stdout"
-    note = (f"; skipped {skipped} unlabelled (use --include-unlabelled to keep them)"
-            if skipped else "")
+    note = f"; skipped {skipped} unlabelled (--labelled)" if skipped else ""
     typer.echo(f"exported {written} interaction(s) as {fmt} {where}{note}", err=True)
 
 

@@ -40,6 +40,8 @@ def list_command(
     checkpoint file (`model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
         versions = [q.model_record(v) for v in q.versions_in_order(store)]
+    for v in versions:  # "ok" only for a file that loads (checksum verified)
+        v["checkpoint_state"], v["checkpoint_problem"] = q.checkpoint_state(v["checkpoint"])
     if as_json:
         print_json(versions)
         return
@@ -56,7 +58,8 @@ def list_command(
     for v in versions:
         status = {"active": "[bold green]active[/]", "rolled_back": "[red]rolled_back[/]"}.get(
             v["status"], v["status"])
-        ck = "-" if not v["checkpoint"] else ("ok" if v["checkpoint_exists"] else "[red]missing[/]")
+        ck = {None: "-", "ok": "ok", "missing": "[red]missing[/]",
+              "damaged": "[red]damaged[/]"}[v["checkpoint_state"]]
         t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
                   _ba(v["balanced_accuracy"]), v["gate"] or "-", ck)

@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import typer
@@ -42,9 +43,58 @@ def sd_notify(message: str) -> bool:
     return True
 
 
+class Notifier:
+    """systemd's watchdog and status line for the loop (called on every turn of it).
+
+    ``WATCHDOG=1`` at least every ``WatchdogSec/4`` (systemd sets $WATCHDOG_USEC; at most once a
+    second when it is not set), and ``STATUS=`` whenever the status line changes: what the loop
+    listens to, how many inputs it handled, the model version, and storage failures (disk full,
+    read-only database) when there are any. Called from the pump thread (every 100 ms) and after
+    every input, so a loop stuck in one input (which holds the lock the pump needs) stops the
+    heartbeat and systemd restarts the service.
+    """
+
+    def __init__(self, controller, source_name: str, clock=time.monotonic) -> None:
+        self.controller = controller
+        self.source_name = source_name
+        self._clock = clock
+        self._lock = threading.Lock()
+        usec = os.environ.get("WATCHDOG_USEC", "")
+        watchdog_s = int(usec) / 1e6 if usec.isdigit() and int(usec) > 0 else None
+        self.interval = min(1.0, watchdog_s / 4) if watchdog_s else 1.0
+        self._last_beat = -float("inf")
+        self._last_status: str | None = None
+        self._broken = False
+
+    def status(self) -> str:
+        c = self.controller
+        text = (f"listening ({self.source_name}); {c.handled} inputs handled; model "
+                f"{c.learner.version or 'empty'}")
+        if c.storage_failures:
+            text += f"; ERROR: {c.storage_failures} not stored (last: {c.last_storage_error})"
+        return " ".join(text.split())
+
+    def __call__(self) -> None:
+        with self._lock:
+            now = self._clock()
+            status = self.status()
+            parts = []
+            if now - self._last_beat >= self.interval:
+                parts.append("WATCHDOG=1")
+                self._last_beat = now
+            if status != self._last_status:
+                parts.append(f"STATUS={status}")
+                self._last_status = status
+            if parts and not self._broken and not sd_notify("\n".join(parts)):
+                self._broken = bool(os.environ.get("NOTIFY_SOCKET"))  # logged once, not per beat
+
+
 def _logging(stream, level: int = logging.INFO) -> None:
-    logging.basicConfig(stream=stream, level=level, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from edge_plm.cli import OneLineFormatter  # noqa: PLC0415
+
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, force=True, handlers=[handler])
 
 
 # --- run ------------------------------------------------------------------------------------
@@ -57,17 +107,13 @@ def run_command(
     from edge_plm.controller import Controller
     from edge_plm.device import Devices, PinFactoryError
     from edge_plm.learner import Learner, LearnerConfig
-    from edge_plm.settings import ConfigError, load
-    from edge_plm.store import ReplayStore
+    from edge_plm.settings import load
+    from edge_plm.store import ReplayStore, StorageError, private_dir
     from edge_plm.voice.asr import AsrError, make_asr
     from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
     from edge_plm.voice.endpoint import Endpointer
 
-    try:
-        settings = load(config)
-    except ConfigError as exc:
-        log.error("configuration: %s", exc)
-        raise typer.Exit(2)
+    settings = load(config)  # a ConfigError is `error: configuration: ...`, exit 2 (cli.main)
     log.info("configuration: %s", settings.source)
     stop = threading.Event()
     source = None
@@ -86,7 +132,7 @@ def run_command(
     controller = None
     try:
         learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                               settings.paths.checkpoints_path())
+                               private_dir(settings.paths.checkpoints_path()))
         if settings.audio.source == "text":
             asr = None
             source = TextSource(sys.stdin)
@@ -102,30 +148,41 @@ def run_command(
         devices = Devices.from_config(settings.gpio, mock_fallback=False)
         controller = Controller(settings, store, learner, devices, asr)
         sd_notify("READY=1")
+        notifier = Notifier(controller, settings.audio.source)
+        notifier()
         log.info("ready: listening (%s source, model version %s)", settings.audio.source,
                  learner.version or "empty")
         while not stop.is_set():
             try:
-                controller.run(source, stop)
+                controller.run(source, stop, heartbeat=notifier)
                 if settings.audio.source == "text":
                     break  # stdin ended
             except AudioError as exc:  # the microphone failed: say so, retry
                 log.error("audio input failed: %s; retrying in 5 s", exc)
                 stop.wait(5.0)
+                notifier()
     except (AsrError, AudioError, PinFactoryError) as exc:
         log.error("cannot start: %s", exc)
+        typer.echo(f"error: cannot start: {exc}", err=True)
         raise typer.Exit(1)
     finally:
         sd_notify("STOPPING=1")
         if controller is not None:
             controller.stop()
         store.close()
+    if controller is not None and controller.storage_failures:
+        # the loop kept the switch working, but must not end as if all was stored
+        raise StorageError(f"{controller.storage_failures} interaction(s) or label(s) of "
+                           f"{controller.handled} input(s) could not be stored (last: "
+                           f"{controller.last_storage_error})")
 
 
 # --- replay and demo ------------------------------------------------------------------------
 def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None):
     from edge_plm.controller import build_replay, replay_asr, run_session
     from edge_plm.settings import Settings
+
+    from edge_plm.store import StorageError
 
     replay = build_replay(Settings(), db, seed=seed, asr=replay_asr(lines))
     try:
@@ -134,6 +191,8 @@ def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None):
         versions = replay.store.model_versions()
     finally:
         replay.close()
+    if replay.controller.storage_failures:  # closing resolved a window it could not store
+        raise StorageError(f"replay: {replay.controller.last_storage_error}")
     return result, versions
 
 

@@ -136,6 +136,14 @@ def _safe_members(zf: zipfile.ZipFile, archive: Path) -> list[tuple[zipfile.ZipI
             members.append((info, rel))
     if not members:
         raise ModelError(f"{archive}: the archive is empty")
+    # one path cannot be both a file and a directory (it could not be unpacked)
+    files = {rel for info, rel in members if not info.is_dir()}
+    dirs = {rel for info, rel in members if info.is_dir()}
+    dirs |= {parent for _, rel in members for parent in rel.parents if parent.parts}
+    clash = sorted(str(p) for p in files & dirs)
+    if clash:
+        raise ModelError(f"{archive}: {clash[0]!r} is both a file and a directory in the "
+                         "archive; refused (nothing installed)")
     return members
 
 
@@ -210,6 +218,9 @@ def install_vosk_model(archive_zip: str | Path, sha256: str, models_dir: str | P
                 shutil.rmtree(old, ignore_errors=False)
         except zipfile.BadZipFile as exc:
             raise ModelError(f"{archive}: corrupt zip member ({exc}); nothing installed") from exc
+        except OSError as exc:
+            raise ModelError(f"{archive}: cannot unpack into {models_dir}: "
+                             f"{exc.strerror or exc}; nothing installed") from exc
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp)

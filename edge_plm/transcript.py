@@ -1,0 +1,37 @@
+"""The transcript cap: what the model and the store see of one utterance is bounded.
+
+A transcript longer than ``asr.max_transcript_chars`` (default 500: a spoken command is a few
+dozen characters; the longest line of the dev data is under 200) is cut there, at the last
+word boundary when there is one, and a warning is logged. Unbounded input (a 20 MB line) would
+otherwise cost seconds and hundreds of MB in the model. Used by the loop (`run`, `replay`),
+`eval` and the training readers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CHARS = 500
+
+
+def cap_transcript(text: str, max_chars: int = DEFAULT_MAX_CHARS, where: str = "") -> str:
+    """`text` with whitespace collapsed, cut to at most `max_chars` characters (0: no cap)."""
+    if not max_chars:
+        return " ".join(text.split())
+    text = text.lstrip()
+    original = len(text)
+    # never split a huge string in full: what could survive the cap is in its first part
+    text = " ".join(text[:8 * max_chars + 1].split())
+    if len(text) <= max_chars and original <= 8 * max_chars:
+        return text
+    cut = text[:max_chars + 1]
+    if len(cut) > max_chars:
+        cut = cut[:max_chars]
+        if text[max_chars] != " " and " " in cut:  # do not keep half a word
+            cut = cut[:cut.rindex(" ")]
+    cut = cut.rstrip()
+    log.warning("%stranscript of %d characters is longer than asr.max_transcript_chars = %d: "
+                "cut to %d", f"{where}: " if where else "", original, max_chars, len(cut))
+    return cut

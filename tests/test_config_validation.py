@@ -1,0 +1,109 @@
+"""`config check` validates values, not only types, and `run` refuses exactly what `check`
+refuses (one function: `settings.problems`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edge_plm.config_file import default_config_toml
+from edge_plm.settings import ConfigError, Settings, parse, problems
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "edge_plm.cli"]
+
+# (TOML body, what the one error line names)
+BAD = {
+    "unknown-model-config": ('[model]\nconfig = "nonexistent"\n', "model.config"),
+    "negative-seed": ("[model]\nseed = -1\n", "model.seed"),
+    "negative-relay-pin": ("[gpio]\nrelay_pin = -5\n", "gpio.relay_pin"),
+    "relay-pin-too-high": ("[gpio]\nrelay_pin = 40\n", "gpio.relay_pin"),
+    "relay-pin-is-switch-pin": ("[gpio]\nrelay_pin = 5\nswitch_pin = 5\n", "both pin 5"),
+    "led-pin-is-relay-pin": ("[gpio]\nled_pin = 17\n", "both pin 17"),
+    "negative-ask-window": ("[policy]\nask_window_s = -3\n", "policy.ask_window_s"),
+    "negative-override-window": ("[policy]\noverride_window_s = -1\n",
+                                 "policy.override_window_s"),
+    "negative-toggle-interval": ("[gpio]\nmin_toggle_interval_ms = -100\n",
+                                 "gpio.min_toggle_interval_ms"),
+    "negative-bounce": ("[gpio]\nswitch_bounce_ms = -1\n", "gpio.switch_bounce_ms"),
+    "ask-above-act": ("[policy]\nask_threshold = 0.9\nact_threshold = 0.5\n", "ask_threshold"),
+    "threshold-above-one": ("[policy]\nact_threshold = 1.5\n", "act_threshold"),
+    "nan-threshold": ("[policy]\nact_threshold = nan\n", "finite"),
+    "infinite-window": ("[policy]\nask_window_s = inf\n", "finite"),
+    "zero-sample-rate": ("[audio]\nsample_rate = 0\n", "audio.sample_rate"),
+    "min-above-max-utterance": ("[audio]\nmin_utterance_ms = 9000\nmax_utterance_ms = 8000\n",
+                                "audio.min_utterance_ms"),
+    "negative-transcript-cap": ("[asr]\nmax_transcript_chars = -1\n", "asr.max_transcript_chars"),
+    "negative-replay-size": ("[model]\nreplay_size = -2\n", "model.replay_size"),
+}
+
+
+def _run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, input=stdin,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, timeout=300)
+
+
+def _one_error_line(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode != 0, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_check_and_run_refuse_the_same_bad_value(case, tmp_path):
+    body, needle = BAD[case]
+    config = tmp_path / "config.toml"
+    # a usable service config (text input, mock pins) plus the one bad value
+    base = {"paths": f'state_dir = "{tmp_path / "state"}"', "audio": 'source = "text"',
+            "gpio": 'pin_factory = "mock"'}
+    sections = {}
+    for block in body.strip().split("["):
+        if block:
+            head, _, rest = block.partition("]\n")
+            sections[head] = rest
+    text = ""
+    for name in ("paths", "audio", "asr", "gpio", "policy", "model"):
+        lines = [base[name]] if name in base else []
+        if name in sections:
+            lines.append(sections[name].strip())
+        if lines:
+            text += f"[{name}]\n" + "\n".join(lines) + "\n"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+        parse(text, str(config))
+    check = _one_error_line(_run("config", "check", "--config", str(config)))
+    run = _one_error_line(_run("run", "--config", str(config), stdin="turn on the light\n"))
+    assert needle in check and needle in run
+    assert not (tmp_path / "state" / "edge-plm.db").exists()  # run stopped before anything
+
+
+def test_defaults_and_generated_config_are_valid():
+    assert problems(Settings()) == []
+    parse(default_config_toml(), "<generated>")
+
+
+def test_disabled_led_and_buzzer_may_share_minus_one():
+    s = parse("[gpio]\nled_pin = -1\nbuzzer_pin = -1\n")
+    assert s.gpio.led_pin == s.gpio.buzzer_pin == -1
+
+
+def test_every_problem_is_reported_at_once():
+    s = Settings()
+    s.model.seed = -1
+    s.gpio.relay_pin = -5
+    s.policy.ask_window_s = -3.0
+    found = problems(s)
+    assert len(found) == 3 and any("seed" in p for p in found)
+
+
+def test_check_accepts_a_good_config(tmp_path):
+    config = tmp_path / "ok.toml"
+    config.write_text('[gpio]\nrelay_pin = 5\nswitch_pin = 6\nled_pin = -1\n[model]\nseed = 3\n')
+    proc = _run("config", "check", "--config", str(config))
+    assert proc.returncode == 0 and proc.stdout.startswith("ok:"), proc.stderr
