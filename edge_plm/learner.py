@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from edge_plm.evaluation import balanced_accuracy, confusion
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.dialogue import Prediction, SwitchModel
@@ -105,6 +107,7 @@ class LearnerConfig:
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
     prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
     evidence_prior: float = 3.0  # ... weighed by its evidence: (n p + k/3) / (n + k), n labels
+    start: str = ""  # checkpoint every fresh model starts from ("": an empty model); model.start
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -126,7 +129,8 @@ class LearnerConfig:
         values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
                       holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
                       version_every=m.version_every, rollback_margin=m.rollback_margin,
-                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior)
+                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior,
+                      start=start_checkpoint(m))
         values.update(overrides)
         return cls(**values)
 
@@ -194,6 +198,33 @@ class _Window:
             self.relabelled.append(interaction_id)
 
 
+def start_checkpoint(m: ModelConfig) -> str:
+    """The checkpoint path of ``model.start`` ("" for "empty"); StartError when unusable."""
+    from edge_plm.starting_model import check_config, resolve  # noqa: PLC0415
+
+    check_config(m.start, m.config)
+    path = resolve(m.start)
+    return "" if path is None else str(path)
+
+
+def load_start(cfg: LearnerConfig) -> SwitchModel:
+    """The starting model ``cfg.start``: a checkpoint of ``cfg.config``, re-seeded with
+    ``cfg.seed`` and with the learner's replay size. Its examples stay in it (replayed and
+    refreshed like the household's own); its interaction-key map is dropped (those keys are
+    another database's). CheckpointError when it does not load or has another config."""
+    model = SwitchModel.load(cfg.start)
+    if model.config.name != cfg.config:
+        raise CheckpointError(f"starting model {cfg.start} is a {model.config.name} model, "
+                              f"but model.config is {cfg.config}")
+    if model.config.replay != cfg.replay_size:
+        model.config = model.config.with_(replay=cfg.replay_size)
+        model.net.config = model.config
+    model.seed = cfg.seed
+    model.rng = np.random.default_rng(cfg.seed)
+    model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
+    return model
+
+
 def _keys_of(model: SwitchModel) -> dict[int, int]:
     """interaction id -> example key, from the checkpoint's metadata ({} if it has none)."""
     pairs = model.meta.get("interaction_keys") or []
@@ -225,6 +256,9 @@ class Learner:
 
     # --- construction -------------------------------------------------------------------
     def _fresh_model(self) -> SwitchModel:
+        """Where learning starts (no version yet, or a rebuild): ``cfg.start`` or empty."""
+        if self.cfg.start:
+            return load_start(self.cfg)
         return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed, replay=self.cfg.replay_size)
 
     @classmethod
@@ -258,7 +292,7 @@ class Learner:
                         "labelled interactions in the database", store.count(labeled=True))
             learner.rebuild_from_store()
         else:
-            log.info("no model version yet: starting from an empty %s model", cfg.config)
+            log.info("no model version yet: starting from %s", cfg.start or f"an empty {cfg.config} model")
         return learner
 
     def _load_version(self, v: ModelVersion) -> SwitchModel:

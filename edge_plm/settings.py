@@ -102,6 +102,9 @@ class PolicyConfig:
 @dataclass
 class ModelConfig:
     config: str = "potato"
+    # where learning starts: "switch-en" (the shipped English starting model, understands
+    # common on/off commands from the first word), "empty", or a switch-model checkpoint path
+    start: str = "switch-en"
     seed: int = 0
     replay_size: int = 8
     holdout_fraction: float = 0.2
@@ -188,12 +191,25 @@ def validate(s: Settings) -> None:
         raise ConfigError("model.rollback_margin must be >= 0")
     if m.prior_strength < 0 or m.evidence_prior < 0:
         raise ConfigError("model.prior_strength and model.evidence_prior must be >= 0")
+    _validate_start(m)
     if s.gpio.switch_mode not in ("toggle", "momentary"):
         raise ConfigError("gpio.switch_mode must be 'toggle' or 'momentary'")
     if s.audio.source not in ("microphone", "wav", "text"):
         raise ConfigError("audio.source must be 'microphone', 'wav' or 'text'")
     if s.asr.backend not in ("auto", "vosk", "pocketsphinx", "text"):
         raise ConfigError("asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
+
+
+def _validate_start(m: ModelConfig) -> None:
+    """model.start names a shipped model of model.config, "empty", or a path (checked on use)."""
+    from edge_plm.starting_model import StartError, check_config  # noqa: PLC0415
+
+    if not m.start.strip():
+        raise ConfigError('model.start must be "switch-en", "empty" or a checkpoint path')
+    try:
+        check_config(m.start, m.config)
+    except StartError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def load(path: str | Path | None = None) -> Settings:

@@ -25,9 +25,10 @@ from edge_plm.store import ReplayStore
 
 @pytest.fixture(autouse=True)
 def _no_user_config(tmp_path, monkeypatch):
-    """Defaults only: no config file of the machine running the tests."""
+    """Defaults only (no config file of the machine running the tests), except that the model
+    starts empty: these tests count what the data commands do to a household's own labels."""
     cfg = tmp_path / "empty.toml"
-    cfg.write_text("")
+    cfg.write_text('[model]\nstart = "empty"\n')
     monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
 
 
@@ -214,7 +215,7 @@ def test_export_csv_has_every_row(demo_dir):
 # --- label ----------------------------------------------------------------------------------
 def _learner(db):
     store = ReplayStore(db)
-    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig()),
+    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
                                db.parent / "checkpoints")
 
 

@@ -1,0 +1,104 @@
+"""Rebuild the shipped starting model `models/switch-en.npz` (models/README.md) in one command:
+
+    python models/build_switch_en.py            # from the repository root
+
+1. Data (all in this repository, none of it from switch-dev-test):
+   - models/data/switch-dev-train.jsonl: 425 SLURP-derived utterances (CC BY 4.0), clean text;
+   - benchmarks/data/switch-dev-train.asr.jsonl: the same utterances as pocketsphinx heard
+     them from synthesised voices (benchmarks/asr_transcripts.py);
+   - models/data/templates.jsonl: phrasing templates written for this project
+     (models/data/templates.py, regenerated here).
+   Every fifth utterance of switch-dev-train (index % 5 == 0; clean and ASR) is the validation
+   file for early stopping; the rest plus the templates is the training file, shuffled with a
+   fixed seed. Both are written to models/data/ (switch-en-train.jsonl, switch-en-val.jsonl).
+2. `edge-plm train switch --model-config potato --data models/data/switch-en-train.jsonl
+   --val models/data/switch-en-val.jsonl --out runs/switch-en --seed 0 --json`.
+3. The checkpoint is re-packed compressed (same arrays, same metadata: `SwitchModel.load`
+   reads it unchanged) to models/switch-en.npz and to edge_plm/data/models/switch-en.npz (the
+   copy that `pip install .` installs; tests/test_shipped_model.py checks that both are
+   identical), and the size and SHA-256 lines of models/README.md are rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "models" / "data"
+OUT = ROOT / "runs" / "switch-en"
+TARGETS = [ROOT / "models" / "switch-en.npz", ROOT / "edge_plm" / "data" / "models" / "switch-en.npz"]
+CARD = ROOT / "models" / "README.md"
+
+
+def read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def build_data() -> tuple[Path, Path]:
+    sys.path.insert(0, str(DATA))
+    import templates  # noqa: PLC0415
+
+    write(DATA / "templates.jsonl", templates.lines())
+    clean = read(DATA / "switch-dev-train.jsonl")
+    asr = read(ROOT / "benchmarks" / "data" / "switch-dev-train.asr.jsonl")
+    if len(clean) != len(asr) or any(a["clean_text"] != c["text"] for c, a in zip(clean, asr)):
+        raise SystemExit("error: the ASR file does not match switch-dev-train line by line")
+    train, val = [], []
+    for i, (c, a) in enumerate(zip(clean, asr)):
+        pair = [{"text": c["text"], "label": c["label"], "source": "switch-dev-train"},
+                {"text": a["text"], "label": a["label"], "source": "switch-dev-train.asr"}]
+        (val if i % 5 == 0 else train).extend(pair)
+    train += templates.lines()
+    random.Random(0).shuffle(train)
+    write(DATA / "switch-en-train.jsonl", train)
+    write(DATA / "switch-en-val.jsonl", val)
+    return DATA / "switch-en-train.jsonl", DATA / "switch-en-val.jsonl"
+
+
+def repack(src: Path) -> bytes:
+    with np.load(src, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def main() -> None:
+    train, val = build_data()
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    cmd = [sys.executable, "-m", "edge_plm.cli", "train", "switch", "--model-config", "potato",
+           "--data", str(train.relative_to(ROOT)), "--val", str(val.relative_to(ROOT)),
+           "--out", str(OUT.relative_to(ROOT)), "--seed", "0", "--json"]
+    print("$", " ".join(cmd[1:]), file=sys.stderr)
+    res = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    blob = repack(OUT / "checkpoint.npz")
+    for t in TARGETS:
+        t.parent.mkdir(parents=True, exist_ok=True)
+        t.write_bytes(blob)
+    sha = hashlib.sha256(blob).hexdigest()
+    if CARD.exists():
+        text = CARD.read_text(encoding="utf-8")
+        text = re.sub(r"(<!-- sha256 -->`)[0-9a-f]*(`)", rf"\g<1>{sha}\g<2>", text)
+        text = re.sub(r"(<!-- bytes -->)[0-9,]*", rf"\g<1>{len(blob):,}", text)
+        CARD.write_text(text, encoding="utf-8")
+    print(json.dumps({**summary, "bytes": len(blob), "sha256": sha}))
+
+
+if __name__ == "__main__":
+    main()
