@@ -550,6 +550,14 @@ class Learner:
         self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
         return name
 
+    def adopt(self, model: SwitchModel, metrics: dict[str, Any]) -> str:
+        """A model made elsewhere (`edge-plm model import`) becomes the live model and a new
+        active version (no holdout gate here: the caller judged it). It holds no interaction
+        keys of this database. Returns the version name."""
+        self.model, self.keys = model, {}
+        self._window = _Window()
+        return self._save_active(metrics)
+
     def _reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
         """The active version again (and its key map), from its checkpoint (from memory if
         that fails)."""

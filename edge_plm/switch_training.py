@@ -67,7 +67,9 @@ class SwitchTrainConfig:
 
 def read_training_lines(path: str | Path) -> list[tuple[str, str | None]]:
     """(text, label or None) for every line with a non-empty "text"; labels ON/OFF/NOOP or
-    null (an unlabelled interaction of `edge-plm export`)."""
+    null (an unlabelled interaction of `edge-plm export`). Lines marked ``"holdout": true``
+    (`edge-plm export` marks the device's holdout slice) are left out: the device judges an
+    imported model on them, so it must not have learned them."""
     rows: list[tuple[str, str | None]] = []
     try:
         for no, row in read_objects(path, shape='an object with a "text" string'):
@@ -76,7 +78,7 @@ def read_training_lines(path: str | Path) -> list[tuple[str, str | None]]:
                 raise TrainDataError(f'{path}:{no}: expected an object with a "text" string')
             if label is not None and label not in ACTIONS:
                 raise TrainDataError(f'{path}:{no}: "label" must be one of {", ".join(ACTIONS)} or null, got {label!r}')
-            if text.strip():
+            if text.strip() and row.get("holdout") is not True:
                 rows.append((text, label))
     except JsonlError as exc:
         raise TrainDataError(str(exc)) from exc

@@ -15,7 +15,7 @@ from edge_plm.store import ReplayStore
 @pytest.fixture(autouse=True)
 def _no_user_config(tmp_path, monkeypatch):
     cfg = tmp_path / "empty.toml"
-    cfg.write_text("")
+    cfg.write_text('[model]\nstart = "empty"\n')  # versions count the household's labels only
     monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
 
 
@@ -42,7 +42,7 @@ def active(db) -> str:
 
 def open_learner(db):
     store = ReplayStore(db)
-    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig()),
+    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
                                db.parent / "checkpoints")
 
 
