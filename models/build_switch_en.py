@@ -2,6 +2,9 @@
 
     python models/build_switch_en.py            # from the repository root
 
+(``--model-config orange`` trains the same recipe as orange into runs/switch-en-orange/ and
+installs nothing: the desktop orange model of BENCHMARKS.md §7.)
+
 1. Data (all in this repository, none of it from switch-dev-test):
    - models/data/switch-dev-train.jsonl: 425 SLURP-derived utterances (CC BY 4.0), clean text;
    - benchmarks/data/switch-dev-train.asr.jsonl: the same utterances as pocketsphinx heard
@@ -78,16 +81,27 @@ def repack(src: Path) -> bytes:
 
 
 def main() -> None:
+    import argparse  # noqa: PLC0415
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model-config", default="potato", choices=["potato", "orange"])
+    args = ap.parse_args()
+    out = OUT if args.model_config == "potato" else OUT.with_name(f"switch-en-{args.model_config}")
     train, val = build_data()
-    if OUT.exists():
-        shutil.rmtree(OUT)
-    cmd = [sys.executable, "-m", "edge_plm.cli", "train", "switch", "--model-config", "potato",
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "edge_plm.cli", "train", "switch", "--model-config", args.model_config,
            "--data", str(train.relative_to(ROOT)), "--val", str(val.relative_to(ROOT)),
-           "--out", str(OUT.relative_to(ROOT)), "--seed", "0", "--json"]
+           "--out", str(out.relative_to(ROOT)), "--seed", "0", "--json"]
     print("$", " ".join(cmd[1:]), file=sys.stderr)
-    res = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode:
+        raise SystemExit(res.stderr.strip() or f"train switch failed ({res.returncode})")
     summary = json.loads(res.stdout.strip().splitlines()[-1])
-    blob = repack(OUT / "checkpoint.npz")
+    if args.model_config != "potato":
+        print(json.dumps(summary))
+        return
+    blob = repack(out / "checkpoint.npz")
     for t in TARGETS:
         t.parent.mkdir(parents=True, exist_ok=True)
         t.write_bytes(blob)
