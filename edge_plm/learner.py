@@ -211,11 +211,17 @@ def load_start(cfg: LearnerConfig) -> SwitchModel:
     """The starting model ``cfg.start``: a checkpoint of ``cfg.config``, re-seeded with
     ``cfg.seed`` and with the learner's replay size. Its examples stay in it (replayed and
     refreshed like the household's own); its interaction-key map is dropped (those keys are
-    another database's). CheckpointError when it does not load or has another config."""
-    model = SwitchModel.load(cfg.start)
+    another database's). StartError (a LookupError) when it does not load or has another
+    config: the device cannot start the way it is configured to."""
+    from edge_plm.starting_model import StartError  # noqa: PLC0415
+
+    try:
+        model = SwitchModel.load(cfg.start)
+    except CheckpointError as exc:
+        raise StartError(f"model.start: {exc}") from exc
     if model.config.name != cfg.config:
-        raise CheckpointError(f"starting model {cfg.start} is a {model.config.name} model, "
-                              f"but model.config is {cfg.config}")
+        raise StartError(f"model.start: {cfg.start} is a {model.config.name} model, "
+                         f"but model.config is {cfg.config}")
     if model.config.replay != cfg.replay_size:
         model.config = model.config.with_(replay=cfg.replay_size)
         model.net.config = model.config

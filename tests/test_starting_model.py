@@ -127,3 +127,25 @@ def test_run_starts_from_model_start(tmp_path, own_start):
                           text=True, timeout=600)
     assert proc.returncode != 0 and "no such checkpoint" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_damaged_starting_model_is_a_one_line_error(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"PK\x03\x04 not really")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[paths]\nstate_dir = "{tmp_path / "state"}"\n[model]\nstart = "{bad}"\n')
+    monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
+    from typer.testing import CliRunner
+
+    from edge_plm.cli import app
+
+    from edge_plm.store import ReplayStore
+
+    (tmp_path / "state").mkdir(mode=0o700)
+    ReplayStore(tmp_path / "state" / "edge-plm.db").close()  # a device that has recorded nothing yet
+    res = CliRunner().invoke(app, ["model", "rebuild"])
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert res.exit_code == 1 and len(errors) == 1 and errors[0].startswith("error: model.start:"), res.output
+    assert "Traceback" not in res.output
+    res = cli("replay", _session(tmp_path, [{"text": "lamp on", "label": "ON"}]), "--start", bad, "--json")
+    assert res.returncode == 2 and res.stderr.startswith("error:") and "Traceback" not in res.stderr

@@ -47,7 +47,9 @@ def list_command(
         print_json(versions)
         return
     if not versions:
-        typer.echo("no model versions yet (the service starts from an empty model)")
+        start = settings.model.start
+        typer.echo("no model versions yet (the service starts from "
+                   + ("an empty model)" if start == "empty" else f"the starting model {start!r}: model.start)"))
         return
     from rich.table import Table  # noqa: PLC0415
 
