@@ -156,7 +156,7 @@ def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, s
 
     try:
         replay = build_replay(settings or Settings(), db, seed=seed, asr=replay_asr(lines))
-    except CheckpointError as exc:
+    except (CheckpointError, LookupError) as exc:  # LookupError: StartError (model.start)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     try:
