@@ -48,7 +48,9 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   a new active version.
 - `Learner.open(...)` — start-up: load the active checkpoint; if it is missing or damaged, log
   it, mark it rolled back and try the previous good (retired, saved) versions newest first;
-  if none loads and the database holds labels, rebuild; else start from an empty model.
+  if none loads and the database holds labels, rebuild; else start from the starting model
+  (``model.start``: the shipped one, a checkpoint, or an empty model; `load_start`). A rebuild
+  re-learns the database on top of the starting model too.
 
 Holdout choice: ``frac(id * golden_ratio) < holdout_fraction``. The golden-ratio sequence is
 evenly spread for consecutive ids (about one in five for 0.2, from the first labels on), needs

@@ -1,10 +1,13 @@
 """Moving switch models between a device and a desktop (`edge-plm model import|export`).
 
 ``import_checkpoint``: a checkpoint trained elsewhere (`edge-plm train switch`) becomes a new
-model version of this device's database. It must be a switch model of the device's
-configuration (``model.config``: same name and the same structure), in this edge-plm's checkpoint
-format with a character vocabulary whose codes match (all checked by ``SwitchModel.load`` and
-``check_compatible``). It is scored on the holdout slice next to the active model (on the same
+model version of this device's database. It must be a switch model of a configuration this
+edge-plm runs on a device (potato or orange, with exactly that configuration's structure), in
+this edge-plm's checkpoint format, with a character vocabulary whose codes match (all checked by
+``SwitchModel.load`` and ``check_compatible``). It may be of another configuration than
+``model.config`` (the round trip: a potato device imports an orange model trained on a desktop);
+the device then runs the imported configuration, and ``config_changed`` says so: ``model.config``
+is what a rebuild or a new start uses, so set it to keep the imported configuration. It is scored on the holdout slice next to the active model (on the same
 rows); when it scores lower it is refused unless ``force``. Accepted, it becomes the active
 version (gate ``"import"``; its metrics record the source file, its SHA-256 and how it was
 trained). The running service picks it up at its next sync (as after `model rollback`).
@@ -35,15 +38,17 @@ class ImportRefused(Exception):
     """The imported model scores below the active one on the holdout (and no ``force``)."""
 
 
-def check_compatible(model: SwitchModel, config: str, path: str | Path) -> None:
-    """CheckpointError unless `model` is a `config` switch model of the standard structure."""
-    if model.config.name != config:
-        raise CheckpointError(f"{path} is a {model.config.name} model but this device runs {config} "
-                              f"(model.config); train it with --model-config {config}")
-    want, have = asdict(CONFIGS[config]), asdict(model.config)
+def check_compatible(model: SwitchModel, path: str | Path) -> None:
+    """CheckpointError unless `model` is a switch model of a known configuration with that
+    configuration's structure."""
+    name = model.config.name
+    if name not in CONFIGS:
+        raise CheckpointError(f"{path} is a model of configuration {name!r}, which this edge-plm does not run "
+                              f"(known: {', '.join(CONFIGS)})")
+    want, have = asdict(CONFIGS[name]), asdict(model.config)
     diff = [f"{k}={have[k]!r} (needs {want[k]!r})" for k in STRUCTURE if tuple_(have[k]) != tuple_(want[k])]
     if diff:
-        raise CheckpointError(f"{path} has another {config} structure: {', '.join(diff)}")
+        raise CheckpointError(f"{path} has another {name} structure: {', '.join(diff)}")
 
 
 def tuple_(v):
@@ -67,7 +72,7 @@ def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: s
     """Import `path` as the new active version; returns what happened (see module doc)."""
     path = Path(path)
     model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
-    check_compatible(model, cfg.config, path)
+    check_compatible(model, path)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
     learner = Learner.open(store, cfg, checkpoints_dir)
     previous = learner.version
@@ -75,7 +80,9 @@ def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: s
     base = learner.score(learner.model)
     result = {"source": str(path.resolve()), "source_sha256": sha256_of(path), "previous": previous,
               "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
-              "previous_balanced_accuracy": _ba(base), "forced": False, "version": None}
+              "previous_balanced_accuracy": _ba(base), "forced": False, "version": None,
+              "config": model.config.name, "config_changed": model.config.name != learner.model.config.name,
+              "model_config_setting": cfg.config}
     worse = (cand.balanced_accuracy is not None and base.balanced_accuracy is not None
              and cand.balanced_accuracy < base.balanced_accuracy)
     if worse and not force:

@@ -83,11 +83,37 @@ def test_import_refuses_a_worse_model_unless_forced(db, tmp_path):
     assert r["forced"] and _active(db) == r["version"] != before
 
 
+def test_import_an_orange_model_into_a_potato_device(db, tmp_path):
+    """The round trip of docs/deploy.md: a potato device imports an orange model trained on a
+    desktop; it runs orange from then on, and is told that model.config still says potato."""
+    orange = _trained(tmp_path, _labelled(db), "orange.npz", config="orange")
+    res = cli("model", "import", str(orange), "--db", db)
+    assert res.exit_code == 0, res.output
+    assert "(orange) imported" in res.stdout and 'model.config = "orange"' in res.stderr
+    r = js(cli("model", "show", _active(db), "--db", db, "--json"))
+    assert SwitchModel.load(r["checkpoint"]).config.name == "orange"
+
+
 def test_import_rejects_foreign_checkpoints(db, tmp_path):
     before = _active(db)
-    orange = _trained(tmp_path, [("lamp on", "ON"), ("lamp off", "OFF")], "orange.npz", config="orange")
-    res = cli("model", "import", str(orange), "--db", db)
-    assert res.exit_code == 2 and "is a orange model" in res.stderr and "--model-config potato" in res.stderr
+    odd = SwitchModel.empty("potato", bits=16)  # a potato of another structure
+    odd.learn("lamp on", "ON")
+    res = cli("model", "import", str(odd.save(tmp_path / "odd.npz")), "--db", db)
+    assert res.exit_code == 2 and "another potato structure: bits=16" in res.stderr
+    from edge_plm.plm.config import PLMConfig
+    from edge_plm.plm.switch import SwitchNet
+    from edge_plm.plm.tokenizer import CharTokenizer
+
+    cfg = PLMConfig(name="banana")
+    banana = SwitchModel(cfg, CharTokenizer(), SwitchNet(cfg, 8)).save(tmp_path / "banana.npz")
+    res = cli("model", "import", str(banana), "--db", db)
+    assert res.exit_code == 2 and "'banana', which this edge-plm does not run" in res.stderr
+    lm = tmp_path / "lm.npz"  # another kind of edge-plm checkpoint
+    from edge_plm.plm import checkpoint
+
+    checkpoint.save(lm, {"w": np.zeros(2)}, {"kind": "edge-plm language model"})
+    res = cli("model", "import", str(lm), "--db", db)
+    assert res.exit_code == 2 and "not a switch-model checkpoint" in res.stderr
     junk = tmp_path / "junk.npz"
     np.savez(junk, a=np.zeros(3))
     res = cli("model", "import", str(junk), "--db", db)

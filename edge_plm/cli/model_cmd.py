@@ -226,8 +226,12 @@ def import_command(
         return
     judged = (f"holdout balanced accuracy {_ba(r['balanced_accuracy'])} on {r['holdout_n']} rows "
               f"(previous {_ba(r['previous_balanced_accuracy'])})")
-    typer.echo(f"model {r['version']} imported from {r['source']} and active (was "
+    typer.echo(f"model {r['version']} ({r['config']}) imported from {r['source']} and active (was "
                f"{r['previous'] or 'none'}): {judged}" + ("; forced" if r["forced"] else ""))
+    if r["config"] != r["model_config_setting"]:
+        typer.echo(f"note: the device now runs a {r['config']} model; model.config is "
+                   f"{r['model_config_setting']!r}, which a rebuild or a new start uses: set "
+                   f'model.config = "{r["config"]}" (and model.start) to keep {r["config"]}', err=True)
     typer.echo(f"note: {RESTART_NOTE}", err=True)
 
 
