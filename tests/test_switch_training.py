@@ -110,3 +110,19 @@ def test_trainer_time_budget_zero_keeps_the_warm_start(tmp_path, files):
     data, val = files
     log = SwitchTrainer(SwitchTrainConfig(time_budget=0.0), data, tmp_path / "t", val=val).run()
     assert log["summary"]["steps"] == 0 and not log["epochs"]
+
+
+def test_export_lines_holdout_left_out_and_unlabelled_observed(tmp_path):
+    """Lines as `edge-plm export --format jsonl` writes them: the device's holdout rows are not
+    learned (the device judges an imported model on them), null labels are observed."""
+    from edge_plm.switch_training import read_training_lines
+
+    rows = [{"text": "lamp on", "label": "ON", "id": 1, "holdout": False},
+            {"text": "lamp off", "label": "OFF", "id": 2, "holdout": True},
+            {"text": "hello there", "label": None, "id": 3, "holdout": False},
+            {"text": "   ", "label": "NOOP", "id": 4}]
+    p = tmp_path / "export.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_training_lines(p) == [("lamp on", "ON"), ("hello there", None)]
+    log = SwitchTrainer(SwitchTrainConfig(steps=0), p, tmp_path / "o").run()
+    assert log["summary"]["labelled"] == 1
