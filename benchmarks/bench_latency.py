@@ -130,7 +130,7 @@ def main() -> None:
     if args.memory:
         for r in payload["results"]:
             r["memory"] = memory(r["config"], args.data / "switch-dev-train.jsonl", inits.get(r["config"]))
-    path = write_result("latency-start" if inits else "latency", payload)
+    path = write_result("latency" + ("-start" if inits else "") + ("-memory" if args.memory else ""), payload)
     table = []
     for r in payload["results"]:
         steady = r["update_ms_after_64"] or r["update_ms"]
