@@ -2,8 +2,12 @@
 
     python models/build_switch_en.py            # from the repository root
 
-(``--model-config orange`` trains the same recipe as orange into runs/switch-en-orange/ and
-installs nothing: the desktop orange model of BENCHMARKS.md §7.)
+``--model-config orange`` trains the desktop orange model of BENCHMARKS.md §7 into
+runs/switch-en-orange/ and installs nothing. Its data adds more ASR renderings: the other three
+flite voices of every switch-dev-train utterance (models/data/switch-dev-train.asr{1,2,3}.jsonl)
+and one of every template line (models/data/templates.asr.jsonl), all made by
+models/data/asr_variants.py; split the same way (every fifth utterance, in all its renderings,
+is validation), written to models/data/switch-en-asr-{train,val}.jsonl.
 
 1. Data (all in this repository, none of it from switch-dev-test):
    - models/data/switch-dev-train.jsonl: 425 SLURP-derived utterances (CC BY 4.0), clean text;
@@ -72,6 +76,26 @@ def build_data() -> tuple[Path, Path]:
     return DATA / "switch-en-train.jsonl", DATA / "switch-en-val.jsonl"
 
 
+def build_asr_data(templates_lines: list[dict]) -> tuple[Path, Path]:
+    """The orange recipe's data: clean + four ASR renderings of switch-dev-train, templates
+    clean + one ASR rendering; every fifth utterance (all renderings) is validation."""
+    sources = [read(DATA / "switch-dev-train.jsonl"), read(ROOT / "benchmarks" / "data" / "switch-dev-train.asr.jsonl")]
+    sources += [read(DATA / f"switch-dev-train.asr{k}.jsonl") for k in (1, 2, 3)]
+    for src in sources[1:]:
+        if len(src) != len(sources[0]) or any(a["clean_text"] != c["text"] for c, a in zip(sources[0], src)):
+            raise SystemExit("error: an ASR file does not match switch-dev-train line by line")
+    train, val = [], []
+    for src in sources:
+        for i, r in enumerate(src):
+            (val if i % 5 == 0 else train).append({"text": r["text"], "label": r["label"]})
+    tmpl_asr = read(DATA / "templates.asr.jsonl")
+    train += [{"text": r["text"], "label": r["label"]} for r in templates_lines + tmpl_asr]
+    random.Random(0).shuffle(train)
+    write(DATA / "switch-en-asr-train.jsonl", train)
+    write(DATA / "switch-en-asr-val.jsonl", val)
+    return DATA / "switch-en-asr-train.jsonl", DATA / "switch-en-asr-val.jsonl"
+
+
 def repack(src: Path) -> bytes:
     with np.load(src, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
@@ -88,6 +112,11 @@ def main() -> None:
     args = ap.parse_args()
     out = OUT if args.model_config == "potato" else OUT.with_name(f"switch-en-{args.model_config}")
     train, val = build_data()
+    if args.model_config == "orange":
+        sys.path.insert(0, str(DATA))
+        import templates  # noqa: PLC0415
+
+        train, val = build_asr_data(templates.lines())
     if out.exists():
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "edge_plm.cli", "train", "switch", "--model-config", args.model_config,
