@@ -57,7 +57,7 @@ def write(path: Path, rows: list[dict]) -> None:
 
 def build_data() -> tuple[Path, Path]:
     sys.path.insert(0, str(DATA))
-    import templates  # noqa: PLC0415
+    import templates
 
     write(DATA / "templates.jsonl", templates.lines())
     clean = read(DATA / "switch-dev-train.jsonl")
@@ -105,7 +105,7 @@ def repack(src: Path) -> bytes:
 
 
 def main() -> None:
-    import argparse  # noqa: PLC0415
+    import argparse
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-config", default="potato", choices=["potato", "orange"])
@@ -114,7 +114,7 @@ def main() -> None:
     train, val = build_data()
     if args.model_config == "orange":
         sys.path.insert(0, str(DATA))
-        import templates  # noqa: PLC0415
+        import templates
 
         train, val = build_asr_data(templates.lines())
     if out.exists():

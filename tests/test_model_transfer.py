@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-
 from _data_util import cli, copy_db, demo_text_lines, populate, query
+
 from edge_plm.plm.dialogue import SwitchModel
 
 

@@ -138,7 +138,6 @@ def test_a_damaged_starting_model_is_a_one_line_error(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from edge_plm.cli import app
-
     from edge_plm.store import ReplayStore
 
     (tmp_path / "state").mkdir(mode=0o700)
