@@ -205,7 +205,7 @@ def start_checkpoint(m: ModelConfig) -> str:
     from edge_plm.starting_model import check_config, resolve  # noqa: PLC0415
 
     check_config(m.start, m.config)
-    path = resolve(m.start)
+    path = resolve(m.start, check=False)  # a missing file is an error only when it is needed
     return "" if path is None else str(path)
 
 
@@ -249,7 +249,8 @@ class Learner:
         self.store = store
         self.cfg = cfg
         self.checkpoints_dir = Path(checkpoints_dir)
-        self.model = model if model is not None else self._fresh_model()
+        self._start_deferred = False
+        self.model = model if model is not None else self._initial_model()
         self.version = version  # the active version the live model descends from
         # interaction id -> example key in the live model (what it learned, to correct/forget)
         self.keys: dict[int, int] = dict(keys) if keys is not None else (
@@ -263,6 +264,16 @@ class Learner:
         self.events: list[VersionEvent] = []
 
     # --- construction -------------------------------------------------------------------
+    def _initial_model(self) -> SwitchModel:
+        """The model before `open` loads a version. When the database has saved versions the
+        starting model is not loaded (`open` loads a version; a rebuild loads the starting
+        model itself): a device that has versions does not depend on the starting-model file
+        (it may since have been moved or deleted). `open` loads it if no version loads."""
+        if self.cfg.start and any(v.path for v in self.store.model_versions()):
+            self._start_deferred = True
+            return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed, replay=self.cfg.replay_size)
+        return self._fresh_model()
+
     def _fresh_model(self) -> SwitchModel:
         """Where learning starts (no version yet, or a rebuild): ``cfg.start`` or empty."""
         if self.cfg.start:
@@ -300,6 +311,8 @@ class Learner:
                         "labelled interactions in the database", store.count(labeled=True))
             learner.rebuild_from_store()
         else:
+            if learner._start_deferred:  # versions exist but none loaded: the starting model
+                learner.model = learner._fresh_model()
             log.info("no model version yet: starting from %s", cfg.start or f"an empty {cfg.config} model")
         return learner
 

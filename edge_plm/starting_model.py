@@ -28,9 +28,10 @@ def shipped_path(name: str) -> Path:
     return SHIPPED_DIR / f"{name}.npz"
 
 
-def resolve(start: str) -> Path | None:
+def resolve(start: str, check: bool = True) -> Path | None:
     """The checkpoint a device starts from (None: an empty model). A shipped name must be
-    installed, a path must exist (whether it loads is checked when it is loaded)."""
+    installed; a path must exist when `check` (whether it loads is checked when it is loaded,
+    and the learner loads it only when it needs it: a device with saved versions does not)."""
     start = start.strip()
     if not start:
         raise StartError('model.start is empty; use "switch-en", "empty" or a checkpoint path')
@@ -43,7 +44,7 @@ def resolve(start: str) -> Path | None:
                              'reinstall edge-plm or set model.start = "empty"')
         return path
     path = Path(start).expanduser()
-    if not path.is_file():
+    if check and not path.is_file():
         known = ", ".join(f'"{n}"' for n in (*SHIPPED, EMPTY))
         raise StartError(f"model.start {start!r}: no such checkpoint file (or use {known})")
     return path

@@ -125,7 +125,7 @@ def test_run_starts_from_model_start(tmp_path, own_start):
                       f'[gpio]\npin_factory = "mock"\n[model]\nstart = "{tmp_path / "gone.npz"}"\n')
     proc = subprocess.run([*CLI, "run", "--config", str(config)], input="", capture_output=True,
                           text=True, timeout=600)
-    assert proc.returncode != 0 and "no such checkpoint" in proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "checkpoint not found" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -148,3 +148,30 @@ def test_a_damaged_starting_model_is_a_one_line_error(tmp_path, monkeypatch):
     assert "Traceback" not in res.output
     res = cli("replay", _session(tmp_path, [{"text": "lamp on", "label": "ON"}]), "--start", bad, "--json")
     assert res.returncode == 2 and res.stderr.startswith("error:") and "Traceback" not in res.stderr
+
+
+def test_a_device_with_versions_does_not_need_its_starting_model(tmp_path, own_start):
+    """Once the database has a saved version, the service starts from it even if the
+    starting-model file has gone (a path that was moved); without any it must exist."""
+    from edge_plm.learner import Learner
+    from edge_plm.store import ReplayStore
+
+    start = tmp_path / "start.npz"
+    start.write_bytes(own_start.read_bytes())
+    cfg = LearnerConfig.from_settings(ModelConfig(start=str(start)), version_every=2, holdout_fraction=0.0)
+    store = ReplayStore(tmp_path / "db.sqlite")
+    try:
+        learner = Learner.open(store, cfg, tmp_path / "ckpt")
+        assert learner.predict("abracadabra").action == "OFF"  # from the starting model
+        for text, label in [("abracadabra", "ON"), ("lamp off", "OFF")]:
+            iid = store.add_interaction(transcript=text)
+            store.set_label(iid, label, "manual")
+            learner.on_label(iid, text, label)
+        assert store.active_model_version() is not None
+        start.unlink()
+        cfg = LearnerConfig.from_settings(ModelConfig(start=str(start)), version_every=2, holdout_fraction=0.0)
+        again = Learner.open(store, cfg, tmp_path / "ckpt")
+        assert again.version == store.active_model_version().version
+        assert again.model.n_examples == learner.model.n_examples
+    finally:
+        store.close()
