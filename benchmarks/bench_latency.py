@@ -4,6 +4,13 @@ online-update ms per configuration, measured over the switch-dev train file fed 
 
 Usage (from the repo root):
     python3 benchmarks/bench_latency.py [--data ../shared/data] [--configs potato,orange] [--limit N]
+        [--init potato=models/switch-en.npz,orange=runs/orange/checkpoint.npz] [--memory]
+
+--init starts a configuration from a checkpoint (as a device with ``model.start``) instead of an
+empty model. --memory also measures, per configuration in a fresh child process: the resident memory after
+importing edge_plm and warming the kernels, how much it grows while the model is loaded (or
+made) and runs the same predict+learn pass, the process's peak, and the size of the checkpoint
+the model then writes (uncompressed, as the device writes it).
 
 Writes benchmarks/results/latency.json and prints a markdown table. Threads are pinned to
 one (NUMBA_NUM_THREADS / OMP / OPENBLAS / MKL = 1, CPU affinity = one core). The Numba cache
@@ -43,9 +50,11 @@ def warm(config: str) -> None:
         m.learn(text, label)
 
 
-def measure(config: str, rows: list[dict]) -> dict:
+def measure(config: str, rows: list[dict], init: str | None = None) -> dict:
     warm(config)
-    model = SwitchModel.empty(config)
+    model = SwitchModel.load(init) if init else SwitchModel.empty(config)
+    if model.config.name != config:
+        raise SystemExit(f"--init {init} is a {model.config.name} model, not {config}")
     predict_ms, update_ms = [], []
     t_all = time.perf_counter()
     for row in rows:
@@ -59,7 +68,7 @@ def measure(config: str, rows: list[dict]) -> dict:
     total = time.perf_counter() - t_all
     upd = np.array(update_ms)
     return {"config": config, "config_fields": dataclasses.asdict(model.config), "params": model.params,
-            "examples": len(rows),
+            "examples": len(rows), "init": init, "start_examples": model.n_examples - len(rows),
             "predict_ms": pct(predict_ms), "update_ms": pct(update_ms),
             # the first updates can differ in cost (statistics and replay still growing):
             # report the later steady state separately
@@ -67,29 +76,75 @@ def measure(config: str, rows: list[dict]) -> dict:
             "total_s": total}
 
 
+MEMORY_CHILD = r"""
+import json, sys, tempfile, os
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+def rss():  # current and peak resident set size, MB (Linux /proc)
+    f = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+    return int(f["VmRSS"].split()[0]) / 1024, int(f["VmHWM"].split()[0]) / 1024
+config, data, init = sys.argv[1], sys.argv[2], sys.argv[3] or None
+from edge_plm.plm.dialogue import SwitchModel
+from curves import load_jsonl
+rows = load_jsonl(Path(data))
+w = SwitchModel.empty(config)  # warm the kernels (Numba cache) on a throwaway model
+w.predict("turn on the light"); w.learn("turn on the light", "ON")
+del w
+before = rss()[0]
+m = SwitchModel.load(init) if init else SwitchModel.empty(config)
+for r in rows:
+    m.predict(r["text"]); m.learn(r["text"], r["label"])
+after, peak = rss()
+with tempfile.TemporaryDirectory() as d:
+    size = os.path.getsize(m.save(Path(d) / "c.npz"))
+print(json.dumps({"rss_mb_before_model": before, "rss_mb_after": after, "model_mb": after - before,
+                  "peak_rss_mb": peak, "checkpoint_bytes": size, "examples_held": m.n_examples}))
+"""
+
+
+def memory(config: str, data: Path, init: str | None) -> dict:
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    here = str(Path(__file__).resolve().parent)
+    out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, config, str(data), init or "", here],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--configs", default="potato,orange")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N training examples")
+    ap.add_argument("--init", default="", help="CONFIG=CKPT[,CONFIG=CKPT]: start that configuration from a checkpoint")
+    ap.add_argument("--memory", action="store_true", help="peak RSS and checkpoint size per configuration")
     args = ap.parse_args()
+    inits = dict(item.split("=", 1) for item in args.init.split(",") if item)
     rows = load_jsonl(args.data / "switch-dev-train.jsonl")
     if args.limit:
         rows = rows[: args.limit]
     payload = header()
     payload["data"] = str(args.data / "switch-dev-train.jsonl")
-    payload["results"] = [measure(c, rows) for c in args.configs.split(",")]
-    path = write_result("latency", payload)
+    payload["results"] = [measure(c, rows, inits.get(c)) for c in args.configs.split(",")]
+    if args.memory:
+        for r in payload["results"]:
+            r["memory"] = memory(r["config"], args.data / "switch-dev-train.jsonl", inits.get(r["config"]))
+    path = write_result("latency" + ("-start" if inits else "") + ("-memory" if args.memory else ""), payload)
     table = []
     for r in payload["results"]:
         steady = r["update_ms_after_64"] or r["update_ms"]
-        table.append([r["config"], f"{r['params']:,}", r["predict_ms"]["median"], r["predict_ms"]["p95"],
+        mem = r.get("memory") or {}
+        table.append([r["config"] + (f" from {Path(r['init']).name}" if r["init"] else ""), f"{r['params']:,}",
+                      r["predict_ms"]["median"], r["predict_ms"]["p95"],
                       r["update_ms"]["median"], r["update_ms"]["p95"], steady["median"], steady["p95"],
-                      r["examples"]])
+                      r["examples"], mem.get("rss_mb_before_model", "-"), mem.get("model_mb", "-"),
+                      mem.get("peak_rss_mb", "-"), f"{mem['checkpoint_bytes']:,}" if mem else "-"])
     print(describe(payload))
     print()
     print(markdown_table(["config", "params", "predict ms median", "predict ms p95", "update ms median",
-                          "update ms p95", "update ms median (after 64)", "update ms p95 (after 64)", "examples"],
+                          "update ms p95", "update ms median (after 64)", "update ms p95 (after 64)", "examples",
+                          "RSS MB before the model", "model MB (RSS growth)", "peak RSS MB", "checkpoint bytes"],
                          table))
     print(f"\nwritten {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
 

@@ -4,6 +4,10 @@ path) next to the baselines, on the same training orders.
 Usage (from the repo root):
     python3 benchmarks/learning_curve.py [--data ../shared/data] [--orders 5]
         [--order-scheme pyrandom|spec] [--asr] [--radial] [--set key=value ...] [--json OUT]
+        [--init CKPT]
+
+--init starts every order from that checkpoint (`edge-plm eval --init`) and adds budget 0 (the
+starting model before any label); e.g. --init models/switch-en.npz.
 
 --asr uses benchmarks/data/switch-dev-{train,test}.asr.jsonl (ASR transcripts of the same
 utterances, see asr_transcripts.py). --set overrides PLMConfig fields (e.g. --set lr=0.02).
@@ -23,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from curves import ORDER_SCHEMES, load_jsonl  # noqa: E402
 
-from edge_plm.evaluation import run_eval  # noqa: E402
+from edge_plm.evaluation import load_init, run_eval  # noqa: E402
 
 BUDGETS = [10, 20, 50, 100, 200, 10**9]
 
@@ -38,12 +42,15 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def plm_curve(train, test, orders, radial: bool = False, **overrides) -> dict:
+def plm_curve(train, test, orders, radial: bool = False, init: str | None = None, **overrides) -> dict:
     per_order, timings = [], []
     for order in orders:
         rows = [train[i] for i in order]
         radial_from = [r["text"] for r in rows] if radial else None
-        result = run_eval(rows, test, BUDGETS, radial_from=radial_from, **overrides)
+        if init:
+            result = run_eval(rows, test, [0] + BUDGETS, init=load_init(init))
+        else:
+            result = run_eval(rows, test, BUDGETS, radial_from=radial_from, **overrides)
         per_order.append([b["balanced_accuracy"] for b in result["budgets"]])
         timings.append((result["predict_ms"]["median"], result["update_ms"]["median"]))
     means = np.mean(per_order, axis=0)
@@ -62,6 +69,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--radial", action="store_true",
                     help="refine the codes from the training transcripts (unlabelled) before learning")
+    ap.add_argument("--init", help="start every order from this checkpoint (adds budget 0)")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     if args.asr:
@@ -74,7 +82,9 @@ def main() -> None:
     overrides = parse_overrides(args.set)
     t0 = time.time()
     name = "PLM potato" + (" radial" if args.radial else "") + (f" {overrides}" if overrides else "")
-    rows = {name: plm_curve(train, test, orders, radial=args.radial, **overrides)}
+    if args.init:
+        name = f"PLM from {Path(args.init).name}"
+    rows = {name: plm_curve(train, test, orders, radial=args.radial, init=args.init, **overrides)}
     plm_seconds = time.time() - t0
     if args.baselines:
         from baselines import make_baselines
@@ -83,9 +93,12 @@ def main() -> None:
         for name, fit_predict in make_baselines(keyword_both="OFF").items():
             curve = learning_curve(fit_predict, train, test, orders=orders)
             rows[name] = {"mean": [v["mean"] for v in curve.values()]}
-    print(f"| learner | 10 | 20 | 50 | 100 | 200 | all |\n|---|---|---|---|---|---|---|")
+            if args.init:  # before any label a learned baseline has nothing; the keyword rule is fixed
+                rows[name]["mean"] = [rows[name]["mean"][0] if "keyword" in name else float("nan")] + rows[name]["mean"]
+    head = (["0"] if args.init else []) + ["10", "20", "50", "100", "200", "all"]
+    print("| learner | " + " | ".join(head) + " |\n|---" * 1 + "|---" * len(head) + "|")
     for name, r in rows.items():
-        print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in r["mean"]) + " |")
+        print(f"| {name} | " + " | ".join("-" if v != v else f"{v:.3f}" for v in r["mean"]) + " |")
     print(f"\n{args.orders} orders ({args.order_scheme}), {'ASR' if args.asr else 'clean'} text; "
           f"PLM wall time {plm_seconds:.0f} s")
     if args.json_out:

@@ -1,6 +1,6 @@
 """Budgeted online evaluation (the `edge-plm eval` contract, DESIGN.md §4).
 
-Starts from an empty model, feeds TRAIN in file order through ``SwitchModel.learn`` (the same
+Starts from an empty model (or a checkpoint: ``init``), feeds TRAIN in file order through ``SwitchModel.learn`` (the same
 online-update path the device uses) and, after each budget n, scores TEST. Also times every
 prediction and every update.
 """
@@ -14,6 +14,7 @@ import numpy as np
 
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.transcript import DEFAULT_MAX_CHARS, cap_transcript
+from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.dialogue import SwitchModel
 from edge_plm.plm.tokenizer import ACTIONS
 
@@ -70,14 +71,36 @@ def parse_budgets(text: str) -> list[int]:
         budgets = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError as exc:
         raise DataError(f"--budgets must be comma-separated integers, got {text!r}") from exc
-    if not budgets or budgets[0] <= 0:
-        raise DataError("--budgets must be positive integers")
+    if not budgets or budgets[0] < 0:
+        raise DataError("--budgets must be integers >= 0 (0: score before any label)")
     return budgets
 
 
+def load_init(path: str | Path, model_config: str | None = None) -> SwitchModel:
+    """The starting model of ``eval --init``: a switch-model checkpoint (of `model_config`, when
+    given). Raises DataError with a one-line reason when it cannot be used."""
+    try:
+        model = SwitchModel.load(path)
+    except CheckpointError as exc:
+        raise DataError(f"--init: {exc}") from exc
+    if model_config is not None and model.config.name != model_config:
+        raise DataError(f"--init: {path} is a {model.config.name} model, not {model_config}")
+    return model
+
+
 def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: str = "potato",
-             seed: int = 0, progress=None, radial_from: list[str] | None = None, **overrides) -> dict:
-    model = SwitchModel.empty(config, seed=seed, **overrides)
+             seed: int = 0, progress=None, radial_from: list[str] | None = None,
+             init: SwitchModel | None = None, **overrides) -> dict:
+    """``init``: start from this model (it is changed: pass a copy to keep it); its own seed
+    is replaced by `seed` so the replay sampling is the run's. Budget 0 scores it as it is."""
+    if init is not None:
+        if overrides or radial_from is not None:
+            raise ValueError("config overrides and radial_from apply to an empty model only")
+        model = init
+        model.seed = seed
+        model.rng = np.random.default_rng(seed)
+    else:
+        model = SwitchModel.empty(config, seed=seed, **overrides)
     if radial_from is not None:  # benchmark option: refine the codes from unlabelled transcripts
         model.refine_embedding(radial_from)
     test_texts = [r["text"] for r in test]

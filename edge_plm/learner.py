@@ -48,7 +48,9 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   a new active version.
 - `Learner.open(...)` — start-up: load the active checkpoint; if it is missing or damaged, log
   it, mark it rolled back and try the previous good (retired, saved) versions newest first;
-  if none loads and the database holds labels, rebuild; else start from an empty model.
+  if none loads and the database holds labels, rebuild; else start from the starting model
+  (``model.start``: the shipped one, a checkpoint, or an empty model; `load_start`). A rebuild
+  re-learns the database on top of the starting model too.
 
 Holdout choice: ``frac(id * golden_ratio) < holdout_fraction``. The golden-ratio sequence is
 evenly spread for consecutive ids (about one in five for 0.2, from the first labels on), needs
@@ -65,6 +67,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from edge_plm.evaluation import balanced_accuracy, confusion
 from edge_plm.plm.checkpoint import CheckpointError
@@ -105,6 +109,7 @@ class LearnerConfig:
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
     prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
     evidence_prior: float = 3.0  # ... weighed by its evidence: (n p + k/3) / (n + k), n labels
+    start: str = ""  # checkpoint every fresh model starts from ("": an empty model); model.start
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -126,7 +131,8 @@ class LearnerConfig:
         values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
                       holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
                       version_every=m.version_every, rollback_margin=m.rollback_margin,
-                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior)
+                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior,
+                      start=start_checkpoint(m))
         values.update(overrides)
         return cls(**values)
 
@@ -194,6 +200,39 @@ class _Window:
             self.relabelled.append(interaction_id)
 
 
+def start_checkpoint(m: ModelConfig) -> str:
+    """The checkpoint path of ``model.start`` ("" for "empty"); StartError when unusable."""
+    from edge_plm.starting_model import check_config, resolve  # noqa: PLC0415
+
+    check_config(m.start, m.config)
+    path = resolve(m.start, check=False)  # a missing file is an error only when it is needed
+    return "" if path is None else str(path)
+
+
+def load_start(cfg: LearnerConfig) -> SwitchModel:
+    """The starting model ``cfg.start``: a checkpoint of ``cfg.config``, re-seeded with
+    ``cfg.seed`` and with the learner's replay size. Its examples stay in it (replayed and
+    refreshed like the household's own); its interaction-key map is dropped (those keys are
+    another database's). StartError (a LookupError) when it does not load or has another
+    config: the device cannot start the way it is configured to."""
+    from edge_plm.starting_model import StartError  # noqa: PLC0415
+
+    try:
+        model = SwitchModel.load(cfg.start)
+    except CheckpointError as exc:
+        raise StartError(f"model.start: {exc}") from exc
+    if model.config.name != cfg.config:
+        raise StartError(f"model.start: {cfg.start} is a {model.config.name} model, "
+                         f"but model.config is {cfg.config}")
+    if model.config.replay != cfg.replay_size:
+        model.config = model.config.with_(replay=cfg.replay_size)
+        model.net.config = model.config
+    model.seed = cfg.seed
+    model.rng = np.random.default_rng(cfg.seed)
+    model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
+    return model
+
+
 def _keys_of(model: SwitchModel) -> dict[int, int]:
     """interaction id -> example key, from the checkpoint's metadata ({} if it has none)."""
     pairs = model.meta.get("interaction_keys") or []
@@ -210,7 +249,8 @@ class Learner:
         self.store = store
         self.cfg = cfg
         self.checkpoints_dir = Path(checkpoints_dir)
-        self.model = model if model is not None else self._fresh_model()
+        self._start_deferred = False
+        self.model = model if model is not None else self._initial_model()
         self.version = version  # the active version the live model descends from
         # interaction id -> example key in the live model (what it learned, to correct/forget)
         self.keys: dict[int, int] = dict(keys) if keys is not None else (
@@ -224,7 +264,20 @@ class Learner:
         self.events: list[VersionEvent] = []
 
     # --- construction -------------------------------------------------------------------
+    def _initial_model(self) -> SwitchModel:
+        """The model before `open` loads a version. When the database has saved versions the
+        starting model is not loaded (`open` loads a version; a rebuild loads the starting
+        model itself): a device that has versions does not depend on the starting-model file
+        (it may since have been moved or deleted). `open` loads it if no version loads."""
+        if self.cfg.start and any(v.path for v in self.store.model_versions()):
+            self._start_deferred = True
+            return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed, replay=self.cfg.replay_size)
+        return self._fresh_model()
+
     def _fresh_model(self) -> SwitchModel:
+        """Where learning starts (no version yet, or a rebuild): ``cfg.start`` or empty."""
+        if self.cfg.start:
+            return load_start(self.cfg)
         return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed, replay=self.cfg.replay_size)
 
     @classmethod
@@ -258,7 +311,9 @@ class Learner:
                         "labelled interactions in the database", store.count(labeled=True))
             learner.rebuild_from_store()
         else:
-            log.info("no model version yet: starting from an empty %s model", cfg.config)
+            if learner._start_deferred:  # versions exist but none loaded: the starting model
+                learner.model = learner._fresh_model()
+            log.info("no model version yet: starting from %s", cfg.start or f"an empty {cfg.config} model")
         return learner
 
     def _load_version(self, v: ModelVersion) -> SwitchModel:
@@ -515,6 +570,14 @@ class Learner:
         self.version = name
         self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
         return name
+
+    def adopt(self, model: SwitchModel, metrics: dict[str, Any]) -> str:
+        """A model made elsewhere (`edge-plm model import`) becomes the live model and a new
+        active version (no holdout gate here: the caller judged it). It holds no interaction
+        keys of this database. Returns the version name."""
+        self.model, self.keys = model, {}
+        self._window = _Window()
+        return self._save_active(metrics)
 
     def _reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
         """The active version again (and its key map), from its checkpoint (from memory if

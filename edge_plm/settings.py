@@ -104,6 +104,9 @@ class PolicyConfig:
 @dataclass
 class ModelConfig:
     config: str = "potato"
+    # where learning starts: "switch-en" (the shipped English starting model, understands
+    # common on/off commands from the first word), "empty", or a switch-model checkpoint path
+    start: str = "switch-en"
     seed: int = 0
     replay_size: int = 8
     holdout_fraction: float = 0.2
@@ -268,6 +271,9 @@ def problems(s: Settings) -> list[str]:
     need(m.rollback_margin >= 0, f"model.rollback_margin must be >= 0, got {m.rollback_margin}")
     need(m.prior_strength >= 0 and m.evidence_prior >= 0,
          "model.prior_strength and model.evidence_prior must be >= 0")
+    start = _start_problem(m)
+    if start:
+        out.append(start)
     return out
 
 
@@ -276,6 +282,19 @@ def validate(s: Settings) -> None:
     found = problems(s)
     if found:
         raise ConfigError(f"{s.source}: " + "; ".join(found))
+
+
+def _start_problem(m: ModelConfig) -> str | None:
+    """model.start names a shipped model of model.config, "empty", or a path (checked on use)."""
+    from edge_plm.starting_model import StartError, check_config  # noqa: PLC0415
+
+    if not m.start.strip():
+        return 'model.start must be "switch-en", "empty" or a checkpoint path'
+    try:
+        check_config(m.start, m.config)
+    except StartError as exc:
+        return str(exc)
+    return None
 
 
 def load(path: str | Path | None = None) -> Settings:

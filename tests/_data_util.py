@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -25,8 +26,11 @@ def demo_text_lines() -> list[SessionLine]:
 
 
 def populate(db: Path, lines: list[SessionLine], seed: int = 0) -> dict:
-    """Replay `lines` through the real loop into `db` (checkpoints in <db dir>/checkpoints)."""
-    replay = build_replay(Settings(), db, seed=seed)
+    """Replay `lines` through the real loop into `db` (checkpoints in <db dir>/checkpoints),
+    from an empty model."""
+    settings = Settings()
+    settings = replace(settings, model=replace(settings.model, start="empty"))
+    replay = build_replay(settings, db, seed=seed)
     try:
         result = run_session(lines, replay.controller, replay.clock)
     finally:

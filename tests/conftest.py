@@ -28,9 +28,10 @@ def _restore_logging():
 
 @pytest.fixture()
 def no_user_config(tmp_path, monkeypatch):
-    """Defaults only: no config file of the machine running the tests."""
+    """Defaults (no config file of the machine running the tests), except that the model starts
+    empty: tests that use this count what commands do to a household's own labels."""
     cfg = tmp_path / "empty.toml"
-    cfg.write_text("")
+    cfg.write_text('[model]\nstart = "empty"\n')
     monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
 
 

@@ -195,7 +195,7 @@ def test_export_csv_has_every_row(demo_dir):
 # --- label ----------------------------------------------------------------------------------
 def _learner(db):
     store = ReplayStore(db)
-    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig()),
+    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
                                db.parent / "checkpoints")
 
 

@@ -19,7 +19,7 @@ def active(db) -> str:
 
 def open_learner(db):
     store = ReplayStore(db)
-    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig()),
+    return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
                                db.parent / "checkpoints")
 
 

@@ -183,6 +183,13 @@ def test_prefix_install_layout(prefix_install):
                        capture_output=True, text=True, cwd="/", env=this_interpreters_env())
     assert r.stdout.strip().startswith(str(venv)), r.stdout + r.stderr  # the installed copy
     assert (venv / "bin/edge-plm").exists()
+    # the shipped starting model (model.start = "switch-en") is installed with the package
+    r = subprocess.run([str(venv / "bin/python"), "-c", "from edge_plm.starting_model import resolve; "
+                        "print(resolve('switch-en'))"], capture_output=True, text=True, cwd="/",
+                       env=this_interpreters_env())
+    installed = Path(r.stdout.strip())
+    assert str(installed).startswith(str(venv)), r.stdout + r.stderr
+    assert installed.read_bytes() == (Path(__file__).resolve().parents[1] / "models/switch-en.npz").read_bytes()
     for helper in ("mic-test.sh", "gpio-test.sh"):
         assert os.access(venv / "share/edge-plm" / helper, os.X_OK)
     for d in (state, state / "numba-cache", state / "models"):

@@ -104,10 +104,42 @@ def test_eval_missing_file_and_bad_budgets(tmp_path, small):
     assert res.exit_code == 2 and "file not found" in res.stderr
     res = _run("--train", small, "--test", small, "--budgets", "10,x", "--json")
     assert res.exit_code == 2 and "--budgets" in res.stderr
-    res = _run("--train", small, "--test", small, "--budgets", "0", "--json")
-    assert res.exit_code == 2 and "positive" in res.stderr
+    res = _run("--train", small, "--test", small, "--budgets", "-1", "--json")
+    assert res.exit_code == 2 and ">= 0" in res.stderr
+    res = _run("--train", small, "--test", small, "--model-config", "banana", "--json")
+    assert res.exit_code == 2 and "unknown model config" in res.stderr
+    # --config is the TOML file everywhere; a configuration name there still works (deprecated)
     res = _run("--train", small, "--test", small, "--config", "banana", "--json")
-    assert res.exit_code == 2 and "unknown config" in res.stderr
+    assert res.exit_code == 2 and "--model-config" in res.stderr
+    res = _run("--train", small, "--test", small, "--budgets", "2", "--config", "potato", "--json")
+    assert res.exit_code == 0 and "deprecated" in res.stderr
+    assert json.loads(res.stdout)["config"] == "potato"
+
+
+def test_eval_budget_zero_scores_the_start(tmp_path, small):
+    """Budget 0: an empty model scores a uniform guess (every prediction the first action);
+    from --init the checkpoint's own predictions, before any label of TRAIN."""
+    from edge_plm.plm.dialogue import SwitchModel
+
+    res = _run("--train", small, "--test", small, "--budgets", "0,6", "--json")
+    assert res.exit_code == 0, res.output
+    first = json.loads(res.stdout)["budgets"][0]
+    assert first["n"] == 0 and first["balanced_accuracy"] == pytest.approx(1 / 3)
+    model = SwitchModel.empty("potato")
+    for r in ROWS:
+        model.learn(r["text"], r["label"])
+    ckpt = model.save(tmp_path / "start.npz")
+    res = _run("--train", small, "--test", small, "--budgets", "0", "--init", ckpt, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["budgets"][0]["n"] == 0 and out["budgets"][0]["balanced_accuracy"] == 1.0
+    assert out["update_ms"] == {"median": 0.0, "p95": 0.0}  # nothing learned at budget 0
+    res = _run("--train", small, "--test", small, "--init", ckpt, "--model-config", "orange", "--json")
+    assert res.exit_code == 2 and "not orange" in res.stderr
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a checkpoint")
+    res = _run("--train", small, "--test", small, "--init", bad, "--json")
+    assert res.exit_code == 2 and res.stderr.startswith("error: --init") and "Traceback" not in res.output
 
 
 def test_eval_table_output(small):

@@ -145,7 +145,7 @@ def test_cli_train(tmp_path):
     from edge_plm.cli import app
 
     corpus = write_corpus(tmp_path)
-    args = ["train", "--config", "orange", "--corpus", str(corpus), "--out", str(tmp_path / "o"), "--steps", "3",
+    args = ["train", "lm", "--model-config", "orange", "--corpus", str(corpus), "--out", str(tmp_path / "o"), "--steps", "3",
             "--quiet", "--set", "warm_tokens=200", "--set", "widths=4,8,16", "--set", "hidden=16",
             "--set", "heads=2", "--set", "positional_heads=1", "--set", "batch_size=8"]
     res = CliRunner().invoke(app, args)
@@ -153,5 +153,5 @@ def test_cli_train(tmp_path):
     assert json.loads(res.output.strip().splitlines()[-1])["steps"] == 3
     res = CliRunner().invoke(app, args + ["--resume", "--steps", "5"])
     assert res.exit_code == 0, res.output
-    bad = CliRunner().invoke(app, ["train", "--config", "nope", "--corpus", str(corpus), "--steps", "1"])
-    assert bad.exit_code == 2 and "unknown config" in bad.output
+    bad = CliRunner().invoke(app, ["train", "lm", "--model-config", "nope", "--corpus", str(corpus), "--steps", "1"])
+    assert bad.exit_code == 2 and "unknown model config" in bad.output

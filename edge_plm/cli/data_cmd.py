@@ -167,8 +167,10 @@ def status_command(
                               f"{a['parent'] or 'none'}, {a['n_train']} labels learned); "
                               f"{m['versions']} versions, {m['rolled_back']} rolled back")
     else:
+        start = settings.model.start
         grid.add_row("model", f"no active version ({m['versions']} versions): the service "
-                              "starts from an empty model")
+                              + ("starts from an empty model" if start == "empty"
+                                 else f"starts from the starting model {start!r} (model.start)"))
     h = s["holdout"]
     if h["balanced_accuracy"] is not None:
         hold = (f"balanced accuracy {h['balanced_accuracy']:.3f} on {h['scored_on']} rows when "

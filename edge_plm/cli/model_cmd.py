@@ -1,9 +1,12 @@
-"""`edge-plm model list|show|rollback|rebuild`: the model versions in the replay buffer.
+"""`edge-plm model list|show|rollback|rebuild|import|export`: the model versions in the replay buffer.
 
 Versions are made by the `Learner` (edge_plm/learner.py, docs/loop.md): every accepted
 candidate is a checkpoint + an ``active`` row, rolled-back candidates have no checkpoint.
 ``rollback`` makes an older saved version active (`Learner.rollback`), ``rebuild`` re-learns a
-new active version from the database alone (`Learner.rebuild_from_store`). A running service
+new active version from the database alone (`Learner.rebuild_from_store`), ``import`` makes a
+new active version from a checkpoint trained elsewhere (`edge-plm train switch`; it must not
+score below the active one on the holdout unless --force) and ``export`` copies a version's
+checkpoint out (edge_plm/model_transfer.py). A running service
 keeps its in-memory model until it is restarted.
 """
 
@@ -19,7 +22,7 @@ from edge_plm.cli import app
 from edge_plm.cli.data_cmd import (CONFIG_HELP, DB_HELP, JSON_HELP, RESTART_NOTE, console, fail,
                                    opened, print_json)
 
-model_app = typer.Typer(help="Model versions: list, show, rollback, rebuild.",
+model_app = typer.Typer(help="Model versions: list, show, rollback, rebuild, import, export.",
                         no_args_is_help=True)
 app.add_typer(model_app, name="model")
 
@@ -46,7 +49,9 @@ def list_command(
         print_json(versions)
         return
     if not versions:
-        typer.echo("no model versions yet (the service starts from an empty model)")
+        start = settings.model.start
+        typer.echo("no model versions yet (the service starts from "
+                   + ("an empty model)" if start == "empty" else f"the starting model {start!r}: model.start)"))
         return
     from rich.table import Table  # noqa: PLC0415
 
@@ -191,3 +196,68 @@ def rebuild_command(
                f"skipped (rolled-back windows); holdout balanced accuracy "
                f"{_ba(m.get('balanced_accuracy'))} on {m.get('holdout_n')} rows")
     typer.echo(f"note: {RESTART_NOTE}", err=True)
+
+
+@model_app.command("import")
+def import_command(
+    checkpoint: Path = typer.Argument(..., help="A switch-model checkpoint (e.g. from `edge-plm train switch`)."),
+    force: bool = typer.Option(False, "--force", help="Import even if it scores below the active model on the holdout."),
+    checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help=CKPT_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """A checkpoint trained elsewhere as a new active version: checked (configuration,
+    vocabulary, format), scored on the holdout next to the active model, refused when it
+    scores lower (unless --force); its origin is recorded in the version's metrics."""
+    from edge_plm.model_transfer import ImportRefused, import_checkpoint  # noqa: PLC0415
+    from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+
+    with opened(db, config, write=True) as (store, settings, path):
+        from edge_plm.learner import LearnerConfig  # noqa: PLC0415
+
+        cfg = LearnerConfig.from_settings(settings.model)
+        ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
+        try:
+            r = import_checkpoint(store, cfg, ckdir, checkpoint, force=force)
+        except CheckpointError as exc:
+            fail(f"cannot import: {exc}", 2)
+        except ImportRefused as exc:
+            fail(f"refused: {exc}", 1)
+    if as_json:
+        print_json(r)
+        return
+    judged = (f"holdout balanced accuracy {_ba(r['balanced_accuracy'])} on {r['holdout_n']} rows "
+              f"(previous {_ba(r['previous_balanced_accuracy'])})")
+    typer.echo(f"model {r['version']} ({r['config']}) imported from {r['source']} and active (was "
+               f"{r['previous'] or 'none'}): {judged}" + ("; forced" if r["forced"] else ""))
+    if r["config"] != r["model_config_setting"]:
+        typer.echo(f"note: the device now runs a {r['config']} model; model.config is "
+                   f"{r['model_config_setting']!r}, which a rebuild or a new start uses: set "
+                   f'model.config = "{r["config"]}" (and model.start) to keep {r["config"]}', err=True)
+    typer.echo(f"note: {RESTART_NOTE}", err=True)
+
+
+@model_app.command("export")
+def export_command(
+    version: str = typer.Argument(..., help="The saved version, e.g. v0003."),
+    out: Path = typer.Argument(..., help="File (or directory) to write the checkpoint to."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Copy a saved version's checkpoint out (it loads with `eval --init`, `model.start`,
+    `model import`)."""
+    from edge_plm.model_transfer import export_checkpoint  # noqa: PLC0415
+    from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+
+    with opened(db, config) as (store, settings, path):
+        try:
+            r = export_checkpoint(store, version, out)
+        except CheckpointError as exc:
+            fail(f"cannot export {version}: {exc}")
+    if as_json:
+        print_json(r)
+        return
+    typer.echo(f"model {r['version']} ({r['config']}, {r['labelled']} labelled examples) written to "
+               f"{r['out']} ({r['bytes']} bytes, sha256 {r['sha256']})")

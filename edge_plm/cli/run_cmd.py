@@ -107,7 +107,9 @@ def run_command(
     from edge_plm.controller import Controller
     from edge_plm.device import Devices, PinFactoryError
     from edge_plm.learner import Learner, LearnerConfig
+    from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.settings import load
+    from edge_plm.starting_model import StartError
     from edge_plm.store import ReplayStore, StorageError, private_dir
     from edge_plm.voice.asr import AsrError, make_asr
     from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
@@ -161,7 +163,7 @@ def run_command(
                 log.error("audio input failed: %s; retrying in 5 s", exc)
                 stop.wait(5.0)
                 notifier()
-    except (AsrError, AudioError, PinFactoryError) as exc:
+    except (AsrError, AudioError, PinFactoryError, StartError, CheckpointError) as exc:
         log.error("cannot start: %s", exc)
         typer.echo(f"error: cannot start: {exc}", err=True)
         raise typer.Exit(1)
@@ -178,13 +180,42 @@ def run_command(
 
 
 # --- replay and demo ------------------------------------------------------------------------
-def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None):
+START_HELP = ('Where the model starts: "switch-en" (the shipped English starting model), "empty", '
+              "or a checkpoint path (default: model.start of the settings, switch-en).")
+
+
+def _replay_settings(start: str | None):
+    """Built-in settings (a replay does not read the config file) with ``model.start``."""
+    from dataclasses import replace
+
+    from edge_plm.settings import ConfigError, Settings, validate
+
+    s = Settings()
+    if start is not None:
+        s = replace(s, model=replace(s.model, start=start))
+    try:
+        validate(s)
+        from edge_plm.starting_model import resolve
+
+        resolve(s.model.start)
+    except (ConfigError, LookupError) as exc:
+        typer.echo(f"error: --start: {exc}", err=True)
+        raise typer.Exit(2)
+    return s
+
+
+def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, settings=None):
     from edge_plm.controller import build_replay, replay_asr, run_session
+    from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.settings import Settings
 
     from edge_plm.store import StorageError
 
-    replay = build_replay(Settings(), db, seed=seed, asr=replay_asr(lines))
+    try:
+        replay = build_replay(settings or Settings(), db, seed=seed, asr=replay_asr(lines))
+    except (CheckpointError, LookupError) as exc:  # LookupError: StartError (model.start)
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     try:
         result = run_session(lines * rounds, replay.controller, replay.clock,
                              endpointer=replay.endpointer, progress=progress)
@@ -201,19 +232,21 @@ def replay_command(
     session: Path = typer.Argument(..., help="JSONL: {'text'|'audio', 'label'} per line."),
     db: Path = typer.Option(None, "--db", help="Replay buffer to write (default: a temp file)."),
     seed: int = typer.Option(0, "--seed", help="Model seed."),
+    start: str = typer.Option(None, "--start", help=START_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
 ) -> None:
     """Run a logged session through the real loop with a simulated person (mock GPIO)."""
     _logging(sys.stderr, logging.WARNING)
     from edge_plm.controller import SessionError, read_session
 
+    settings = _replay_settings(start)
     try:
         lines = read_session(session)
     except SessionError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     if as_json:
-        result, _ = _replay(lines, db, seed)
+        result, _ = _replay(lines, db, seed, settings=settings)
         sys.stdout.write(json.dumps(result.summary()) + "\n")
         return
     from rich.console import Console
@@ -221,7 +254,7 @@ def replay_command(
 
     with Progress(transient=True) as bar:
         task = bar.add_task("replaying", total=len(lines))
-        result, versions = _replay(lines, db, seed, progress=lambda: bar.advance(task))
+        result, versions = _replay(lines, db, seed, progress=lambda: bar.advance(task), settings=settings)
     _print_summary(Console(), result, versions, f"replay of {session}")
 
 
@@ -255,6 +288,7 @@ def demo_command(
     rounds: int = typer.Option(2, "--rounds", min=1, help="Times the session is played."),
     seed: int = typer.Option(0, "--seed", help="Model seed."),
     limit: int = typer.Option(0, "--limit", min=0, help="Play only the first N lines (0: all)."),
+    start: str = typer.Option(None, "--start", help=START_HELP),
 ) -> None:
     """The whole loop on the embedded default: packaged WAVs -> pocketsphinx -> model ->
     policy -> mock GPIO -> SQLite. No microphone, no GPIO, no network."""
@@ -264,6 +298,7 @@ def demo_command(
 
     from edge_plm.controller import read_session
 
+    settings = _replay_settings(start)
     console = Console()
     lines = read_session(DEMO_SESSION)
     if limit:
@@ -271,11 +306,12 @@ def demo_command(
     console.print(f"demo: {len(lines)} recorded utterances (synthesised voices) played "
                   f"{rounds} time(s) in a row = {len(lines) * rounds} interactions; "
                   "ASR pocketsphinx, GPIO simulated (MockFactory), a simulated person flips "
-                  "the switch when the device asks or gets it wrong. The model starts empty.")
+                  "the switch when the device asks or gets it wrong. The model starts "
+                  + ("empty." if settings.model.start == "empty" else f"from {settings.model.start}."))
     with Progress(transient=True, console=console) as bar:
         task = bar.add_task("listening", total=len(lines) * rounds)
         result, versions = _replay(lines, db, seed, rounds=rounds,
-                                   progress=lambda: bar.advance(task))
+                                   progress=lambda: bar.advance(task), settings=settings)
     _print_summary(console, result, versions, "demo")
     if db is not None:
         console.print(f"interactions stored in {db}")

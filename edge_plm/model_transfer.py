@@ -1,0 +1,118 @@
+"""Moving switch models between a device and a desktop (`edge-plm model import|export`).
+
+``import_checkpoint``: a checkpoint trained elsewhere (`edge-plm train switch`) becomes a new
+model version of this device's database. It must be a switch model of a configuration this
+edge-plm runs on a device (potato or orange, with exactly that configuration's structure), in
+this edge-plm's checkpoint format, with a character vocabulary whose codes match (all checked by
+``SwitchModel.load`` and ``check_compatible``). It may be of another configuration than
+``model.config`` (the round trip: a potato device imports an orange model trained on a desktop);
+the device then runs the imported configuration, and ``config_changed`` says so: ``model.config``
+is what a rebuild or a new start uses, so set it to keep the imported configuration. It is scored on the holdout slice next to the active model (on the same
+rows); when it scores lower it is refused unless ``force``. Accepted, it becomes the active
+version (gate ``"import"``; its metrics record the source file, its SHA-256 and how it was
+trained). The running service picks it up at its next sync (as after `model rollback`).
+
+The imported model holds no map from this database's interactions to its examples: `forget`
+and `label` cannot take an interaction back out of it (they still act on the database, and
+`model rebuild` re-learns from the database). docs/deploy.md has the round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+from edge_plm.learner import HoldoutScore, Learner, LearnerConfig
+from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.plm.config import CONFIGS
+from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.store import ReplayStore
+
+# the fields that shape the network's arrays: a checkpoint must agree on all of them
+STRUCTURE = ("bits", "window", "heads", "local_hidden", "hidden_ngram", "widths", "shared_u2")
+
+
+class ImportRefused(Exception):
+    """The imported model scores below the active one on the holdout (and no ``force``)."""
+
+
+def check_compatible(model: SwitchModel, path: str | Path) -> None:
+    """CheckpointError unless `model` is a switch model of a known configuration with that
+    configuration's structure."""
+    name = model.config.name
+    if name not in CONFIGS:
+        raise CheckpointError(f"{path} is a model of configuration {name!r}, which this edge-plm does not run "
+                              f"(known: {', '.join(CONFIGS)})")
+    want, have = asdict(CONFIGS[name]), asdict(model.config)
+    diff = [f"{k}={have[k]!r} (needs {want[k]!r})" for k in STRUCTURE if tuple_(have[k]) != tuple_(want[k])]
+    if diff:
+        raise CheckpointError(f"{path} has another {name} structure: {', '.join(diff)}")
+
+
+def tuple_(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def sha256_of(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _ba(s: HoldoutScore | None) -> float | None:
+    return None if s is None else s.balanced_accuracy
+
+
+def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
+                      path: str | Path, force: bool = False) -> dict:
+    """Import `path` as the new active version; returns what happened (see module doc)."""
+    path = Path(path)
+    model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
+    check_compatible(model, path)
+    model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
+    learner = Learner.open(store, cfg, checkpoints_dir)
+    previous = learner.version
+    cand = learner.score(model)
+    base = learner.score(learner.model)
+    result = {"source": str(path.resolve()), "source_sha256": sha256_of(path), "previous": previous,
+              "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
+              "previous_balanced_accuracy": _ba(base), "forced": False, "version": None,
+              "config": model.config.name, "config_changed": model.config.name != learner.model.config.name,
+              "model_config_setting": cfg.config}
+    worse = (cand.balanced_accuracy is not None and base.balanced_accuracy is not None
+             and cand.balanced_accuracy < base.balanced_accuracy)
+    if worse and not force:
+        raise ImportRefused(
+            f"{path} scores {cand.balanced_accuracy:.3f} balanced accuracy on the holdout ({cand.n} rows), "
+            f"below the active model {previous or '(the starting model)'} at {base.balanced_accuracy:.3f}; "
+            "nothing imported (--force imports it anyway)")
+    result["forced"] = bool(worse)
+    metrics = {"gate": "import", "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
+               "parent_balanced_accuracy": _ba(base), "source": result["source"],
+               "source_sha256": result["source_sha256"], "forced": result["forced"],
+               "trained_by": model.meta.get("trained_by"), "training": model.meta.get("training"),
+               "interactions": [None, None], "labels_in_window": 0}
+    result["version"] = learner.adopt(model, metrics)
+    return result
+
+
+def export_checkpoint(store: ReplayStore, version: str, out: str | Path) -> dict:
+    """Copy the checkpoint of saved `version` to `out` after checking that it loads."""
+    matches = [v for v in store.model_versions() if v.version == version]
+    if not matches:
+        raise LookupError(f"no model version {version!r} (see `edge-plm model list`)")
+    v = matches[0]
+    if not v.path:
+        raise LookupError(f"model version {version} has no checkpoint (rolled-back candidates are never saved)")
+    model = SwitchModel.load(v.path)
+    out = Path(out)
+    if out.is_dir():
+        out = out / f"{version}.npz"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(v.path, out)
+    return {"version": version, "out": str(out), "config": model.config.name,
+            "labelled": model.n_examples, "sha256": sha256_of(out), "bytes": out.stat().st_size}

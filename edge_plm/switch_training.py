@@ -1,0 +1,261 @@
+"""Desktop training of a switch model (`edge-plm train switch`, DESIGN.md §2.6).
+
+The recipe, on a labelled JSONL file (lines as `edge-plm replay` / `export` write them):
+
+1. **Explicit warm start** — every labelled line goes through ``SwitchModel.learn`` in file
+   order (the device's own online path: statistics, explicit re-solve, re-gathered replay
+   slice); lines without a label are ``observe``d (language signal only).
+2. **Frozen embeddings** — epochs of gradient steps (Adam on the model's ``delta``) over all
+   labelled examples, in a seeded order, with early stopping on the validation file.
+3. **Thawed embeddings** — the same with the bit-cipher codes trainable, at a smaller rate.
+   Skipped for a model that cannot thaw.
+
+Early stopping: after the warm start and after every epoch the model is scored on ``--val``
+(balanced accuracy, ties broken by the lower class-weighted loss). The best model so far is
+``OUT/checkpoint.npz`` (the device's checkpoint format: `SwitchModel.save`); a phase stops after
+``patience`` epochs without improvement, and phase 3 starts from the best model of phase 2.
+Without ``--val`` there is no early stopping: the last epoch is the model.
+
+Everything that touches the model's internals goes through ``gradient_epoch`` (one epoch of
+gradient steps) and ``SwitchModel.learn`` / ``observe`` / ``save`` / ``load``, so a new model
+internal only needs that one function changed.
+
+Resumable: ``OUT/last.npz`` is the model after the last finished epoch and ``OUT/train_log.json``
+the log with the run's position (phase, epoch, best score, steps); ``resume=True`` continues from
+them. Deterministic: the epoch order is seeded by (seed, phase, epoch), so a run cut into parts
+by ``--steps`` and ``--resume`` ends with the same model as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edge_plm.evaluation import balanced_accuracy, confusion
+from edge_plm.jsonl import JsonlError, read_objects
+from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.plm.dialogue import LABEL_INDEX, SwitchModel
+from edge_plm.plm.tokenizer import ACTIONS
+
+PHASES = ("frozen", "thawed")
+LOG_NAME = "train_log.json"
+
+
+class TrainDataError(ValueError):
+    """A training or validation file is missing or has a bad line."""
+
+
+@dataclass(frozen=True)
+class SwitchTrainConfig:
+    model_config: str = "potato"
+    seed: int = 0
+    batch_size: int = 32
+    lr_frozen: float = 0.003  # Adam rate with frozen embeddings
+    lr_thawed: float = 0.001  # ... and with thawed embeddings (smaller: the codes move)
+    max_epochs: int = 30  # per phase
+    patience: int = 4  # epochs without a better validation score before a phase stops
+    steps: int | None = None  # total gradient steps (checked at epoch boundaries)
+    time_budget: float | None = None  # seconds, warm start included (checked at epoch boundaries)
+
+
+def read_training_lines(path: str | Path) -> list[tuple[str, str | None]]:
+    """(text, label or None) for every line with a non-empty "text"; labels ON/OFF/NOOP or
+    null (an unlabelled interaction of `edge-plm export`). Lines marked ``"holdout": true``
+    (`edge-plm export` marks the device's holdout slice) are left out: the device judges an
+    imported model on them, so it must not have learned them."""
+    rows: list[tuple[str, str | None]] = []
+    try:
+        for no, row in read_objects(path, shape='an object with a "text" string'):
+            text, label = row.get("text"), row.get("label")
+            if not isinstance(text, str):
+                raise TrainDataError(f'{path}:{no}: expected an object with a "text" string')
+            if label is not None and label not in ACTIONS:
+                raise TrainDataError(f'{path}:{no}: "label" must be one of {", ".join(ACTIONS)} or null, got {label!r}')
+            if text.strip() and row.get("holdout") is not True:
+                rows.append((text, label))
+    except JsonlError as exc:
+        raise TrainDataError(str(exc)) from exc
+    if not any(label for _, label in rows):
+        raise TrainDataError(f"{path}: no labelled lines")
+    return rows
+
+
+# --- the one function that touches the model's gradient machinery ------------------------
+
+def gradient_epoch(model: SwitchModel, keys: list[int], lr: float, batch_size: int,
+                   seed: tuple[int, ...]) -> tuple[float, int]:
+    """One epoch of gradient steps over the labelled examples `keys` of `model`, in an order
+    seeded by `seed`, mini-batches of `batch_size`. Returns (mean loss before each step, steps)."""
+    order = np.random.default_rng(list(seed)).permutation(np.asarray(keys, dtype=np.int64))
+    losses = []
+    for i in range(0, len(order), batch_size):
+        losses.append(model.net.train_step(model.batch_of(order[i:i + batch_size].tolist()), lr=lr))
+    model.net.optimizer.lr = model.config.lr  # the device's online rate stays the config's
+    return float(np.mean(losses)) if losses else 0.0, len(losses)
+
+
+def can_thaw(model: SwitchModel) -> bool:
+    return hasattr(model.net, "thaw") and hasattr(model.net, "freeze")
+
+
+def set_embeddings(model: SwitchModel, thawed: bool) -> None:
+    if can_thaw(model):
+        (model.net.thaw if thawed else model.net.freeze)()
+
+
+# --- scoring ----------------------------------------------------------------------------
+
+def score(model: SwitchModel, rows: list[tuple[str, str]]) -> dict:
+    """Balanced accuracy and class-weighted mean cross-entropy on labelled rows."""
+    texts = [t for t, _ in rows]
+    truth = [lab for _, lab in rows]
+    y = model.predict_many(texts)
+    preds = [ACTIONS[int(i)] for i in np.argmax(y, axis=1)]
+    idx = np.array([LABEL_INDEX[lab] for lab in truth])
+    counts = np.bincount(idx, minlength=len(ACTIONS)).astype(float)
+    w = (1.0 / np.maximum(counts, 1.0))[idx]
+    nll = -np.log(y[np.arange(len(idx)), idx] + 1e-300)
+    return {"balanced_accuracy": balanced_accuracy(confusion(truth, preds)),
+            "loss": float((w * nll).sum() / w.sum())}
+
+
+def better(a: dict, b: dict | None) -> bool:
+    """Score `a` beats `b`: higher balanced accuracy, ties broken by a lower loss."""
+    if b is None:
+        return True
+    if a["balanced_accuracy"] != b["balanced_accuracy"]:
+        return a["balanced_accuracy"] > b["balanced_accuracy"]
+    return a["loss"] < b["loss"]
+
+
+# --- the run ----------------------------------------------------------------------------
+
+def _write_json(path: Path, obj: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class SwitchTrainer:
+    def __init__(self, cfg: SwitchTrainConfig, data: str | Path, out: str | Path,
+                 val: str | Path | None = None, resume: bool = False, progress=None,
+                 data_label: str | None = None, val_label: str | None = None) -> None:
+        self.cfg, self.out, self.resume, self.progress = cfg, Path(out), resume, progress
+        self.rows = read_training_lines(data)
+        self.val = None
+        if val is not None:
+            self.val = [(t, lab) for t, lab in read_training_lines(val) if lab is not None]
+        self.sources = {"data": data_label or str(data), "val": (val_label or str(val)) if val else None}
+
+    def _meta(self) -> dict:
+        return {"trained_by": "edge-plm train switch", "training": {
+            **self.sources, "recipe": asdict(self.cfg),
+            "data_lines": len(self.rows), "val_lines": len(self.val) if self.val else 0}}
+
+    def _save(self, model: SwitchModel, name: str) -> None:
+        model.save(self.out / name, extra=self._meta())
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        self.out.mkdir(parents=True, exist_ok=True)
+        log_path = self.out / LOG_NAME
+        if self.resume and log_path.exists() and (self.out / "last.npz").exists():
+            log = json.loads(log_path.read_text(encoding="utf-8"))
+            if log.get("recipe", {}).get("model_config") != cfg.model_config:
+                raise ValueError(f"{self.out} holds a {log.get('recipe', {}).get('model_config')} run, "
+                                 f"not {cfg.model_config}; use another --out")
+            model = SwitchModel.load(self.out / "last.npz")
+            elapsed = float(log["state"]["seconds"])
+        else:
+            model = SwitchModel.empty(cfg.model_config, seed=cfg.seed)
+            for text, label in self.rows:
+                if label is None:
+                    model.observe(text)
+                else:
+                    model.learn(text, label)
+            log = {"recipe": asdict(cfg), **self.sources, "params": model.params,
+                   "data_lines": len(self.rows), "labelled": model.n_examples, "epochs": [],
+                   "state": {"phase": 0, "epoch": 0, "steps": 0, "best": None, "stale": 0,
+                             "seconds": 0.0, "done": False}}
+            warm = score(model, self.val) if self.val else None
+            log["warm_start"] = {"val": warm, "seconds": time.perf_counter() - t0}
+            log["state"]["best"] = warm
+            self._save(model, "checkpoint.npz")
+            self._save(model, "last.npz")
+            elapsed = time.perf_counter() - t0
+            log["state"]["seconds"] = elapsed
+            _write_json(log_path, log)
+        start = time.perf_counter() - elapsed
+        st = log["state"]
+        keys = model.live_keys()
+        while not st["done"]:
+            if st["phase"] >= len(PHASES) or (PHASES[st["phase"]] == "thawed" and not can_thaw(model)):
+                st["done"] = True
+                break
+            if cfg.steps is not None and st["steps"] >= cfg.steps:
+                break
+            if cfg.time_budget is not None and time.perf_counter() - start >= cfg.time_budget:
+                break
+            phase = PHASES[st["phase"]]
+            set_embeddings(model, phase == "thawed")
+            lr = cfg.lr_frozen if phase == "frozen" else cfg.lr_thawed
+            loss, n = gradient_epoch(model, keys, lr, cfg.batch_size, (cfg.seed, st["phase"], st["epoch"]))
+            set_embeddings(model, False)
+            st["steps"] += n
+            st["epoch"] += 1
+            rec = {"phase": phase, "epoch": st["epoch"], "steps": st["steps"], "train_loss": loss}
+            next_phase = st["epoch"] >= cfg.max_epochs
+            if self.val:
+                s = score(model, self.val)
+                rec["val"] = s
+                if better(s, st["best"]):
+                    st["best"], st["stale"] = s, 0
+                    self._save(model, "checkpoint.npz")
+                    rec["best"] = True
+                else:
+                    st["stale"] += 1
+                    next_phase = next_phase or st["stale"] >= cfg.patience
+            else:
+                self._save(model, "checkpoint.npz")
+            rec["seconds"] = time.perf_counter() - start
+            log["epochs"].append(rec)
+            if self.progress:
+                self.progress(rec)
+            if next_phase:  # the next phase starts from the best model so far
+                st["phase"], st["epoch"], st["stale"] = st["phase"] + 1, 0, 0
+                model = SwitchModel.load(self.out / "checkpoint.npz")
+            self._save(model, "last.npz")
+            st["seconds"] = time.perf_counter() - start
+            _write_json(log_path, log)
+        st["seconds"] = time.perf_counter() - start
+        final = SwitchModel.load(self.out / "checkpoint.npz")
+        log["summary"] = {"checkpoint": str(self.out / "checkpoint.npz"), "config": final.config.name,
+                          "params": final.params, "labelled": final.n_examples,
+                          "steps": st["steps"], "finished": st["done"], "val": st["best"],
+                          "seconds": st["seconds"]}
+        _write_json(log_path, log)
+        return log
+
+
+def copy_checkpoint(src: str | Path, dst: str | Path) -> Path:
+    """Copy a checkpoint after checking that it loads (a model file, not just any .npz)."""
+    SwitchModel.load(src)
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return dst
+
+
+__all__ = ["CheckpointError", "SwitchTrainConfig", "SwitchTrainer", "TrainDataError", "gradient_epoch",
+           "read_training_lines", "score"]

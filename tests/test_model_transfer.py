@@ -1,0 +1,130 @@
+"""`edge-plm model import|export`: a checkpoint trained elsewhere becomes a version only if it is
+compatible and not worse on the holdout (unless --force); export copies a version out."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from _data_util import cli, copy_db, demo_text_lines, populate, query
+
+from edge_plm.plm.dialogue import SwitchModel
+
+
+@pytest.fixture(autouse=True)
+def _config(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[model]\nstart = "empty"\n')
+    monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("state") / "state"
+    populate(d / "edge-plm.db", demo_text_lines())
+    return d
+
+
+@pytest.fixture()
+def db(demo_dir, tmp_path):
+    return copy_db(demo_dir, tmp_path / "state")
+
+
+def js(result):
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _labelled(db):
+    return query(db, "SELECT transcript, label FROM interactions WHERE label IS NOT NULL ORDER BY id")
+
+
+def _trained(tmp_path, rows, name, config="potato"):
+    model = SwitchModel.empty(config)
+    for text, label in rows:
+        model.learn(text, label)
+    return model.save(tmp_path / name, extra={"trained_by": "test"})
+
+
+def _active(db):
+    return query(db, "SELECT version FROM model_versions WHERE status = 'active'")[0][0]
+
+
+def test_import_a_better_model_then_export_it(db, tmp_path):
+    before = _active(db)
+    good = _trained(tmp_path, _labelled(db), "good.npz")  # learned every label, holdout included
+    r = js(cli("model", "import", str(good), "--db", db, "--json"))
+    assert r["previous"] == before and r["version"] == _active(db) != before
+    assert r["balanced_accuracy"] >= r["previous_balanced_accuracy"] and not r["forced"]
+    shown = js(cli("model", "show", r["version"], "--db", db, "--json"))
+    m = shown["metrics"]
+    assert m["gate"] == "import" and m["source"] == str(good.resolve()) and m["trained_by"] == "test"
+    assert shown["parent"] == before
+    out = js(cli("model", "export", r["version"], str(tmp_path / "out.npz"), "--db", db, "--json"))
+    from edge_plm.model_transfer import sha256_of
+
+    assert out["sha256"] == sha256_of(shown["checkpoint"])  # the version's own file, byte for byte
+    back = SwitchModel.load(tmp_path / "out.npz")
+    assert back.predict("lights off please").action == "OFF"
+
+
+def test_import_refuses_a_worse_model_unless_forced(db, tmp_path):
+    flip = {"ON": "OFF", "OFF": "ON", "NOOP": "ON"}
+    bad = _trained(tmp_path, [(t, flip[lab]) for t, lab in _labelled(db)], "bad.npz")
+    before = _active(db)
+    n_versions = len(query(db, "SELECT version FROM model_versions"))
+    res = cli("model", "import", str(bad), "--db", db)
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: refused:") and "--force" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert _active(db) == before and len(query(db, "SELECT version FROM model_versions")) == n_versions
+    r = js(cli("model", "import", str(bad), "--db", db, "--force", "--json"))
+    assert r["forced"] and _active(db) == r["version"] != before
+
+
+def test_import_an_orange_model_into_a_potato_device(db, tmp_path):
+    """The round trip of docs/deploy.md: a potato device imports an orange model trained on a
+    desktop; it runs orange from then on, and is told that model.config still says potato."""
+    orange = _trained(tmp_path, _labelled(db), "orange.npz", config="orange")
+    res = cli("model", "import", str(orange), "--db", db)
+    assert res.exit_code == 0, res.output
+    assert "(orange) imported" in res.stdout and 'model.config = "orange"' in res.stderr
+    r = js(cli("model", "show", _active(db), "--db", db, "--json"))
+    assert SwitchModel.load(r["checkpoint"]).config.name == "orange"
+
+
+def test_import_rejects_foreign_checkpoints(db, tmp_path):
+    before = _active(db)
+    odd = SwitchModel.empty("potato", bits=16)  # a potato of another structure
+    odd.learn("lamp on", "ON")
+    res = cli("model", "import", str(odd.save(tmp_path / "odd.npz")), "--db", db)
+    assert res.exit_code == 2 and "another potato structure: bits=16" in res.stderr
+    from edge_plm.plm.config import PLMConfig
+    from edge_plm.plm.switch import SwitchNet
+    from edge_plm.plm.tokenizer import CharTokenizer
+
+    cfg = PLMConfig(name="banana")
+    banana = SwitchModel(cfg, CharTokenizer(), SwitchNet(cfg, 8)).save(tmp_path / "banana.npz")
+    res = cli("model", "import", str(banana), "--db", db)
+    assert res.exit_code == 2 and "'banana', which this edge-plm does not run" in res.stderr
+    lm = tmp_path / "lm.npz"  # another kind of edge-plm checkpoint
+    from edge_plm.plm import checkpoint
+
+    checkpoint.save(lm, {"w": np.zeros(2)}, {"kind": "edge-plm language model"})
+    res = cli("model", "import", str(lm), "--db", db)
+    assert res.exit_code == 2 and "not a switch-model checkpoint" in res.stderr
+    junk = tmp_path / "junk.npz"
+    np.savez(junk, a=np.zeros(3))
+    res = cli("model", "import", str(junk), "--db", db)
+    assert res.exit_code == 2 and "not an edge-plm checkpoint" in res.stderr
+    res = cli("model", "import", str(tmp_path / "missing.npz"), "--db", db)
+    assert res.exit_code == 2 and "not found" in res.stderr
+    for r in (res,):
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
+    assert _active(db) == before
+
+
+def test_export_errors(db, tmp_path):
+    res = cli("model", "export", "v9999", str(tmp_path / "x.npz"), "--db", db)
+    assert res.exit_code == 1 and "no model version" in res.stderr
