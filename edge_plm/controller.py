@@ -260,6 +260,10 @@ class Controller:
             if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
                 self._manual(self._pending_manual, now)
             self._resolve_all(resolved)
+            try:  # rows deleted by `forget` leave the live model within a second
+                self.learner.poll()
+            except Exception:
+                log.exception("learner poll failed; continuing")
             return resolved
 
     def _manual(self, desired: bool, now: float) -> None:
@@ -357,6 +361,12 @@ class Controller:
             try:
                 self.pump()
                 self._resolve_all(self.policy.close(self._clock()))
+                try:  # labels learned since the last version: saved now, not re-learned later
+                    self.learner.checkpoint_pending()
+                except Exception:
+                    log.exception("could not save the labels learned since the last model "
+                                  "version; they are re-learned from the database at the next "
+                                  "start")
             finally:
                 self._stopped = True
                 self.devices.close()  # relay to its safe state last, even if the above failed

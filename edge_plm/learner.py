@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge_plm import learning_state as state
 from edge_plm.evaluation import balanced_accuracy, confusion
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.dialogue import Prediction, SwitchModel
@@ -103,8 +104,12 @@ class LearnerConfig:
     version_every: int = 10
     rollback_margin: float = 0.03
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
+    forget_check_s: float = 1.0  # how often poll() checks for deleted rows (`forget`)
     prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
     evidence_prior: float = 3.0  # ... weighed by its evidence: (n p + k/3) / (n + k), n labels
+    keep_checkpoints: int = 5  # retention: newest saved versions that keep their file
+    checkpoints_max_mb: float = 64.0  # ... and older ones pruned while the dir holds more
+    noise_se: float = 2.0  # the gate rolls back only beyond this many standard errors
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -126,7 +131,9 @@ class LearnerConfig:
         values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
                       holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
                       version_every=m.version_every, rollback_margin=m.rollback_margin,
-                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior)
+                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior,
+                      keep_checkpoints=getattr(m, "keep_checkpoints", 5),
+                      checkpoints_max_mb=getattr(m, "checkpoints_max_mb", 64.0))
         values.update(overrides)
         return cls(**values)
 
@@ -138,6 +145,9 @@ class HoldoutScore:
     n: int
     balanced_accuracy: float | None
     per_class: dict[str, int] = field(default_factory=dict)  # holdout rows per label
+    # per holdout row (in the order of the rows scored): did the model get it right
+    correct: tuple[bool, ...] = ()
+    recall: dict[str, float] = field(default_factory=dict)  # per class with rows
 
 
 @dataclass(frozen=True)
@@ -222,6 +232,9 @@ class Learner:
         self._last_sync = clock()
         self._sync_failed: str | None = None  # an active version that would not load
         self.events: list[VersionEvent] = []
+        self._forget_seq = store.forget_seq()  # deletions seen (see `poll`)
+        self._last_forget_check = clock()
+        self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
 
     # --- construction -------------------------------------------------------------------
     def _fresh_model(self) -> SwitchModel:
@@ -232,11 +245,14 @@ class Learner:
              clock: Callable[[], float] = time.time) -> Learner:
         """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty."""
         learner = cls(store, cfg, checkpoints_dir, clock=clock)
+        state.ensure_dir(learner.checkpoints_dir)
+        state.clean_debris(store, learner.checkpoints_dir)
         versions = store.model_versions()
         active = store.active_model_version()
         # newest first: the active one, then earlier versions that were active once (retired)
         candidates = ([active] if active else []) + [
-            v for v in reversed(versions) if v.status == "retired" and v.path]
+            v for v in reversed(versions)
+            if v.status == "retired" and v.path and not state.is_pruned(v)]
         for v in candidates:
             try:
                 model = learner._load_version(v)
@@ -252,6 +268,7 @@ class Learner:
                             v.version, v.n_train)
             learner._set_live(model, v.version)
             log.info("model version %s loaded (%d labels learned)", v.version, v.n_train)
+            learner.reconcile()
             return learner
         if store.count(labeled=True):
             log.warning("no loadable model checkpoint; rebuilding the model from the %d "
@@ -264,6 +281,9 @@ class Learner:
     def _load_version(self, v: ModelVersion) -> SwitchModel:
         if not v.path:
             raise CheckpointError(f"model version {v.version} has no checkpoint file")
+        if state.is_pruned(v):
+            raise CheckpointError(f"the checkpoint of model version {v.version} was pruned "
+                                  "(retention: model.keep_checkpoints)")
         return SwitchModel.load(v.path)
 
     def _set_live(self, model: SwitchModel, version: str | None) -> None:
@@ -271,6 +291,7 @@ class Learner:
         self.model, self.version = model, version
         self.keys = _keys_of(model)
         self._good, self._good_keys = copy.deepcopy(model), dict(self.keys)
+        self._good_preds = {}
         self._window = _Window()
 
     @property
@@ -282,8 +303,7 @@ class Learner:
     def predict(self, text: str) -> Prediction:
         """The live model's prediction for a transcript (after a cheap check, at most every
         ``sync_every_s`` seconds, that no other process made another version active)."""
-        if self._clock() - self._last_sync >= self.cfg.sync_every_s:
-            self.sync()
+        self.poll()
         return self.model.predict(text, prior_strength=self.cfg.prior_strength,
                                   evidence_prior=self.cfg.evidence_prior)
 
@@ -305,18 +325,136 @@ class Learner:
             return False
         pending = self._window.learned + self._window.relabelled
         log.warning("model version %s was made active by another process; loading it "
-                    "(live model was %s, %d pending labels learned again)",
+                    "(live model was %s, %d labels pending)",
                     active.version, self.version, len(pending))
         self._set_live(model, active.version)
-        for iid in pending:
-            try:
-                row = self.store.get(iid)
-            except LookupError:
-                continue  # forgotten meanwhile
-            if row.label is None or row.holdout or not row.transcript.strip():
-                continue
-            self._learn(iid, row.transcript, row.label)
+        self._apply_difference()  # what it lacks (the pending labels among them) is learned
         return True
+
+    # --- learning state: the database's labels reach the model (learning_state.py) --------
+    def _apply_difference(self) -> state.Difference:
+        """Make the live model hold exactly the learnable labels of the database: examples of
+        rows no longer learnable (deleted, moved to the holdout) are taken out, changed
+        labels replaced, missing ones learned in interaction order (they count towards the
+        window like any label). Rows the holdout hash claims are marked holdout."""
+        held = state.model_labels(self.model, self.keys)
+        diff = state.difference(self.store, held, self.cfg.holdout_fraction)
+        if diff.extra:
+            self._forget_live(diff.extra)
+        for row in sorted(diff.missing + diff.changed, key=lambda r: r.id):
+            self._learn(row.id, row.transcript, row.label)
+        for row in state.labelled_rows(self.store):
+            if (row.id not in self.keys and not row.holdout
+                    and not state.should_learn(row, self.cfg.holdout_fraction, False)):
+                self.store.set_holdout(row.id, True)
+        return diff
+
+    def unlearned(self) -> int:
+        """Learnable labels of the database the live model lacks (plus examples it holds that
+        are no longer learnable): 0 when the invariant holds."""
+        held = state.model_labels(self.model, self.keys)
+        return state.difference(self.store, held, self.cfg.holdout_fraction).count
+
+    def reconcile(self) -> VersionEvent | None:
+        """Start-up catch-up: re-learn what the loaded checkpoint lacks (labels added or
+        changed after it, in interaction order), take out what was deleted, and save the
+        result as a version (gated like any candidate; a rollback keeps the labels)."""
+        diff = self._apply_difference()
+        if not diff.count:
+            return None
+        log.warning("model version %s lacked %d label(s) of the database (%d new, %d changed, "
+                    "%d no longer learnable): learned again", self.version, diff.count,
+                    len(diff.missing), len(diff.changed), len(diff.extra))
+        return self.new_version(extra_metrics={"catch_up": {
+            "missing": len(diff.missing), "changed": len(diff.changed),
+            "removed": len(diff.extra)}})
+
+    def checkpoint_pending(self) -> VersionEvent | None:
+        """Save the labels learned since the last version (a clean stop): a version now
+        instead of a re-learn at the next start."""
+        if self._window.count == 0:
+            return None
+        return self.new_version()
+
+    def poll(self) -> None:
+        """Cheap checks, rate-limited: another process made a version active (`sync`, every
+        ``sync_every_s``), or deleted rows (`forget`: ``meta.forget_seq`` moved, every
+        ``forget_check_s``) — those are taken out of the live model at once."""
+        now = self._clock()
+        if now - self._last_sync >= self.cfg.sync_every_s:
+            self.sync()
+        if now - self._last_forget_check >= self.cfg.forget_check_s:
+            self._last_forget_check = now
+            self.check_forgotten()
+
+    def check_forgotten(self) -> ForgetOutcome | None:
+        """If rows were deleted since the last look, take the ones the live model holds out
+        of it (and out of the active version, as `on_forget` does)."""
+        seq = self.store.forget_seq()
+        if seq == self._forget_seq:
+            return None
+        self._forget_seq = seq
+        self.sync()  # the forgetting process may have made a version without them
+        ids = self.store.interaction_ids()
+        gone = sorted(i for i in self.keys if i not in ids)
+        if not gone:
+            return None
+        log.warning("%d interaction(s) the live model learned were deleted: taking them out",
+                    len(gone))
+        return self.on_forget(gone)
+
+    def _forget_live(self, ids: list[int]) -> list[int]:
+        """Take `ids` out of the live model only; returns those it held."""
+        forgotten = []
+        for iid in ids:
+            key = self.keys.pop(int(iid), None)
+            if key is None or key in self.model.removed:
+                continue
+            self.model.forget_example(key)
+            forgotten.append(int(iid))
+        gone = set(forgotten)
+        self._window.learned = [i for i in self._window.learned if i not in gone]
+        self._window.relabelled = [i for i in self._window.relabelled if i not in gone]
+        return forgotten
+
+    def forget_interactions(self, ids: list[int], rebuild: bool = False,
+                            remove_audio: bool = True) -> ForgetOutcome:
+        """`edge-plm forget`: delete rows and what the model learned from them in one
+        database transaction, or neither. The new model (the live one without them, or with
+        `rebuild` one re-learned from the remaining rows) is written first as a candidate;
+        then one transaction deletes the rows, bumps ``meta.forget_seq`` (a running service
+        takes them out of its live model) and makes the new version active. A crash before
+        it leaves the rows and the old model (the candidate is debris, cleaned at the next
+        open); after it, both are gone."""
+        ids = sorted({int(i) for i in ids})
+        if rebuild:
+            drop = set(ids)
+            model, keys, learned = self._rebuilt_model(exclude=drop)
+            metrics = {"gate": "rebuild", "labels_in_window": learned, "skipped_rolled_back": 0,
+                       "interactions": [None, None], "forgotten": len(ids)}
+            name = self._write_version(model, keys, metrics, status="candidate")
+            self.store.delete_interactions(ids, remove_audio=remove_audio, activate_version=name)
+            self._forget_seq = self.store.forget_seq()
+            held = [i for i in ids if i in self.keys]
+            self._set_live(model, name)
+            return ForgetOutcome(held, [i for i in ids if i not in set(held)], name)
+        forgotten = self._forget_live(ids)
+        absent = [i for i in ids if i not in set(forgotten)]
+        name = None
+        if forgotten:
+            metrics = {"gate": "forget", "forgotten": len(forgotten),
+                       "interactions": [None, None], "labels_in_window": 0}
+            name = self._write_version(self.model, self.keys, metrics, status="candidate")
+        self.store.delete_interactions(ids, remove_audio=remove_audio, activate_version=name)
+        self._forget_seq = self.store.forget_seq()
+        if name is not None:
+            self.version = name
+            self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
+            self._good_preds = {}
+            self._window = _Window()
+            state.prune_checkpoints(self.store, self.cfg.keep_checkpoints,
+                                    self.cfg.checkpoints_max_mb * 1e6)
+        return ForgetOutcome(forgotten, absent, name)
 
     def observe(self, text: str) -> None:
         """A transcript that got no label: unlabelled language signal for the model."""
@@ -371,17 +509,8 @@ class Learner:
         active version. If the active version held any, it is saved again without them as a
         new active version (gate "forget"; its checkpoint then no longer holds their tokens;
         older checkpoints still do until they are deleted)."""
-        forgotten, absent = [], []
-        for iid in ids:
-            key = self.keys.pop(int(iid), None)
-            if key is None or key in self.model.removed:
-                absent.append(int(iid))
-                continue
-            self.model.forget_example(key)
-            forgotten.append(int(iid))
-        gone = set(forgotten)
-        self._window.learned = [i for i in self._window.learned if i not in gone]
-        self._window.relabelled = [i for i in self._window.relabelled if i not in gone]
+        forgotten = self._forget_live([int(i) for i in ids])
+        absent = [int(i) for i in ids if int(i) not in set(forgotten)]
         in_good = [i for i in forgotten if i in self._good_keys]
         if not in_good or self._good is None:
             return ForgetOutcome(forgotten, absent)
@@ -389,6 +518,7 @@ class Learner:
             key = self._good_keys.pop(iid)
             if key not in self._good.removed:
                 self._good.forget_example(key)
+        self._good_preds = {}
         metrics = {"gate": "forget", "forgotten": len(in_good), "interactions": [None, None],
                    "labels_in_window": 0}
         name = self._write_version(self._good, self._good_keys, metrics, status="active")
@@ -398,16 +528,39 @@ class Learner:
         return ForgetOutcome(forgotten, absent, name)
 
     # --- versions -------------------------------------------------------------------------
-    def score(self, model: SwitchModel) -> HoldoutScore:
-        """Balanced accuracy of `model` on the holdout slice of the database."""
-        rows = self.store.labeled_examples(holdout=True)
+    def holdout_rows(self) -> list[tuple[int, str, str]]:
+        """(id, transcript, label) of the holdout slice, in interaction order."""
+        with self.store._lock:
+            return [(int(r[0]), r[1], r[2]) for r in self.store.db.execute(
+                "SELECT id, transcript, label FROM interactions WHERE label IS NOT NULL "
+                "AND holdout = 1 ORDER BY id").fetchall()]
+
+    def score(self, model: SwitchModel,
+              rows: list[tuple[int, str, str]] | None = None) -> HoldoutScore:
+        """Balanced accuracy of `model` on the holdout slice of the database (or on `rows`).
+        Predictions are batched; the active version's are cached per row (it does not
+        change until the next version)."""
+        rows = self.holdout_rows() if rows is None else rows
         if not rows:
             return HoldoutScore(0, None)
-        preds = [model.predict(text).action for text, _ in rows]
-        labels = [label for _, label in rows]
+        cache = self._good_preds if model is self._good else None
+        todo = [r for r in rows if cache is None or r[0] not in cache]
+        fresh: dict[int, str] = {}
+        for i in range(0, len(todo), 128):
+            chunk = todo[i:i + 128]
+            probs = model.predict_many([t for _, t, _ in chunk])
+            fresh.update({r[0]: ACTIONS[int(p.argmax())] for r, p in zip(chunk, probs)})
+        if cache is not None:
+            cache.update(fresh)
+            fresh = cache
+        preds = [fresh[r[0]] for r in rows]
+        labels = [label for _, _, label in rows]
         table = confusion(labels, preds)
         per_class = {a: labels.count(a) for a in ACTIONS}
-        return HoldoutScore(len(rows), balanced_accuracy(table), per_class)
+        recall = {a: sum(p == y for p, y in zip(preds, labels) if y == a) / n
+                  for a, n in per_class.items() if n}
+        return HoldoutScore(len(rows), balanced_accuracy(table), per_class,
+                            tuple(p == y for p, y in zip(preds, labels)), recall)
 
     def _trained_classes(self) -> list[str]:
         """The labels the live model holds at least once (in ACTIONS order)."""
@@ -449,23 +602,64 @@ class Learner:
 
     def _write_version(self, model: SwitchModel, keys: dict[int, int], metrics: dict[str, Any],
                        status: str = "active") -> str:
-        """Claim a name (row first), write the checkpoint, then make the row `status`."""
-        name = self._claim_version(parent=self.version, path=True, status="candidate",
-                                   metrics=metrics, n_train=model.n_examples)
-        model.save(self.checkpoints_dir / f"{name}.npz",
-                   extra={"version": name, "parent": self.version,
-                          "interaction_keys": sorted([i, k] for i, k in keys.items())})
-        model.meta = {**model.meta, "interaction_keys": sorted([i, k] for i, k in keys.items())}
-        if status != "candidate":
-            self.store.set_model_status(name, status)
+        """Claim a name (row first), write the checkpoint, then make the row `status`; then
+        retention prunes old checkpoints. The checkpoints directory's lock is held shared
+        meanwhile, so no other process takes the candidate row or the temp file for debris."""
+        state.ensure_dir(self.checkpoints_dir)
+        with state.checkpoint_lock(self.checkpoints_dir):
+            name = self._claim_version(parent=self.version, path=True, status="candidate",
+                                       metrics=metrics, n_train=model.n_examples)
+            model.save(self.checkpoints_dir / f"{name}.npz",
+                       extra={"version": name, "parent": self.version,
+                              "interaction_keys": sorted([i, k] for i, k in keys.items())})
+            model.meta = {**model.meta,
+                          "interaction_keys": sorted([i, k] for i, k in keys.items())}
+            if status != "candidate":
+                self.store.set_model_status(name, status)
+        if status == "active":
+            state.prune_checkpoints(self.store, self.cfg.keep_checkpoints,
+                                    self.cfg.checkpoints_max_mb * 1e6)
         return name
 
-    def new_version(self) -> VersionEvent:
+    def _noise(self, cand: HoldoutScore, base: HoldoutScore) -> dict[str, Any]:
+        """Is the candidate's deficit within the noise of the holdout? Two tests, both must
+        say "real" for a rollback: (1) the deficit exceeds ``noise_se`` binomial standard
+        errors of a balanced accuracy on these rows (per class p(1-p)/n, p the two models'
+        pooled recall, add-one smoothed so a perfect score still has an error); (2) at least
+        two more holdout rows are wrong for the candidate than for the active version (one
+        row is never enough, however small its class)."""
+        diff = (base.balanced_accuracy or 0.0) - (cand.balanced_accuracy or 0.0)
+        classes = [a for a, n in cand.per_class.items() if n]
+        var = 0.0
+        for a in classes:
+            n = cand.per_class[a]
+            k = (cand.recall.get(a, 0.0) + base.recall.get(a, 0.0)) * n
+            p = (k + 1.0) / (2 * n + 2.0)
+            var += p * (1.0 - p) / n
+        se = math.sqrt(var) / len(classes) if classes else 0.0
+        out: dict[str, Any] = {"diff": round(diff, 6), "se": round(se, 6)}
+        within = diff <= self.cfg.noise_se * se
+        if cand.correct and len(cand.correct) == len(base.correct):
+            lost = sum(b and not c for b, c in zip(base.correct, cand.correct))
+            won = sum(c and not b for b, c in zip(base.correct, cand.correct))
+            out["rows_lost"], out["rows_won"] = lost, won
+            within = within or lost - won < 2
+        out["within_noise"] = bool(within)
+        return out
+
+    def new_version(self, extra_metrics: dict[str, Any] | None = None) -> VersionEvent:
         """Gate the live model as a candidate: accept (checkpoint, active) or roll back.
-        First, if another process made another version active, that one is loaded (`sync`)."""
+        First, if another process made another version active, that one is loaded (`sync`).
+
+        A rollback rejects the *model*, not the labels: the live model goes back to the
+        active version, the labels of the database it lacks (the window's among them) are
+        learned onto it again, every labelled statistic is re-gathered with the current
+        layers (`regather_all`), and that is saved as the new active version (gate
+        ``relearned``). See docs/loop.md for what the gate protects against."""
         self.sync()
-        cand = self.score(self.model)
-        base = self.score(self._good) if self._good is not None else None
+        rows = self.holdout_rows()
+        cand = self.score(self.model, rows)
+        base = self.score(self._good, rows) if self._good is not None else None
         window = self._window
         self._window = _Window()
         metrics: dict[str, Any] = {
@@ -476,19 +670,39 @@ class Learner:
         }
         if window.relabelled:
             metrics["relabelled"] = window.relabelled
+        metrics.update(extra_metrics or {})
         unjudgeable = self._unjudgeable(cand) if base is not None else None
         judged = (base is not None and base.balanced_accuracy is not None
                   and cand.balanced_accuracy is not None and unjudgeable is None)
-        if judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin:
+        noise = self._noise(cand, base) if judged else None
+        if noise is not None:
+            metrics["noise"] = noise
+            metrics["corrections"] = self._corrections_in(window)
+        worse = judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin
+        if worse and noise is not None and noise["within_noise"]:
+            metrics["gate"] = "passed (within noise)"
+            reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} vs active "
+                      f"{base.balanced_accuracy:.3f}: the difference is within the holdout's "
+                      f"noise (se {noise['se']:.3f}, rows lost/won "
+                      f"{noise.get('rows_lost', '-')}/{noise.get('rows_won', '-')})")
+            parent = self.version
+            name = self._save_active(metrics)
+            log.info("model version %s active (parent %s): %s", name, parent, reason)
+            event = VersionEvent(name, "active", parent, cand, base, reason)
+        elif worse:
             reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
                       f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
             metrics["gate"] = "rolled back"
+            parent = self.version
             name = self._claim_version(parent=self.version, path=None, status="rolled_back",
                                        metrics=metrics, n_train=self.model.n_examples)
             self.model, self.keys = self._reload_good()
-            log.warning("model candidate %s rolled back: %s; live model is %s again",
-                        name, reason, self.version)
-            event = VersionEvent(name, "rolled_back", self.version, cand, base, reason)
+            self._window = _Window()
+            relearned = self._relearn_after_rollback(name, cand, base, window)
+            log.warning("model candidate %s rolled back: %s; its labels were learned again "
+                        "onto %s: %s is active", name, reason, parent, relearned)
+            event = VersionEvent(name, "rolled_back", parent, cand, base,
+                                 f"{reason}; labels re-learned onto {parent} as {relearned}")
         else:
             if judged:
                 reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} >= active "
@@ -514,7 +728,38 @@ class Learner:
         name = self._write_version(self.model, self.keys, metrics, status="active")
         self.version = name
         self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
+        self._good_preds = {}
+        self._window = _Window()
         return name
+
+    def _corrections_in(self, window: _Window) -> int:
+        """How many labels of the window are corrections (override / manual)."""
+        ids = window.learned + window.relabelled
+        if not ids:
+            return 0
+        marks = ", ".join("?" for _ in ids)
+        with self.store._lock:
+            return int(self.store.db.execute(
+                f"SELECT count(*) FROM interactions WHERE id IN ({marks}) AND label_source IN "
+                f"({', '.join('?' for _ in CORRECTION_SOURCES)})",
+                [*ids, *CORRECTION_SOURCES]).fetchone()[0])
+
+    def _relearn_after_rollback(self, rolled: str, cand: HoldoutScore, base: HoldoutScore,
+                                window: _Window) -> str:
+        """After a rollback: the labels back onto the last good model (see `new_version`)."""
+        diff = self._apply_difference()
+        regather = getattr(self.model, "regather_all", None)
+        if regather is not None:
+            regather()
+        after = self.score(self.model)
+        metrics = {"gate": "relearned", "rolled_back_candidate": rolled,
+                   "holdout_n": after.n, "balanced_accuracy": after.balanced_accuracy,
+                   "parent_balanced_accuracy": base.balanced_accuracy,
+                   "candidate_balanced_accuracy": cand.balanced_accuracy,
+                   "labels_in_window": len(diff.missing) + len(diff.changed),
+                   "interactions": [window.first_id, window.last_id],
+                   "holdout_classes": after.per_class}
+        return self._save_active(metrics)
 
     def _reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
         """The active version again (and its key map), from its checkpoint (from memory if
@@ -541,58 +786,47 @@ class Learner:
         self._set_live(model, version)
         log.warning("manual rollback: model version %s is active", version)
 
-    def rebuild_from_store(self) -> str:
-        """Re-learn a fresh model from the database in time order; save it as the active version.
-
-        Labelled non-holdout rows are learned, unlabelled transcripts (without error) observed,
-        holdout rows skipped, and so are the labelled rows of rolled-back windows (the id
-        range learned in the window, and the ids relabelled in it) — but only when their label
-        is not newer than the rolled-back version (``label_ts <= created_ts``): a label given
-        again after the rollback (e.g. a correction with `edge-plm label`) is learned. A row
-        without ``label_ts`` in such a window is skipped.
-        """
-        windows = []  # (first id, last id, relabelled ids, created_ts) of rolled-back windows
-        for v in self.store.model_versions():
-            m = v.metrics or {}
-            if v.status != "rolled_back" or m.get("gate") != "rolled back":
-                continue
-            span = m.get("interactions") or [None, None]
-            rng = (int(span[0]), int(span[1])) if span[0] is not None else None
-            windows.append((rng, {int(i) for i in m.get("relabelled") or []}, v.created_ts))
-
-        def rolled_back(row) -> bool:
-            for rng, relabelled, created in windows:
-                inside = (rng is not None and rng[0] <= row.id <= rng[1]) or row.id in relabelled
-                if inside and (row.label_ts is None or row.label_ts <= created):
-                    return True
-            return False
-
+    def _rebuilt_model(self, exclude: set[int] = frozenset()
+                       ) -> tuple[SwitchModel, dict[int, int], int]:
+        """A fresh model from the database in interaction order: learnable labels learned
+        (`learning_state.should_learn`), unlabelled transcripts observed, rows in `exclude`
+        left out. Returns (model, interaction keys, labels learned)."""
         model = self._fresh_model()
         keys: dict[int, int] = {}
-        learned = skipped = 0
+        learned = 0
         for row in self.store.interactions(oldest_first=True):
-            if row.error or not row.transcript.strip():
+            if row.id in exclude or row.error or not row.transcript.strip():
                 continue
             if row.label is None:
                 model.observe(row.transcript)
                 continue
-            if row.holdout:
-                continue
-            if rolled_back(row):
-                skipped += 1
+            lr = state.LabelRow(row.id, row.transcript, row.label, row.label_source, row.holdout)
+            if not state.should_learn(lr, self.cfg.holdout_fraction, False):
+                if not row.holdout:
+                    self.store.set_holdout(row.id, True)
                 continue
             keys[row.id] = len(model.examples)
             model.learn(row.transcript, row.label)
             learned += 1
+        return model, keys, learned
+
+    def rebuild_from_store(self) -> str:
+        """Re-learn a fresh model from the database in time order; save it as the active version.
+
+        Every learnable label is learned (labelled, not holdout, with a transcript and no
+        error), unlabelled transcripts are observed. Labels of windows whose candidate was
+        rolled back are learned too: a rollback rejects a model, never the person's labels
+        (``skipped_rolled_back`` stays in the metrics, always 0).
+        """
+        model, keys, learned = self._rebuilt_model()
         self.model, self.keys = model, keys
         self._window = _Window()
         cand = self.score(model)
         metrics = {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
                    "gate": "rebuild", "labels_in_window": learned,
-                   "skipped_rolled_back": skipped, "interactions": [None, None]}
+                   "skipped_rolled_back": 0, "interactions": [None, None]}
         name = self._save_active(metrics)
-        log.info("model rebuilt from the database as %s: %d labels learned, %d skipped "
-                 "(rolled-back windows)", name, learned, skipped)
+        log.info("model rebuilt from the database as %s: %d labels learned", name, learned)
         return name
 
 

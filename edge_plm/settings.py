@@ -118,6 +118,12 @@ class ModelConfig:
     # pseudo-labels that know nothing, so a model taught a handful of labels does not act on
     # them alone (0 = off; 3 measured best on the household sessions, BENCHMARKS.md)
     evidence_prior: float = 3.0
+    # checkpoint retention: the active version, its parent and the newest `keep_checkpoints`
+    # saved versions keep their files; older files are deleted (the rows stay, marked pruned),
+    # and more are pruned, oldest first, while the directory holds more than
+    # `checkpoints_max_mb` (the active version and its parent are never pruned)
+    keep_checkpoints: int = 5
+    checkpoints_max_mb: float = 64.0
 
 
 @dataclass
@@ -186,6 +192,10 @@ def validate(s: Settings) -> None:
         raise ConfigError("model.holdout_min and model.version_every must be >= 1")
     if m.rollback_margin < 0:
         raise ConfigError("model.rollback_margin must be >= 0")
+    if m.keep_checkpoints < 2:
+        raise ConfigError("model.keep_checkpoints must be >= 2 (the active version and its parent)")
+    if m.checkpoints_max_mb <= 0:
+        raise ConfigError("model.checkpoints_max_mb must be > 0")
     if m.prior_strength < 0 or m.evidence_prior < 0:
         raise ConfigError("model.prior_strength and model.evidence_prior must be >= 0")
     if s.gpio.switch_mode not in ("toggle", "momentary"):
