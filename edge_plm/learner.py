@@ -486,7 +486,11 @@ class Learner:
         row = self.store.get(interaction_id)
         if not row.transcript.strip() or row.error is not None:
             raise ValueError(f"interaction {interaction_id} has no transcript to learn from")
-        return self.on_label(interaction_id, row.transcript, label)
+        if row.holdout:  # the model never holds a holdout row: only the judging changes
+            return LabelOutcome(holdout=True, loss=None)
+        if interaction_id in self.keys:  # the model holds it: replace, whatever the hash says
+            return self.on_label(interaction_id, row.transcript, label, source="manual")
+        return self.on_label(interaction_id, row.transcript, label, source=row.label_source)
 
     def _learn(self, interaction_id: int, text: str, label: str) -> tuple[float | None, str | None]:
         """Learn, or relabel what the model holds; (loss or None, previous label or None)."""

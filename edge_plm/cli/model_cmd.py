@@ -37,7 +37,8 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Every version, oldest first: parent, status, labels learned, holdout score, gate,
-    checkpoint file (`model show` has the rest)."""
+    checkpoint file (``pruned``: deleted by the retention policy, model.keep_checkpoints;
+    `model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
         versions = [q.model_record(v) for v in q.versions_in_order(store)]
     if as_json:
@@ -56,7 +57,8 @@ def list_command(
     for v in versions:
         status = {"active": "[bold green]active[/]", "rolled_back": "[red]rolled_back[/]"}.get(
             v["status"], v["status"])
-        ck = "-" if not v["checkpoint"] else ("ok" if v["checkpoint_exists"] else "[red]missing[/]")
+        ck = ("-" if not v["checkpoint"] else "pruned" if v["pruned"]
+              else "ok" if v["checkpoint_exists"] else "[red]missing[/]")
         t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
                   _ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
