@@ -57,7 +57,6 @@ no counter that could drift after a restart or a rebuild, and gives the same sli
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import time
@@ -225,8 +224,10 @@ class Learner:
         # interaction id -> example key in the live model (what it learned, to correct/forget)
         self.keys: dict[int, int] = dict(keys) if keys is not None else (
             _keys_of(model) if model is not None else {})
-        self._good: SwitchModel | None = None  # the active version, for holdout comparison
-        self._good_keys: dict[int, int] = {}
+        # the active version is not kept in memory (a copy per version cost more than the
+        # loop itself on a long soak): its key map and its predictions on the holdout rows
+        # that existed when it was made are enough to judge the next candidate
+        self._good_keys: dict[int, int] = dict(self.keys) if version is not None else {}
         self._clock = clock
         self._window = _Window()
         self._last_sync = clock()
@@ -235,6 +236,8 @@ class Learner:
         self._forget_seq = store.forget_seq()  # deletions seen (see `poll`)
         self._last_forget_check = clock()
         self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
+        if version is not None:
+            self._good_preds = self._predict_rows(self.model, self.holdout_rows())
 
     # --- construction -------------------------------------------------------------------
     def _fresh_model(self) -> SwitchModel:
@@ -290,8 +293,8 @@ class Learner:
         """`model` (loaded from `version`'s checkpoint) is the live and the active model."""
         self.model, self.version = model, version
         self.keys = _keys_of(model)
-        self._good, self._good_keys = copy.deepcopy(model), dict(self.keys)
-        self._good_preds = {}
+        self._good_keys = dict(self.keys)
+        self._good_preds = self._predict_rows(model, self.holdout_rows())
         self._window = _Window()
 
     @property
@@ -449,8 +452,8 @@ class Learner:
         self._forget_seq = self.store.forget_seq()
         if name is not None:
             self.version = name
-            self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
-            self._good_preds = {}
+            self._good_keys = dict(self.keys)
+            self._good_preds = self._predict_rows(self.model, self.holdout_rows())
             self._window = _Window()
             state.prune_checkpoints(self.store, self.cfg.keep_checkpoints,
                                     self.cfg.checkpoints_max_mb * 1e6)
@@ -516,16 +519,18 @@ class Learner:
         forgotten = self._forget_live([int(i) for i in ids])
         absent = [int(i) for i in ids if int(i) not in set(forgotten)]
         in_good = [i for i in forgotten if i in self._good_keys]
-        if not in_good or self._good is None:
+        if not in_good:
             return ForgetOutcome(forgotten, absent)
+        good, good_keys = self._reload_good()
         for iid in in_good:
-            key = self._good_keys.pop(iid)
-            if key not in self._good.removed:
-                self._good.forget_example(key)
-        self._good_preds = {}
+            key = good_keys.pop(iid, None)
+            if key is not None and key not in good.removed:
+                good.forget_example(key)
         metrics = {"gate": "forget", "forgotten": len(in_good), "interactions": [None, None],
                    "labels_in_window": 0}
-        name = self._write_version(self._good, self._good_keys, metrics, status="active")
+        name = self._write_version(good, good_keys, metrics, status="active")
+        self._good_keys = good_keys
+        self._good_preds = self._predict_rows(good, self.holdout_rows())
         log.info("model version %s active: %s without %d forgotten interaction(s)", name,
                  self.version, len(in_good))
         self.version = name
@@ -539,25 +544,35 @@ class Learner:
                 "SELECT id, transcript, label FROM interactions WHERE label IS NOT NULL "
                 "AND holdout = 1 ORDER BY id").fetchall()]
 
-    def score(self, model: SwitchModel,
-              rows: list[tuple[int, str, str]] | None = None) -> HoldoutScore:
+    @staticmethod
+    def _predict_rows(model: SwitchModel, rows: list[tuple[int, str, str]]) -> dict[int, str]:
+        """id -> the model's action for each row (batched)."""
+        out: dict[int, str] = {}
+        for i in range(0, len(rows), 128):
+            chunk = rows[i:i + 128]
+            probs = model.predict_many([t for _, t, _ in chunk])
+            out.update({r[0]: ACTIONS[int(p.argmax())] for r, p in zip(chunk, probs)})
+        return out
+
+    def score(self, model: SwitchModel, rows: list[tuple[int, str, str]] | None = None,
+              preds: dict[int, str] | None = None) -> HoldoutScore:
         """Balanced accuracy of `model` on the holdout slice of the database (or on `rows`).
-        Predictions are batched; the active version's are cached per row (it does not
-        change until the next version)."""
+        ``preds``: predictions already made (id -> action); the missing ones are made and
+        added to it."""
         rows = self.holdout_rows() if rows is None else rows
+        preds = {} if preds is None else preds
+        preds.update(self._predict_rows(model, [r for r in rows if r[0] not in preds]))
+        return self._score_preds(preds, rows)
+
+    def _score_base(self, rows: list[tuple[int, str, str]]) -> HoldoutScore:
+        """The active version's score on `rows` (all must have a cached prediction)."""
+        return self._score_preds(self._good_preds, rows)
+
+    @staticmethod
+    def _score_preds(by_id: dict[int, str], rows: list[tuple[int, str, str]]) -> HoldoutScore:
         if not rows:
             return HoldoutScore(0, None)
-        cache = self._good_preds if model is self._good else None
-        todo = [r for r in rows if cache is None or r[0] not in cache]
-        fresh: dict[int, str] = {}
-        for i in range(0, len(todo), 128):
-            chunk = todo[i:i + 128]
-            probs = model.predict_many([t for _, t, _ in chunk])
-            fresh.update({r[0]: ACTIONS[int(p.argmax())] for r, p in zip(chunk, probs)})
-        if cache is not None:
-            cache.update(fresh)
-            fresh = cache
-        preds = [fresh[r[0]] for r in rows]
+        preds = [by_id[r[0]] for r in rows]
         labels = [label for _, _, label in rows]
         table = confusion(labels, preds)
         per_class = {a: labels.count(a) for a in ACTIONS}
@@ -662,16 +677,26 @@ class Learner:
         ``relearned``). See docs/loop.md for what the gate protects against."""
         self.sync()
         rows = self.holdout_rows()
-        cand = self.score(self.model, rows)
-        base = self.score(self._good, rows) if self._good is not None else None
+        cand_preds: dict[int, str] = {}
+        cand = cand_all = self.score(self.model, rows, preds=cand_preds)
+        base = None
+        if self.version is not None:
+            # judged on the rows the active version was scored on (rows labelled since are
+            # judged at the next version): its predictions are cached, the model is not kept
+            common = [r for r in rows if r[0] in self._good_preds]
+            base = self._score_base(common)
+            if len(common) != len(rows):
+                cand = self.score(self.model, common, preds=cand_preds)
         window = self._window
         self._window = _Window()
         metrics: dict[str, Any] = {
-            "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
+            "holdout_n": cand_all.n, "balanced_accuracy": cand_all.balanced_accuracy,
             "parent_balanced_accuracy": base.balanced_accuracy if base else None,
             "labels_in_window": window.count, "interactions": [window.first_id, window.last_id],
-            "holdout_classes": cand.per_class, "trained_classes": self._trained_classes(),
+            "holdout_classes": cand_all.per_class, "trained_classes": self._trained_classes(),
         }
+        if cand.n != cand_all.n:  # the gate compared the two on the rows both predicted
+            metrics["judged"] = {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy}
         if window.relabelled:
             metrics["relabelled"] = window.relabelled
         metrics.update(extra_metrics or {})
@@ -690,7 +715,7 @@ class Learner:
                       f"noise (se {noise['se']:.3f}, rows lost/won "
                       f"{noise.get('rows_lost', '-')}/{noise.get('rows_won', '-')})")
             parent = self.version
-            name = self._save_active(metrics)
+            name = self._save_active(metrics, cand_preds)
             log.info("model version %s active (parent %s): %s", name, parent, reason)
             event = VersionEvent(name, "active", parent, cand, base, reason)
         elif worse:
@@ -721,18 +746,20 @@ class Learner:
                                    else "holdout lacks classes")
                 metrics["gate_reason"] = reason
             parent = self.version
-            name = self._save_active(metrics)
+            name = self._save_active(metrics, cand_preds)
             log.info("model version %s active (parent %s): %s", name, parent, reason)
             event = VersionEvent(name, "active", parent, cand, base, reason)
         self.events.append(event)
         return event
 
-    def _save_active(self, metrics: dict[str, Any]) -> str:
-        """The live model as a new active version; returns its name."""
+    def _save_active(self, metrics: dict[str, Any], preds: dict[int, str] | None = None) -> str:
+        """The live model as a new active version; returns its name. ``preds``: its holdout
+        predictions when already made."""
         name = self._write_version(self.model, self.keys, metrics, status="active")
         self.version = name
-        self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
-        self._good_preds = {}
+        self._good_keys = dict(self.keys)
+        self._good_preds = dict(preds) if preds is not None else self._predict_rows(
+            self.model, self.holdout_rows())
         self._window = _Window()
         return name
 
@@ -774,10 +801,8 @@ class Learner:
                 model = SwitchModel.load(active.path)
                 return model, _keys_of(model)
             except CheckpointError as exc:
-                log.error("active checkpoint %s unreadable during rollback (%s); using the "
-                          "in-memory copy", active.path, exc)
-        if self._good is not None:
-            return copy.deepcopy(self._good), dict(self._good_keys)
+                log.error("active checkpoint %s unreadable (%s); starting from an empty "
+                          "model (the database's labels are learned again)", active.path, exc)
         return self._fresh_model(), {}
 
     def rollback(self, version: str) -> None:

@@ -198,10 +198,11 @@ def scripted_scores(learner, cand_ba: float, base_ba: float, per_class: dict):
     the active one (the gate logic is what is under test, not the model)."""
     n = sum(per_class.values())
 
-    def score(model, rows=None):
+    def score(model, rows=None, **kw):
         ba = cand_ba if model is learner.model else base_ba
         return HoldoutScore(n, ba, dict(per_class))
     learner.score = score
+    learner._score_base = lambda rows: HoldoutScore(n, base_ba, dict(per_class))
 
 
 def first_version(store, tmp_path, **kw):
