@@ -640,13 +640,18 @@ class Learner:
                                     self.cfg.checkpoints_max_mb * 1e6)
         return name
 
-    def _noise(self, cand: HoldoutScore, base: HoldoutScore) -> dict[str, Any]:
-        """Is the candidate's deficit within the noise of the holdout? Two tests, both must
+    def _noise(self, cand: HoldoutScore, base: HoldoutScore,
+               corrections: int = 0) -> dict[str, Any]:
+        """Is the candidate's deficit within the noise of the holdout? Three tests, all must
         say "real" for a rollback: (1) the deficit exceeds ``noise_se`` binomial standard
         errors of a balanced accuracy on these rows (per class p(1-p)/n, p the two models'
         pooled recall, add-one smoothed so a perfect score still has an error); (2) at least
         two more holdout rows are wrong for the candidate than for the active version (one
-        row is never enough, however small its class)."""
+        row is never enough, however small its class); (3) the rows the two disagree on
+        are not a coin toss: exact one-sided sign test (McNemar) on rows lost vs won, p <
+        0.05, or p < 0.01 when the candidate carries corrections (the person just said the
+        device was wrong: that outweighs older holdout labels unless the evidence is
+        strong)."""
         diff = (base.balanced_accuracy or 0.0) - (cand.balanced_accuracy or 0.0)
         classes = [a for a, n in cand.per_class.items() if n]
         var = 0.0
@@ -661,8 +666,13 @@ class Learner:
         if cand.correct and len(cand.correct) == len(base.correct):
             lost = sum(b and not c for b, c in zip(base.correct, cand.correct))
             won = sum(c and not b for b, c in zip(base.correct, cand.correct))
-            out["rows_lost"], out["rows_won"] = lost, won
-            within = within or lost - won < 2
+            n = lost + won
+            p_value = (sum(math.comb(n, k) for k in range(lost, n + 1)) / 2.0 ** n
+                       if n else 1.0)
+            alpha = 0.01 if corrections else 0.05
+            out.update(rows_lost=lost, rows_won=won, sign_test_p=round(p_value, 6),
+                       alpha=alpha)
+            within = within or lost - won < 2 or p_value >= alpha
         out["within_noise"] = bool(within)
         return out
 
@@ -703,10 +713,11 @@ class Learner:
         unjudgeable = self._unjudgeable(cand) if base is not None else None
         judged = (base is not None and base.balanced_accuracy is not None
                   and cand.balanced_accuracy is not None and unjudgeable is None)
-        noise = self._noise(cand, base) if judged else None
+        corrections = self._corrections_in(window) if judged else 0
+        noise = self._noise(cand, base, corrections) if judged else None
         if noise is not None:
             metrics["noise"] = noise
-            metrics["corrections"] = self._corrections_in(window)
+            metrics["corrections"] = corrections
         worse = judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin
         if worse and noise is not None and noise["within_noise"]:
             metrics["gate"] = "passed (within noise)"
@@ -779,9 +790,7 @@ class Learner:
                                 window: _Window) -> str:
         """After a rollback: the labels back onto the last good model (see `new_version`)."""
         diff = self._apply_difference()
-        regather = getattr(self.model, "regather_all", None)
-        if regather is not None:
-            regather()
+        self._regather(self.model)
         after = self.score(self.model)
         metrics = {"gate": "relearned", "rolled_back_candidate": rolled,
                    "holdout_n": after.n, "balanced_accuracy": after.balanced_accuracy,
@@ -791,6 +800,22 @@ class Learner:
                    "interactions": [window.first_id, window.last_id],
                    "holdout_classes": after.per_class}
         return self._save_active(metrics)
+
+    @staticmethod
+    def _regather(model: SwitchModel, chunk: int = 8) -> None:
+        """Re-gather every labelled statistic with the current layers (the model's
+        `regather_all`, in chunks of `chunk` examples so that the transient arrays stay
+        small: in chunks of 64 the first re-gather left 14 MB more resident, in chunks of 8
+        under 1 MB)."""
+        net, batch_of = getattr(model, "net", None), getattr(model, "batch_of", None)
+        if net is None or batch_of is None or not hasattr(net, "regather"):
+            if hasattr(model, "regather_all"):
+                model.regather_all()
+            return
+        keys = model.live_keys()
+        for i in range(0, len(keys), chunk):
+            part = keys[i:i + chunk]
+            net.regather(batch_of(part), part)
 
     def _reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
         """The active version again (and its key map), from its checkpoint (from memory if

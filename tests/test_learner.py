@@ -99,10 +99,10 @@ def test_worse_candidate_is_rolled_back_but_its_labels_are_kept(store, tmp_path)
     """A rollback rejects the model, never the person's labels: the candidate is recorded
     rolled back (no checkpoint), and its labels are learned again onto the last good model,
     saved as the next active version (gate "relearned")."""
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
-    feed(learner, store, 36)
+    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt")
+    feed(learner, store, 60)
     assert store.active_model_version().metrics["balanced_accuracy"] == 1.0
-    outcomes = feed(learner, store, 40, flip=True)  # labels the holdout disagrees with
+    outcomes = feed(learner, store, 60, flip=True)  # labels the holdout disagrees with
     events = [o.event for o in outcomes if o.event is not None]
     rolled_events = [e for e in events if e.status == "rolled_back"]
     assert rolled_events, [e.reason for e in events]
@@ -179,9 +179,9 @@ def test_no_loadable_checkpoint_rebuilds_from_the_database(store, tmp_path):
 
 
 def test_rebuild_skips_holdout_but_keeps_labels_of_rolled_back_windows(store, tmp_path):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
-    feed(learner, store, 36)
-    feed(learner, store, 40, flip=True)
+    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt")
+    feed(learner, store, 60)
+    feed(learner, store, 60, flip=True)
     rolled = [v for v in store.model_versions() if v.status == "rolled_back"]
     assert rolled
     learner.rebuild_from_store()
@@ -405,9 +405,9 @@ def test_version_names_are_claimed_in_the_database_before_the_checkpoint(store, 
 
 
 def test_rebuild_learns_rows_of_a_rolled_back_window_with_their_current_label(store, tmp_path):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
-    feed(learner, store, 36)
-    feed(learner, store, 40, flip=True)
+    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt")
+    feed(learner, store, 60)
+    feed(learner, store, 60, flip=True)
     rolled = [v for v in store.model_versions() if v.status == "rolled_back"]
     assert rolled
     a, b = rolled[0].metrics["interactions"]
