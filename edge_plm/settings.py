@@ -106,7 +106,10 @@ class ModelConfig:
     replay_size: int = 8
     holdout_fraction: float = 0.2
     holdout_min: int = 10  # holdout rows needed before a candidate is judged at all
-    version_every: int = 10  # learned labels between candidate versions
+    version_every: int = 10  # learned labels between candidate versions (at least) ...
+    # ... or this share of the labels the model holds, when more: the cost of versioning per
+    # label (checkpoint + holdout pass, both proportional to the model) stays constant
+    version_growth: float = 0.05
     # a candidate is rolled back only if its holdout balanced accuracy is lower than the
     # active version's by more than this (small holdouts are noisy: one row moves it a lot)
     rollback_margin: float = 0.03
@@ -192,6 +195,8 @@ def validate(s: Settings) -> None:
         raise ConfigError("model.holdout_min and model.version_every must be >= 1")
     if m.rollback_margin < 0:
         raise ConfigError("model.rollback_margin must be >= 0")
+    if not 0.0 <= m.version_growth <= 1.0:
+        raise ConfigError("model.version_growth must be in [0, 1]")
     if m.keep_checkpoints < 2:
         raise ConfigError("model.keep_checkpoints must be >= 2 (the active version and its parent)")
     if m.checkpoints_max_mb <= 0:
