@@ -26,12 +26,15 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   active version is no longer its own (`sync`: at each version boundary, and before a
   prediction at most every ``sync_every_s`` seconds: one small query), loads it and learns
   again the labels of its pending window that the new version does not hold.
-- **Versions**: after every ``version_every`` learned labels the in-memory model is a
-  *candidate*. It is scored on the holdout (balanced accuracy) together with the active
-  version (on the same, current holdout). Candidate worse than the active one by more than
-  ``rollback_margin`` -> **automatic rollback**: the candidate is recorded ``rolled_back`` and
-  the live model is reloaded from the active checkpoint (the labels learned since are dropped
-  from the model, not from the database). Otherwise the candidate is saved as an atomic
+- **Versions**: after every `version_window` learned labels (``version_every``, or
+  ``version_growth`` of the labels held when more) the in-memory model is a *candidate*. It
+  is scored on the holdout (balanced accuracy) against the active version's cached
+  predictions on the same rows. Candidate worse than the active one by more than
+  ``rollback_margin`` and by more than the holdout's noise (`_noise`) -> **automatic
+  rollback**: the candidate is recorded ``rolled_back`` and the live model is reloaded from
+  the active checkpoint, the labels it lacks are learned onto it again and that is saved as
+  the next active version (gate ``relearned``): a rollback rejects a model, never the
+  person's labels. Otherwise the candidate is saved as an atomic
   checkpoint under the checkpoints directory and becomes ``active`` (parent = previous active,
   metrics = its scores). A candidate is only judged when the score means something: the
   holdout holds at least ``holdout_min`` labels *and* at least ``MIN_PER_CLASS`` (2) rows of
@@ -42,13 +45,17 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   rolled back 12 of 33 candidates, several by about 0.01.
 - `rollback(version)` — manual: make an older saved version active and live.
 - `rebuild_from_store()` — the database is the source of truth: a fresh model re-learns every
-  labelled, non-holdout row in time order (and observes unlabelled transcripts), skipping the
-  rows of windows whose candidate was rolled back (their id range and relabelled ids are in
-  the version's metrics) unless they were labelled again after the rollback, then is saved as
-  a new active version.
-- `Learner.open(...)` — start-up: load the active checkpoint; if it is missing or damaged, log
-  it, mark it rolled back and try the previous good (retired, saved) versions newest first;
-  if none loads and the database holds labels, rebuild; else start from an empty model.
+  learnable label in time order (and observes unlabelled transcripts), then is saved as a
+  new active version.
+- `Learner.open(...)` — start-up: clean checkpoint debris, load the active checkpoint; if it is
+  missing or damaged, log it, mark it rolled back and try the previous good (retired, saved,
+  not pruned) versions newest first; if none loads and the database holds labels, rebuild;
+  else start from an empty model. Then `reconcile`: what the checkpoint lacks against the
+  database is learned (the invariant: every learnable label is in the live model).
+- `poll()` (the loop's pump, predict) notices versions made and rows deleted by other
+  processes; `forget_interactions` is `edge-plm forget` (rows and model in one transaction);
+  `checkpoint_pending` saves the window at a clean stop. The state helpers (what is
+  learnable, debris, retention) are in `learning_state.py`.
 
 Holdout choice: ``frac(id * golden_ratio) < holdout_fraction``. The golden-ratio sequence is
 evenly spread for consecutive ids (about one in five for 0.2, from the first labels on), needs
