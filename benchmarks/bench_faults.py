@@ -195,7 +195,7 @@ def kill_run(args) -> dict:
                                 stderr=subprocess.DEVNULL, text=True)
         stop = threading.Event()
 
-        def feed(start: int) -> None:
+        def feed(start: int, proc=proc, stop=stop) -> None:
             i = start
             while not stop.is_set():
                 try:
@@ -262,9 +262,9 @@ def soak(args) -> dict:
 
     first, last = rate(0, k), rate(n - k, n)
     warm = rss[k - 1]
+    from edge_plm.learning_state import unlearned_in_active
     from edge_plm.settings import Settings as S
     from edge_plm.store import ReplayStore
-    from edge_plm.learning_state import unlearned_in_active
 
     with ReplayStore(db) as store:
         versions = store.model_versions()

@@ -8,8 +8,8 @@ import json
 import stat
 
 import pytest
-
 from _data_util import cli
+
 from edge_plm import inspection as q
 from edge_plm import learning_state as state
 from edge_plm.controller import SessionLine, build_replay, run_session
