@@ -36,6 +36,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -140,7 +141,8 @@ class Controller:
         self._open_texts: dict[int, str] = {}
         self._pending_manual: bool | None = None
         self._stopped = False
-        self.resolutions: list[Resolution] = []  # every resolution, in order (for replay/tests)
+        # the latest resolutions, in order (for replay/tests; bounded: the service runs for months)
+        self.resolutions: deque[Resolution] = deque(maxlen=1000)
 
     # --- inputs -------------------------------------------------------------------------
     def handle(self, item: Item) -> Outcome:
