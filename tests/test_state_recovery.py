@@ -314,3 +314,55 @@ def test_the_version_window_grows_with_the_model(store, db):
     windows = [v.metrics["labels_in_window"] for v in store.model_versions()]
     assert windows[0] == 5 and max(windows) >= 15
     assert learner.version_window() == max(5, -(-learner.model.n_examples // 10))
+
+
+def test_forget_reaches_a_running_service_end_to_end(tmp_path):
+    """`edge-plm run` (text source, mock pins) learns labels it has not checkpointed;
+    `edge-plm forget` in another process; the service takes the row out of its live model and
+    the checkpoint it writes when stopped does not hold it."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    state_dir = tmp_path / "state"
+    config = tmp_path / "config.toml"
+    config.write_text(f'[paths]\nstate_dir = "{state_dir}"\n[audio]\nsource = "text"\n'
+                      '[gpio]\npin_factory = "mock"\n[policy]\nask_window_s = 0.05\n'
+                      'override_window_s = 0.05\n[model]\nversion_every = 1000\n')
+    db_path = state_dir / "edge-plm.db"
+    proc = subprocess.Popen([sys.executable, "-c", "from edge_plm.cli import main; main()",
+                             "run", "--config", str(config)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        secret = None
+        deadline = time.time() + 120
+        i = 0
+        while time.time() < deadline and secret is None:
+            proc.stdin.write(PHRASES[i % len(PHRASES)][0] + "\n")
+            proc.stdin.flush()
+            i += 1
+            time.sleep(0.2)
+            if db_path.exists() and i > 8:
+                with sqlite3.connect(db_path) as conn:
+                    row = conn.execute("SELECT id FROM interactions WHERE label IS NOT NULL "
+                                       "AND holdout = 0 ORDER BY id LIMIT 1").fetchone()
+                secret = row[0] if row else None
+        assert secret is not None
+        forgot = cli("forget", str(secret), "--yes", "--json", "--db", str(db_path))
+        assert forgot.exit_code == 0, forgot.output
+        time.sleep(2.5)  # the service looks at least once a second
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "were deleted: taking them out" in out
+    with ReplayStore(db_path) as s:
+        active = s.active_model_version()
+        assert active is not None  # written at the stop, after the forget
+        keys = {int(i) for i, _ in SwitchModel.load(active.path).meta["interaction_keys"]}
+        assert secret not in keys and keys  # it learned others, not the forgotten one
+        assert state.unlearned_in_active(s, 0.2) == 0
