@@ -455,8 +455,9 @@ class Learner:
             model, keys, learned = self._rebuilt_model(exclude=drop)
             metrics = {"gate": "rebuild", "labels_in_window": learned, "skipped_rolled_back": 0,
                        "interactions": [None, None], "forgotten": len(ids)}
-            name = self._write_version(model, keys, metrics, status="candidate")
-            self.store.delete_interactions(ids, remove_audio=remove_audio, activate_version=name)
+            name = self._write_version(model, keys, metrics, commit=lambda n: (
+                self.store.delete_interactions(ids, remove_audio=remove_audio,
+                                               activate_version=n)))
             self._forget_seq = self.store.forget_seq()
             held = [i for i in ids if i in self.keys]
             self._set_live(model, name)
@@ -467,16 +468,17 @@ class Learner:
         if forgotten:
             metrics = {"gate": "forget", "forgotten": len(forgotten),
                        "interactions": [None, None], "labels_in_window": 0}
-            name = self._write_version(self.model, self.keys, metrics, status="candidate")
-        self.store.delete_interactions(ids, remove_audio=remove_audio, activate_version=name)
+            name = self._write_version(self.model, self.keys, metrics, commit=lambda n: (
+                self.store.delete_interactions(ids, remove_audio=remove_audio,
+                                               activate_version=n)))
+        else:
+            self.store.delete_interactions(ids, remove_audio=remove_audio)
         self._forget_seq = self.store.forget_seq()
         if name is not None:
             self.version = name
             self._good_keys = dict(self.keys)
             self._good_preds = self._predict_rows(self.model, self.holdout_rows())
             self._window = _Window()
-            state.prune_checkpoints(self.store, self.cfg.keep_checkpoints,
-                                    self.cfg.checkpoints_max_mb * 1e6)
         return ForgetOutcome(forgotten, absent, name)
 
     def observe(self, text: str) -> None:
@@ -641,9 +643,11 @@ class Learner:
         raise RuntimeError("could not claim a model version name")
 
     def _write_version(self, model: SwitchModel, keys: dict[int, int], metrics: dict[str, Any],
-                       status: str = "active") -> str:
-        """Claim a name (row first), write the checkpoint, then make the row `status`; then
-        retention prunes old checkpoints. The checkpoints directory's lock is held shared
+                       status: str = "active",
+                       commit: Callable[[str], Any] | None = None) -> str:
+        """Claim a name (row first), write the checkpoint, then make the row `status` (or call
+        ``commit(name)``, which must make it active: `forget_interactions`' one transaction);
+        then retention prunes old checkpoints. The checkpoints directory's lock is held shared
         meanwhile, so no other process takes the candidate row or the temp file for debris."""
         state.ensure_dir(self.checkpoints_dir)
         with state.checkpoint_lock(self.checkpoints_dir):
@@ -654,7 +658,10 @@ class Learner:
                               "interaction_keys": sorted([i, k] for i, k in keys.items())})
             model.meta = {**model.meta,
                           "interaction_keys": sorted([i, k] for i, k in keys.items())}
-            if status != "candidate":
+            if commit is not None:
+                commit(name)
+                status = "active"
+            elif status != "candidate":
                 self.store.set_model_status(name, status)
         if status == "active":
             state.prune_checkpoints(self.store, self.cfg.keep_checkpoints,

@@ -91,7 +91,9 @@ def show_command(
     ck = d["checkpoint"]
     if ck:
         size = d["checkpoint_bytes"]
-        g.add_row("checkpoint", f"{ck} ({'missing' if size is None else f'{size} bytes'})")
+        state = ("pruned by the retention policy (model.keep_checkpoints)" if d["pruned"]
+                 else "missing" if size is None else f"{size} bytes")
+        g.add_row("checkpoint", f"{ck} ({state})")
     else:
         g.add_row("checkpoint", "none (a rolled-back candidate is not saved)")
     m = d["metrics"]
