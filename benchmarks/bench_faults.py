@@ -341,7 +341,10 @@ def main() -> None:
         result = {"scenario": name, "machine": machine(),
                   "command": "python3 benchmarks/bench_faults.py --scenario " + name,
                   **SCENARIOS[name](args)}
-        (out_dir / f"faults-{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        tag = f"-{args.soak_lines}" if name == "soak" and args.soak_lines != 2000 else ""
+        if tag:
+            result["command"] += f" --soak-lines {args.soak_lines}"
+        (out_dir / f"faults-{name}{tag}.json").write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
 
 
