@@ -82,16 +82,14 @@ from edge_plm.store import ModelVersion, ReplayStore
 
 log = logging.getLogger(__name__)
 
-GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...
+GOLDEN = state.GOLDEN  # 0.618...
 MIN_PER_CLASS = 2  # holdout rows needed per trained class before a candidate is judged
-CORRECTION_SOURCES = ("override", "manual")  # labels that correct the device: always learned
+CORRECTION_SOURCES = state.CORRECTION_SOURCES  # labels that correct the device: always learned
 
 
 def is_holdout_id(interaction_id: int, fraction: float) -> bool:
     """Whether a labelled interaction belongs to the holdout slice (deterministic in the id)."""
-    if fraction <= 0.0:
-        return False
-    return (interaction_id * GOLDEN) % 1.0 < fraction
+    return state.hash_holdout(interaction_id, fraction)
 
 
 @dataclass(frozen=True)
