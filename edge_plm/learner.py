@@ -762,6 +762,9 @@ class Learner:
             parent = self.version
             name = self._claim_version(parent=self.version, path=None, status="rolled_back",
                                        metrics=metrics, n_train=self.model.n_examples)
+            # the candidate goes before the active version is loaded: two models at once
+            # raised the resident high-water mark by a model's size, for good
+            self.model, self.keys = self._fresh_model(), {}
             self.model, self.keys = self._reload_good()
             self._window = _Window()
             relearned = self._relearn_after_rollback(name, cand, base, window)
