@@ -44,6 +44,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -163,7 +164,8 @@ class Controller:
         self.storage_failures = 0  # interactions or labels that could not be stored
         self.last_storage_error: str | None = None
         self.handled = 0  # inputs handled (stored or not)
-        self.resolutions: list[Resolution] = []  # every resolution, in order (for replay/tests)
+        # the latest resolutions, in order (for replay/tests; bounded: the service runs for months)
+        self.resolutions: deque[Resolution] = deque(maxlen=1000)
 
     # --- inputs -------------------------------------------------------------------------
     def handle(self, item: Item) -> Outcome:
@@ -299,6 +301,10 @@ class Controller:
             if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
                 self._manual(self._pending_manual, now)
             self._resolve_all(resolved)
+            try:  # rows deleted by `forget` leave the live model within a second
+                self.learner.poll()
+            except Exception:
+                log.exception("learner poll failed; continuing")
             return resolved
 
     def _manual(self, desired: bool, now: float) -> None:
@@ -409,6 +415,12 @@ class Controller:
             try:
                 self.pump()
                 self._resolve_all(self.policy.close(self._clock()))
+                try:  # labels learned since the last version: saved now, not re-learned later
+                    self.learner.checkpoint_pending()
+                except Exception:
+                    log.exception("could not save the labels learned since the last model "
+                                  "version; they are re-learned from the database at the next "
+                                  "start")
             finally:
                 self._stopped = True
                 self.devices.close()  # relay to its safe state last, even if the above failed

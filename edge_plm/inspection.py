@@ -23,7 +23,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -236,13 +236,44 @@ def versions_in_order(store: ReplayStore) -> list[ModelVersion]:
 
 
 def model_record(v: ModelVersion) -> dict[str, Any]:
-    """A model version as JSON: its row, ``created`` (ISO) and the main metrics lifted out."""
+    """A model version as JSON: its row, ``created`` (ISO) and the main metrics lifted out.
+    ``pruned``: its checkpoint was deleted by the retention policy (docs/loop.md)."""
     m = v.metrics or {}
     return {"version": v.version, "parent": v.parent, "status": v.status,
             "created_ts": v.created_ts, "created": iso(v.created_ts), "n_train": v.n_train,
             "balanced_accuracy": m.get("balanced_accuracy"), "holdout_n": m.get("holdout_n"),
             "gate": m.get("gate"), "checkpoint": v.path,
-            "checkpoint_exists": bool(v.path) and Path(v.path).is_file(), "metrics": m}
+            "checkpoint_exists": bool(v.path) and Path(v.path).is_file(),
+            "pruned": bool(m.get("pruned")), "metrics": m}
+
+
+def false_rollback(v: ModelVersion) -> bool:
+    """A rollback for a difference within the holdout's noise: the deficit is at most two
+    binomial standard errors of a balanced accuracy on its holdout rows (per class p(1-p)/n,
+    p add-one smoothed), or it is one holdout row of its smallest class or less. Decided from
+    the stored metrics, so it applies to versions made by any edge-plm."""
+    m = v.metrics or {}
+    if v.status != "rolled_back" or m.get("gate") != "rolled back":
+        return False
+    if "noise" in m and "within_noise" in m["noise"]:
+        return bool(m["noise"]["within_noise"])
+    ba, parent = m.get("balanced_accuracy"), m.get("parent_balanced_accuracy")
+    per_class = {k: n for k, n in (m.get("holdout_classes") or {}).items() if n}
+    if ba is None or parent is None or not per_class:
+        return False
+    diff = parent - ba
+    p = {k: ((ba + parent) / 2 * n + 1) / (n + 2) for k, n in per_class.items()}
+    se = sum(p[k] * (1 - p[k]) / n for k, n in per_class.items()) ** 0.5 / len(per_class)
+    one_row = 1.0 / (len(per_class) * min(per_class.values()))
+    return diff <= 2 * se or diff <= one_row + 1e-12
+
+
+def _unlearned(store: ReplayStore, settings: Any) -> int | None:
+    from edge_plm.learning_state import unlearned_in_active  # noqa: PLC0415
+    from edge_plm.settings import ModelConfig  # noqa: PLC0415
+
+    model = getattr(settings, "model", None) or ModelConfig()
+    return unlearned_in_active(store, model.holdout_fraction)
 
 
 def checkpoint_state(path: str | None) -> tuple[str | None, str | None]:
@@ -285,7 +316,11 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
         "database": {"path": str(store.path), "bytes": db_bytes(store.path),
                      "schema_version": _schema(store)},
         "model": {"active": model, "versions": len(versions),
-                  "rolled_back": sum(v.status == "rolled_back" for v in versions)},
+                  "rolled_back": sum(v.status == "rolled_back" for v in versions),
+                  # learnable labels of the database the active checkpoint lacks (docs/loop.md)
+                  "unlearned_labels": _unlearned(store, settings),
+                  "false_rollbacks": sum(false_rollback(v) for v in versions),
+                  "pruned": sum(bool((v.metrics or {}).get("pruned")) for v in versions)},
         "holdout": {"labelled_rows": holdout,
                     "balanced_accuracy": model["balanced_accuracy"] if model else None,
                     "scored_on": model["holdout_n"] if model else None},
@@ -487,8 +522,12 @@ def select_for_forget(store: ReplayStore, ids: list[int], before: float | None,
     return wanted
 
 
-def forget(store: ReplayStore, ids: list[int]) -> dict[str, Any]:
-    """Delete rows and their audio files; what was learned from them is reported."""
+def forget(store: ReplayStore, ids: list[int],
+           delete: Callable[[list[int]], Any] | None = None) -> dict[str, Any]:
+    """Delete rows and their audio files; what was learned from them is reported.
+    ``delete(ids)`` does the deleting (default `ReplayStore.delete_interactions`; the CLI
+    passes `Learner.forget_interactions`, which takes the model's part in the same
+    transaction); its result is returned under ``"outcome"``."""
     if not ids:
         return {"deleted": 0, "ids": [], "audio_removed": 0, "audio_missing": 0,
                 "labelled": 0, "learned_by_models": 0}
@@ -500,11 +539,11 @@ def forget(store: ReplayStore, ids: list[int]) -> dict[str, Any]:
         f"SELECT audio_path FROM interactions WHERE id IN ({marks}) AND audio_path IS NOT NULL",
         ids)]
     existed = {p for p in paths if os.path.exists(p)}
-    store.delete_interactions(ids, remove_audio=True)
+    outcome = (delete or (lambda i: store.delete_interactions(i, remove_audio=True)))(ids)
     removed = sum(1 for p in existed if not os.path.exists(p))
     return {"deleted": len(ids), "ids": ids, "audio_removed": removed,
             "audio_missing": len(paths) - len(existed), "labelled": int(labelled),
-            "learned_by_models": int(learnable)}
+            "learned_by_models": int(learnable), "outcome": outcome}
 
 
 # --- models ---------------------------------------------------------------------------------

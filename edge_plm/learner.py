@@ -26,12 +26,15 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   active version is no longer its own (`sync`: at each version boundary, and before a
   prediction at most every ``sync_every_s`` seconds: one small query), loads it and learns
   again the labels of its pending window that the new version does not hold.
-- **Versions**: after every ``version_every`` learned labels the in-memory model is a
-  *candidate*. It is scored on the holdout (balanced accuracy) together with the active
-  version (on the same, current holdout). Candidate worse than the active one by more than
-  ``rollback_margin`` -> **automatic rollback**: the candidate is recorded ``rolled_back`` and
-  the live model is reloaded from the active checkpoint (the labels learned since are dropped
-  from the model, not from the database). Otherwise the candidate is saved as an atomic
+- **Versions**: after every `version_window` learned labels (``version_every``, or
+  ``version_growth`` of the labels held when more) the in-memory model is a *candidate*. It
+  is scored on the holdout (balanced accuracy) against the active version's cached
+  predictions on the same rows. Candidate worse than the active one by more than
+  ``rollback_margin`` and by more than the holdout's noise (`_noise`) -> **automatic
+  rollback**: the candidate is recorded ``rolled_back`` and the live model is reloaded from
+  the active checkpoint, the labels it lacks are learned onto it again and that is saved as
+  the next active version (gate ``relearned``): a rollback rejects a model, never the
+  person's labels. Otherwise the candidate is saved as an atomic
   checkpoint under the checkpoints directory and becomes ``active`` (parent = previous active,
   metrics = its scores). A candidate is only judged when the score means something: the
   holdout holds at least ``holdout_min`` labels *and* at least ``MIN_PER_CLASS`` (2) rows of
@@ -42,15 +45,18 @@ The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning
   rolled back 12 of 33 candidates, several by about 0.01.
 - `rollback(version)` — manual: make an older saved version active and live.
 - `rebuild_from_store()` — the database is the source of truth: a fresh model re-learns every
-  labelled, non-holdout row in time order (and observes unlabelled transcripts), skipping the
-  rows of windows whose candidate was rolled back (their id range and relabelled ids are in
-  the version's metrics) unless they were labelled again after the rollback, then is saved as
-  a new active version.
-- `Learner.open(...)` — start-up: load the active checkpoint; if it is missing or damaged, log
-  it, mark it rolled back and try the previous good (retired, saved) versions newest first;
-  if none loads and the database holds labels, rebuild; else start from the starting model
-  (``model.start``: the shipped one, a checkpoint, or an empty model; `load_start`). A rebuild
-  re-learns the database on top of the starting model too.
+  learnable label in time order (and observes unlabelled transcripts) on top of the starting
+  model (``model.start``), then is saved as a new active version.
+- `Learner.open(...)` — start-up: clean checkpoint debris, load the active checkpoint; if it is
+  missing or damaged, log it, mark it rolled back and try the previous good (retired, saved,
+  not pruned) versions newest first; if none loads and the database holds labels, rebuild;
+  else start from the starting model (``model.start``: the shipped one, a checkpoint, or an
+  empty model; `load_start`). Then `reconcile`: what the checkpoint lacks against the
+  database is learned (the invariant: every learnable label is in the live model).
+- `poll()` (the loop's pump, predict) notices versions made and rows deleted by other
+  processes; `forget_interactions` is `edge-plm forget` (rows and model in one transaction);
+  `checkpoint_pending` saves the window at a clean stop. The state helpers (what is
+  learnable, debris, retention) are in `learning_state.py`.
 
 Holdout choice: ``frac(id * golden_ratio) < holdout_fraction``. The golden-ratio sequence is
 evenly spread for consecutive ids (about one in five for 0.2, from the first labels on), needs
@@ -59,7 +65,6 @@ no counter that could drift after a restart or a rebuild, and gives the same sli
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import time
@@ -70,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_plm import learning_state as state
 from edge_plm.evaluation import balanced_accuracy, confusion
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.dialogue import Prediction, SwitchModel
@@ -79,16 +85,14 @@ from edge_plm.store import ModelVersion, ReplayStore
 
 log = logging.getLogger(__name__)
 
-GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...
+GOLDEN = state.GOLDEN  # 0.618...
 MIN_PER_CLASS = 2  # holdout rows needed per trained class before a candidate is judged
-CORRECTION_SOURCES = ("override", "manual")  # labels that correct the device: always learned
+CORRECTION_SOURCES = state.CORRECTION_SOURCES  # labels that correct the device: always learned
 
 
 def is_holdout_id(interaction_id: int, fraction: float) -> bool:
     """Whether a labelled interaction belongs to the holdout slice (deterministic in the id)."""
-    if fraction <= 0.0:
-        return False
-    return (interaction_id * GOLDEN) % 1.0 < fraction
+    return state.hash_holdout(interaction_id, fraction)
 
 
 @dataclass(frozen=True)
@@ -107,9 +111,17 @@ class LearnerConfig:
     version_every: int = 10
     rollback_margin: float = 0.03
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
+    forget_check_s: float = 1.0  # how often poll() checks for deleted rows (`forget`)
     prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
     evidence_prior: float = 3.0  # ... weighed by its evidence: (n p + k/3) / (n + k), n labels
     start: str = ""  # checkpoint every fresh model starts from ("": an empty model); model.start
+    keep_checkpoints: int = 5  # retention: newest saved versions that keep their file
+    checkpoints_max_mb: float = 64.0  # ... and older ones pruned while the dir holds more
+    noise_se: float = 2.0  # the gate rolls back only beyond this many standard errors
+    # the window grows with the model: a version every max(version_every, growth x labels
+    # held) labels, so versioning (a checkpoint and a holdout pass, both proportional to the
+    # model) costs the same per label at 100 labels as at 10,000
+    version_growth: float = 0.05
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -120,6 +132,8 @@ class LearnerConfig:
             raise ValueError("holdout_min must be >= 1")
         if self.rollback_margin < 0:
             raise ValueError("rollback_margin must be >= 0")
+        if not 0.0 <= self.version_growth <= 1.0:
+            raise ValueError("version_growth must be in [0, 1]")
         if self.sync_every_s < 0:
             raise ValueError("sync_every_s must be >= 0")
         if self.prior_strength < 0 or self.evidence_prior < 0:
@@ -132,7 +146,10 @@ class LearnerConfig:
                       holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
                       version_every=m.version_every, rollback_margin=m.rollback_margin,
                       prior_strength=m.prior_strength, evidence_prior=m.evidence_prior,
-                      start=start_checkpoint(m))
+                      start=start_checkpoint(m),
+                      keep_checkpoints=getattr(m, "keep_checkpoints", 5),
+                      checkpoints_max_mb=getattr(m, "checkpoints_max_mb", 64.0),
+                      version_growth=getattr(m, "version_growth", 0.05))
         values.update(overrides)
         return cls(**values)
 
@@ -144,6 +161,9 @@ class HoldoutScore:
     n: int
     balanced_accuracy: float | None
     per_class: dict[str, int] = field(default_factory=dict)  # holdout rows per label
+    # per holdout row (in the order of the rows scored): did the model get it right
+    correct: tuple[bool, ...] = ()
+    recall: dict[str, float] = field(default_factory=dict)  # per class with rows
 
 
 @dataclass(frozen=True)
@@ -255,13 +275,20 @@ class Learner:
         # interaction id -> example key in the live model (what it learned, to correct/forget)
         self.keys: dict[int, int] = dict(keys) if keys is not None else (
             _keys_of(model) if model is not None else {})
-        self._good: SwitchModel | None = None  # the active version, for holdout comparison
-        self._good_keys: dict[int, int] = {}
+        # the active version is not kept in memory (a copy per version cost more than the
+        # loop itself on a long soak): its key map and its predictions on the holdout rows
+        # that existed when it was made are enough to judge the next candidate
+        self._good_keys: dict[int, int] = dict(self.keys) if version is not None else {}
         self._clock = clock
         self._window = _Window()
         self._last_sync = clock()
         self._sync_failed: str | None = None  # an active version that would not load
         self.events: list[VersionEvent] = []
+        self._forget_seq = store.forget_seq()  # deletions seen (see `poll`)
+        self._last_forget_check = clock()
+        self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
+        if version is not None:
+            self._good_preds = self._predict_rows(self.model, self.holdout_rows())
 
     # --- construction -------------------------------------------------------------------
     def _initial_model(self) -> SwitchModel:
@@ -285,11 +312,14 @@ class Learner:
              clock: Callable[[], float] = time.time) -> Learner:
         """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty."""
         learner = cls(store, cfg, checkpoints_dir, clock=clock)
+        state.ensure_dir(learner.checkpoints_dir)
+        state.clean_debris(store, learner.checkpoints_dir)
         versions = store.model_versions()
         active = store.active_model_version()
         # newest first: the active one, then earlier versions that were active once (retired)
         candidates = ([active] if active else []) + [
-            v for v in reversed(versions) if v.status == "retired" and v.path]
+            v for v in reversed(versions)
+            if v.status == "retired" and v.path and not state.is_pruned(v)]
         for v in candidates:
             try:
                 model = learner._load_version(v)
@@ -305,6 +335,7 @@ class Learner:
                             v.version, v.n_train)
             learner._set_live(model, v.version)
             log.info("model version %s loaded (%d labels learned)", v.version, v.n_train)
+            learner.reconcile()
             return learner
         if store.count(labeled=True):
             log.warning("no loadable model checkpoint; rebuilding the model from the %d "
@@ -319,14 +350,24 @@ class Learner:
     def _load_version(self, v: ModelVersion) -> SwitchModel:
         if not v.path:
             raise CheckpointError(f"model version {v.version} has no checkpoint file")
+        if state.is_pruned(v):
+            raise CheckpointError(f"the checkpoint of model version {v.version} was pruned "
+                                  "(retention: model.keep_checkpoints)")
         return SwitchModel.load(v.path)
 
     def _set_live(self, model: SwitchModel, version: str | None) -> None:
         """`model` (loaded from `version`'s checkpoint) is the live and the active model."""
         self.model, self.version = model, version
         self.keys = _keys_of(model)
-        self._good, self._good_keys = copy.deepcopy(model), dict(self.keys)
+        self._good_keys = dict(self.keys)
+        self._good_preds = self._predict_rows(model, self.holdout_rows())
         self._window = _Window()
+
+    def version_window(self) -> int:
+        """Labels between versions now: ``version_every``, or ``version_growth`` of the
+        labels the model holds when that is more."""
+        return max(self.cfg.version_every,
+                   math.ceil(self.cfg.version_growth * self.model.n_examples))
 
     @property
     def pending_labels(self) -> int:
@@ -337,8 +378,7 @@ class Learner:
     def predict(self, text: str) -> Prediction:
         """The live model's prediction for a transcript (after a cheap check, at most every
         ``sync_every_s`` seconds, that no other process made another version active)."""
-        if self._clock() - self._last_sync >= self.cfg.sync_every_s:
-            self.sync()
+        self.poll()
         return self.model.predict(text, prior_strength=self.cfg.prior_strength,
                                   evidence_prior=self.cfg.evidence_prior)
 
@@ -360,18 +400,138 @@ class Learner:
             return False
         pending = self._window.learned + self._window.relabelled
         log.warning("model version %s was made active by another process; loading it "
-                    "(live model was %s, %d pending labels learned again)",
+                    "(live model was %s, %d labels pending)",
                     active.version, self.version, len(pending))
         self._set_live(model, active.version)
-        for iid in pending:
-            try:
-                row = self.store.get(iid)
-            except LookupError:
-                continue  # forgotten meanwhile
-            if row.label is None or row.holdout or not row.transcript.strip():
-                continue
-            self._learn(iid, row.transcript, row.label)
+        self._apply_difference()  # what it lacks (the pending labels among them) is learned
         return True
+
+    # --- learning state: the database's labels reach the model (learning_state.py) --------
+    def _apply_difference(self) -> state.Difference:
+        """Make the live model hold exactly the learnable labels of the database: examples of
+        rows no longer learnable (deleted, moved to the holdout) are taken out, changed
+        labels replaced, missing ones learned in interaction order (they count towards the
+        window like any label). Rows the holdout hash claims are marked holdout."""
+        held = state.model_labels(self.model, self.keys)
+        diff = state.difference(self.store, held, self.cfg.holdout_fraction)
+        if diff.extra:
+            self._forget_live(diff.extra)
+        for row in sorted(diff.missing + diff.changed, key=lambda r: r.id):
+            self._learn(row.id, row.transcript, row.label)
+        for row in state.labelled_rows(self.store):
+            if (row.id not in self.keys and not row.holdout
+                    and not state.should_learn(row, self.cfg.holdout_fraction, False)):
+                self.store.set_holdout(row.id, True)
+        return diff
+
+    def unlearned(self) -> int:
+        """Learnable labels of the database the live model lacks (plus examples it holds that
+        are no longer learnable): 0 when the invariant holds."""
+        held = state.model_labels(self.model, self.keys)
+        return state.difference(self.store, held, self.cfg.holdout_fraction).count
+
+    def reconcile(self) -> VersionEvent | None:
+        """Start-up catch-up: re-learn what the loaded checkpoint lacks (labels added or
+        changed after it, in interaction order), take out what was deleted, and save the
+        result as a version (gated like any candidate; a rollback keeps the labels)."""
+        diff = self._apply_difference()
+        if not diff.count:
+            return None
+        log.warning("model version %s lacked %d label(s) of the database (%d new, %d changed, "
+                    "%d no longer learnable): learned again", self.version, diff.count,
+                    len(diff.missing), len(diff.changed), len(diff.extra))
+        return self.new_version(extra_metrics={"catch_up": {
+            "missing": len(diff.missing), "changed": len(diff.changed),
+            "removed": len(diff.extra)}})
+
+    def checkpoint_pending(self) -> VersionEvent | None:
+        """Save the labels learned since the last version (a clean stop): a version now
+        instead of a re-learn at the next start."""
+        if self._window.count == 0:
+            return None
+        return self.new_version()
+
+    def poll(self) -> None:
+        """Cheap checks, rate-limited: another process made a version active (`sync`, every
+        ``sync_every_s``), or deleted rows (`forget`: ``meta.forget_seq`` moved, every
+        ``forget_check_s``) — those are taken out of the live model at once."""
+        now = self._clock()
+        if now - self._last_sync >= self.cfg.sync_every_s:
+            self.sync()
+        if now - self._last_forget_check >= self.cfg.forget_check_s:
+            self._last_forget_check = now
+            self.check_forgotten()
+
+    def check_forgotten(self) -> ForgetOutcome | None:
+        """If rows were deleted since the last look, take the ones the live model holds out
+        of it (and out of the active version, as `on_forget` does)."""
+        seq = self.store.forget_seq()
+        if seq == self._forget_seq:
+            return None
+        self._forget_seq = seq
+        self.sync()  # the forgetting process may have made a version without them
+        ids = self.store.interaction_ids()
+        gone = sorted(i for i in self.keys if i not in ids)
+        if not gone:
+            return None
+        log.warning("%d interaction(s) the live model learned were deleted: taking them out",
+                    len(gone))
+        return self.on_forget(gone)
+
+    def _forget_live(self, ids: list[int]) -> list[int]:
+        """Take `ids` out of the live model only; returns those it held."""
+        forgotten = []
+        for iid in ids:
+            key = self.keys.pop(int(iid), None)
+            if key is None or key in self.model.removed:
+                continue
+            self.model.forget_example(key)
+            forgotten.append(int(iid))
+        gone = set(forgotten)
+        self._window.learned = [i for i in self._window.learned if i not in gone]
+        self._window.relabelled = [i for i in self._window.relabelled if i not in gone]
+        return forgotten
+
+    def forget_interactions(self, ids: list[int], rebuild: bool = False,
+                            remove_audio: bool = True) -> ForgetOutcome:
+        """`edge-plm forget`: delete rows and what the model learned from them in one
+        database transaction, or neither. The new model (the live one without them, or with
+        `rebuild` one re-learned from the remaining rows) is written first as a candidate;
+        then one transaction deletes the rows, bumps ``meta.forget_seq`` (a running service
+        takes them out of its live model) and makes the new version active. A crash before
+        it leaves the rows and the old model (the candidate is debris, cleaned at the next
+        open); after it, both are gone."""
+        ids = sorted({int(i) for i in ids})
+        if rebuild:
+            drop = set(ids)
+            model, keys, learned = self._rebuilt_model(exclude=drop)
+            metrics = {"gate": "rebuild", "labels_in_window": learned, "skipped_rolled_back": 0,
+                       "interactions": [None, None], "forgotten": len(ids)}
+            name = self._write_version(model, keys, metrics, commit=lambda n: (
+                self.store.delete_interactions(ids, remove_audio=remove_audio,
+                                               activate_version=n)))
+            self._forget_seq = self.store.forget_seq()
+            held = [i for i in ids if i in self.keys]
+            self._set_live(model, name)
+            return ForgetOutcome(held, [i for i in ids if i not in set(held)], name)
+        forgotten = self._forget_live(ids)
+        absent = [i for i in ids if i not in set(forgotten)]
+        name = None
+        if forgotten:
+            metrics = {"gate": "forget", "forgotten": len(forgotten),
+                       "interactions": [None, None], "labels_in_window": 0}
+            name = self._write_version(self.model, self.keys, metrics, commit=lambda n: (
+                self.store.delete_interactions(ids, remove_audio=remove_audio,
+                                               activate_version=n)))
+        else:
+            self.store.delete_interactions(ids, remove_audio=remove_audio)
+        self._forget_seq = self.store.forget_seq()
+        if name is not None:
+            self.version = name
+            self._good_keys = dict(self.keys)
+            self._good_preds = self._predict_rows(self.model, self.holdout_rows())
+            self._window = _Window()
+        return ForgetOutcome(forgotten, absent, name)
 
     def observe(self, text: str) -> None:
         """A transcript that got no label: unlabelled language signal for the model."""
@@ -390,7 +550,7 @@ class Learner:
             return LabelOutcome(holdout=True, loss=None)
         loss, previous = self._learn(interaction_id, text, label)
         event = None
-        if self._window.count >= self.cfg.version_every:
+        if self._window.count >= self.version_window():
             event = self.new_version()
         return LabelOutcome(holdout=False, loss=loss, event=event,
                             relabelled=previous is not None, previous=previous)
@@ -403,7 +563,11 @@ class Learner:
         row = self.store.get(interaction_id)
         if not row.transcript.strip() or row.error is not None:
             raise ValueError(f"interaction {interaction_id} has no transcript to learn from")
-        return self.on_label(interaction_id, row.transcript, label)
+        if row.holdout:  # the model never holds a holdout row: only the judging changes
+            return LabelOutcome(holdout=True, loss=None)
+        if interaction_id in self.keys:  # the model holds it: replace, whatever the hash says
+            return self.on_label(interaction_id, row.transcript, label, source="manual")
+        return self.on_label(interaction_id, row.transcript, label, source=row.label_source)
 
     def _learn(self, interaction_id: int, text: str, label: str) -> tuple[float | None, str | None]:
         """Learn, or relabel what the model holds; (loss or None, previous label or None)."""
@@ -426,43 +590,71 @@ class Learner:
         active version. If the active version held any, it is saved again without them as a
         new active version (gate "forget"; its checkpoint then no longer holds their tokens;
         older checkpoints still do until they are deleted)."""
-        forgotten, absent = [], []
-        for iid in ids:
-            key = self.keys.pop(int(iid), None)
-            if key is None or key in self.model.removed:
-                absent.append(int(iid))
-                continue
-            self.model.forget_example(key)
-            forgotten.append(int(iid))
-        gone = set(forgotten)
-        self._window.learned = [i for i in self._window.learned if i not in gone]
-        self._window.relabelled = [i for i in self._window.relabelled if i not in gone]
+        forgotten = self._forget_live([int(i) for i in ids])
+        absent = [int(i) for i in ids if int(i) not in set(forgotten)]
         in_good = [i for i in forgotten if i in self._good_keys]
-        if not in_good or self._good is None:
+        if not in_good:
             return ForgetOutcome(forgotten, absent)
+        good, good_keys = self._reload_good()
         for iid in in_good:
-            key = self._good_keys.pop(iid)
-            if key not in self._good.removed:
-                self._good.forget_example(key)
+            key = good_keys.pop(iid, None)
+            if key is not None and key not in good.removed:
+                good.forget_example(key)
         metrics = {"gate": "forget", "forgotten": len(in_good), "interactions": [None, None],
                    "labels_in_window": 0}
-        name = self._write_version(self._good, self._good_keys, metrics, status="active")
+        name = self._write_version(good, good_keys, metrics, status="active")
+        self._good_keys = good_keys
+        self._good_preds = self._predict_rows(good, self.holdout_rows())
         log.info("model version %s active: %s without %d forgotten interaction(s)", name,
                  self.version, len(in_good))
         self.version = name
         return ForgetOutcome(forgotten, absent, name)
 
     # --- versions -------------------------------------------------------------------------
-    def score(self, model: SwitchModel) -> HoldoutScore:
-        """Balanced accuracy of `model` on the holdout slice of the database."""
-        rows = self.store.labeled_examples(holdout=True)
+    def holdout_rows(self) -> list[tuple[int, str, str]]:
+        """(id, transcript, label) of the holdout slice, in interaction order."""
+        with self.store._lock:
+            return [(int(r[0]), r[1], r[2]) for r in self.store.db.execute(
+                "SELECT id, transcript, label FROM interactions WHERE label IS NOT NULL "
+                "AND holdout = 1 ORDER BY id").fetchall()]
+
+    @staticmethod
+    def _predict_rows(model: SwitchModel, rows: list[tuple[int, str, str]]) -> dict[int, str]:
+        """id -> the model's action for each row, in batches of 32 (batches of 128 left ~20 MB
+        more resident after the first long one: the allocator keeps what it grew to)."""
+        out: dict[int, str] = {}
+        for i in range(0, len(rows), 32):
+            chunk = rows[i:i + 32]
+            probs = model.predict_many([t for _, t, _ in chunk])
+            out.update({r[0]: ACTIONS[int(p.argmax())] for r, p in zip(chunk, probs)})
+        return out
+
+    def score(self, model: SwitchModel, rows: list[tuple[int, str, str]] | None = None,
+              preds: dict[int, str] | None = None) -> HoldoutScore:
+        """Balanced accuracy of `model` on the holdout slice of the database (or on `rows`).
+        ``preds``: predictions already made (id -> action); the missing ones are made and
+        added to it."""
+        rows = self.holdout_rows() if rows is None else rows
+        preds = {} if preds is None else preds
+        preds.update(self._predict_rows(model, [r for r in rows if r[0] not in preds]))
+        return self._score_preds(preds, rows)
+
+    def _score_base(self, rows: list[tuple[int, str, str]]) -> HoldoutScore:
+        """The active version's score on `rows` (all must have a cached prediction)."""
+        return self._score_preds(self._good_preds, rows)
+
+    @staticmethod
+    def _score_preds(by_id: dict[int, str], rows: list[tuple[int, str, str]]) -> HoldoutScore:
         if not rows:
             return HoldoutScore(0, None)
-        preds = [model.predict(text).action for text, _ in rows]
-        labels = [label for _, label in rows]
+        preds = [by_id[r[0]] for r in rows]
+        labels = [label for _, _, label in rows]
         table = confusion(labels, preds)
         per_class = {a: labels.count(a) for a in ACTIONS}
-        return HoldoutScore(len(rows), balanced_accuracy(table), per_class)
+        recall = {a: sum(p == y for p, y in zip(preds, labels) if y == a) / n
+                  for a, n in per_class.items() if n}
+        return HoldoutScore(len(rows), balanced_accuracy(table), per_class,
+                            tuple(p == y for p, y in zip(preds, labels)), recall)
 
     def _trained_classes(self) -> list[str]:
         """The labels the live model holds at least once (in ACTIONS order)."""
@@ -503,47 +695,137 @@ class Learner:
         raise RuntimeError("could not claim a model version name")
 
     def _write_version(self, model: SwitchModel, keys: dict[int, int], metrics: dict[str, Any],
-                       status: str = "active") -> str:
-        """Claim a name (row first), write the checkpoint, then make the row `status`."""
-        name = self._claim_version(parent=self.version, path=True, status="candidate",
-                                   metrics=metrics, n_train=model.n_examples)
-        model.save(self.checkpoints_dir / f"{name}.npz",
-                   extra={"version": name, "parent": self.version,
-                          "interaction_keys": sorted([i, k] for i, k in keys.items())})
-        model.meta = {**model.meta, "interaction_keys": sorted([i, k] for i, k in keys.items())}
-        if status != "candidate":
-            self.store.set_model_status(name, status)
+                       status: str = "active",
+                       commit: Callable[[str], Any] | None = None) -> str:
+        """Claim a name (row first), write the checkpoint, then make the row `status` (or call
+        ``commit(name)``, which must make it active: `forget_interactions`' one transaction);
+        then retention prunes old checkpoints. The checkpoints directory's lock is held shared
+        meanwhile, so no other process takes the candidate row or the temp file for debris."""
+        state.ensure_dir(self.checkpoints_dir)
+        with state.checkpoint_lock(self.checkpoints_dir):
+            name = self._claim_version(parent=self.version, path=True, status="candidate",
+                                       metrics=metrics, n_train=model.n_examples)
+            model.save(self.checkpoints_dir / f"{name}.npz",
+                       extra={"version": name, "parent": self.version,
+                              "interaction_keys": sorted([i, k] for i, k in keys.items())})
+            model.meta = {**model.meta,
+                          "interaction_keys": sorted([i, k] for i, k in keys.items())}
+            if commit is not None:
+                commit(name)
+                status = "active"
+            elif status != "candidate":
+                self.store.set_model_status(name, status)
+        if status == "active":
+            state.prune_checkpoints(self.store, self.cfg.keep_checkpoints,
+                                    self.cfg.checkpoints_max_mb * 1e6)
         return name
 
-    def new_version(self) -> VersionEvent:
+    def _noise(self, cand: HoldoutScore, base: HoldoutScore,
+               corrections: int = 0) -> dict[str, Any]:
+        """Is the candidate's deficit within the noise of the holdout? Three tests, all must
+        say "real" for a rollback: (1) the deficit exceeds ``noise_se`` binomial standard
+        errors of a balanced accuracy on these rows (per class p(1-p)/n, p the two models'
+        pooled recall, add-one smoothed so a perfect score still has an error); (2) at least
+        two more holdout rows are wrong for the candidate than for the active version (one
+        row is never enough, however small its class); (3) the rows the two disagree on
+        are not a coin toss: exact one-sided sign test (McNemar) on rows lost vs won, p <
+        0.05, or p < 0.01 when the candidate carries corrections (the person just said the
+        device was wrong: that outweighs older holdout labels unless the evidence is
+        strong)."""
+        diff = (base.balanced_accuracy or 0.0) - (cand.balanced_accuracy or 0.0)
+        classes = [a for a, n in cand.per_class.items() if n]
+        var = 0.0
+        for a in classes:
+            n = cand.per_class[a]
+            k = (cand.recall.get(a, 0.0) + base.recall.get(a, 0.0)) * n
+            p = (k + 1.0) / (2 * n + 2.0)
+            var += p * (1.0 - p) / n
+        se = math.sqrt(var) / len(classes) if classes else 0.0
+        out: dict[str, Any] = {"diff": round(diff, 6), "se": round(se, 6)}
+        within = diff <= self.cfg.noise_se * se
+        if cand.correct and len(cand.correct) == len(base.correct):
+            lost = sum(b and not c for b, c in zip(base.correct, cand.correct))
+            won = sum(c and not b for b, c in zip(base.correct, cand.correct))
+            n = lost + won
+            p_value = (sum(math.comb(n, k) for k in range(lost, n + 1)) / 2.0 ** n
+                       if n else 1.0)
+            alpha = 0.01 if corrections else 0.05
+            out.update(rows_lost=lost, rows_won=won, sign_test_p=round(p_value, 6),
+                       alpha=alpha)
+            within = within or lost - won < 2 or p_value >= alpha
+        out["within_noise"] = bool(within)
+        return out
+
+    def new_version(self, extra_metrics: dict[str, Any] | None = None) -> VersionEvent:
         """Gate the live model as a candidate: accept (checkpoint, active) or roll back.
-        First, if another process made another version active, that one is loaded (`sync`)."""
+        First, if another process made another version active, that one is loaded (`sync`).
+
+        A rollback rejects the *model*, not the labels: the live model goes back to the
+        active version, the labels of the database it lacks (the window's among them) are
+        learned onto it again, every labelled statistic is re-gathered with the current
+        layers (`regather_all`), and that is saved as the new active version (gate
+        ``relearned``). See docs/loop.md for what the gate protects against."""
         self.sync()
-        cand = self.score(self.model)
-        base = self.score(self._good) if self._good is not None else None
+        rows = self.holdout_rows()
+        cand_preds: dict[int, str] = {}
+        cand = cand_all = self.score(self.model, rows, preds=cand_preds)
+        base = None
+        if self.version is not None:
+            # judged on the rows the active version was scored on (rows labelled since are
+            # judged at the next version): its predictions are cached, the model is not kept
+            common = [r for r in rows if r[0] in self._good_preds]
+            base = self._score_base(common)
+            if len(common) != len(rows):
+                cand = self.score(self.model, common, preds=cand_preds)
         window = self._window
         self._window = _Window()
         metrics: dict[str, Any] = {
-            "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
+            "holdout_n": cand_all.n, "balanced_accuracy": cand_all.balanced_accuracy,
             "parent_balanced_accuracy": base.balanced_accuracy if base else None,
             "labels_in_window": window.count, "interactions": [window.first_id, window.last_id],
-            "holdout_classes": cand.per_class, "trained_classes": self._trained_classes(),
+            "holdout_classes": cand_all.per_class, "trained_classes": self._trained_classes(),
         }
+        if cand.n != cand_all.n:  # the gate compared the two on the rows both predicted
+            metrics["judged"] = {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy}
         if window.relabelled:
             metrics["relabelled"] = window.relabelled
+        metrics.update(extra_metrics or {})
         unjudgeable = self._unjudgeable(cand) if base is not None else None
         judged = (base is not None and base.balanced_accuracy is not None
                   and cand.balanced_accuracy is not None and unjudgeable is None)
-        if judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin:
+        corrections = self._corrections_in(window) if judged else 0
+        noise = self._noise(cand, base, corrections) if judged else None
+        if noise is not None:
+            metrics["noise"] = noise
+            metrics["corrections"] = corrections
+        worse = judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin
+        if worse and noise is not None and noise["within_noise"]:
+            metrics["gate"] = "passed (within noise)"
+            reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} vs active "
+                      f"{base.balanced_accuracy:.3f}: the difference is within the holdout's "
+                      f"noise (se {noise['se']:.3f}, rows lost/won "
+                      f"{noise.get('rows_lost', '-')}/{noise.get('rows_won', '-')})")
+            parent = self.version
+            name = self._save_active(metrics, cand_preds)
+            log.info("model version %s active (parent %s): %s", name, parent, reason)
+            event = VersionEvent(name, "active", parent, cand, base, reason)
+        elif worse:
             reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
                       f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
             metrics["gate"] = "rolled back"
+            parent = self.version
             name = self._claim_version(parent=self.version, path=None, status="rolled_back",
                                        metrics=metrics, n_train=self.model.n_examples)
+            # the candidate goes before the active version is loaded: two models at once
+            # raised the resident high-water mark by a model's size, for good
+            self.model, self.keys = self._fresh_model(), {}
             self.model, self.keys = self._reload_good()
-            log.warning("model candidate %s rolled back: %s; live model is %s again",
-                        name, reason, self.version)
-            event = VersionEvent(name, "rolled_back", self.version, cand, base, reason)
+            self._window = _Window()
+            relearned = self._relearn_after_rollback(name, cand, base, window)
+            log.warning("model candidate %s rolled back: %s; its labels were learned again "
+                        "onto %s: %s is active", name, reason, parent, relearned)
+            event = VersionEvent(name, "rolled_back", parent, cand, base,
+                                 f"{reason}; labels re-learned onto {parent} as {relearned}")
         else:
             if judged:
                 reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} >= active "
@@ -558,17 +840,21 @@ class Learner:
                                    else "holdout lacks classes")
                 metrics["gate_reason"] = reason
             parent = self.version
-            name = self._save_active(metrics)
+            name = self._save_active(metrics, cand_preds)
             log.info("model version %s active (parent %s): %s", name, parent, reason)
             event = VersionEvent(name, "active", parent, cand, base, reason)
         self.events.append(event)
         return event
 
-    def _save_active(self, metrics: dict[str, Any]) -> str:
-        """The live model as a new active version; returns its name."""
+    def _save_active(self, metrics: dict[str, Any], preds: dict[int, str] | None = None) -> str:
+        """The live model as a new active version; returns its name. ``preds``: its holdout
+        predictions when already made."""
         name = self._write_version(self.model, self.keys, metrics, status="active")
         self.version = name
-        self._good, self._good_keys = copy.deepcopy(self.model), dict(self.keys)
+        self._good_keys = dict(self.keys)
+        self._good_preds = dict(preds) if preds is not None else self._predict_rows(
+            self.model, self.holdout_rows())
+        self._window = _Window()
         return name
 
     def adopt(self, model: SwitchModel, metrics: dict[str, Any]) -> str:
@@ -579,6 +865,49 @@ class Learner:
         self._window = _Window()
         return self._save_active(metrics)
 
+    def _corrections_in(self, window: _Window) -> int:
+        """How many labels of the window are corrections (override / manual)."""
+        ids = window.learned + window.relabelled
+        if not ids:
+            return 0
+        marks = ", ".join("?" for _ in ids)
+        with self.store._lock:
+            return int(self.store.db.execute(
+                f"SELECT count(*) FROM interactions WHERE id IN ({marks}) AND label_source IN "
+                f"({', '.join('?' for _ in CORRECTION_SOURCES)})",
+                [*ids, *CORRECTION_SOURCES]).fetchone()[0])
+
+    def _relearn_after_rollback(self, rolled: str, cand: HoldoutScore, base: HoldoutScore,
+                                window: _Window) -> str:
+        """After a rollback: the labels back onto the last good model (see `new_version`)."""
+        diff = self._apply_difference()
+        self._regather(self.model)
+        after = self.score(self.model)
+        metrics = {"gate": "relearned", "rolled_back_candidate": rolled,
+                   "holdout_n": after.n, "balanced_accuracy": after.balanced_accuracy,
+                   "parent_balanced_accuracy": base.balanced_accuracy,
+                   "candidate_balanced_accuracy": cand.balanced_accuracy,
+                   "labels_in_window": len(diff.missing) + len(diff.changed),
+                   "interactions": [window.first_id, window.last_id],
+                   "holdout_classes": after.per_class}
+        return self._save_active(metrics)
+
+    @staticmethod
+    def _regather(model: SwitchModel, chunk: int = 8) -> None:
+        """Re-gather every labelled statistic with the current layers (the model's
+        `regather_all`, in chunks of `chunk` examples so that the transient arrays stay
+        small: in chunks of 64 the first re-gather left 14 MB more resident, in chunks of 8
+        under 1 MB)."""
+        net, batch_of = getattr(model, "net", None), getattr(model, "batch_of", None)
+        if net is None or batch_of is None or not hasattr(net, "regather"):
+            if hasattr(model, "regather_all"):
+                model.regather_all()
+            return
+        keys = model.live_keys()
+        for i in range(0, len(keys), chunk):
+            part = keys[i:i + chunk]
+            net.regather(batch_of(part), part)
+
     def _reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
         """The active version again (and its key map), from its checkpoint (from memory if
         that fails)."""
@@ -588,10 +917,8 @@ class Learner:
                 model = SwitchModel.load(active.path)
                 return model, _keys_of(model)
             except CheckpointError as exc:
-                log.error("active checkpoint %s unreadable during rollback (%s); using the "
-                          "in-memory copy", active.path, exc)
-        if self._good is not None:
-            return copy.deepcopy(self._good), dict(self._good_keys)
+                log.error("active checkpoint %s unreadable (%s); starting from an empty "
+                          "model (the database's labels are learned again)", active.path, exc)
         return self._fresh_model(), {}
 
     def rollback(self, version: str) -> None:
@@ -604,58 +931,47 @@ class Learner:
         self._set_live(model, version)
         log.warning("manual rollback: model version %s is active", version)
 
-    def rebuild_from_store(self) -> str:
-        """Re-learn a fresh model from the database in time order; save it as the active version.
-
-        Labelled non-holdout rows are learned, unlabelled transcripts (without error) observed,
-        holdout rows skipped, and so are the labelled rows of rolled-back windows (the id
-        range learned in the window, and the ids relabelled in it) — but only when their label
-        is not newer than the rolled-back version (``label_ts <= created_ts``): a label given
-        again after the rollback (e.g. a correction with `edge-plm label`) is learned. A row
-        without ``label_ts`` in such a window is skipped.
-        """
-        windows = []  # (first id, last id, relabelled ids, created_ts) of rolled-back windows
-        for v in self.store.model_versions():
-            m = v.metrics or {}
-            if v.status != "rolled_back" or m.get("gate") != "rolled back":
-                continue
-            span = m.get("interactions") or [None, None]
-            rng = (int(span[0]), int(span[1])) if span[0] is not None else None
-            windows.append((rng, {int(i) for i in m.get("relabelled") or []}, v.created_ts))
-
-        def rolled_back(row) -> bool:
-            for rng, relabelled, created in windows:
-                inside = (rng is not None and rng[0] <= row.id <= rng[1]) or row.id in relabelled
-                if inside and (row.label_ts is None or row.label_ts <= created):
-                    return True
-            return False
-
+    def _rebuilt_model(self, exclude: set[int] = frozenset()
+                       ) -> tuple[SwitchModel, dict[int, int], int]:
+        """A fresh model from the database in interaction order: learnable labels learned
+        (`learning_state.should_learn`), unlabelled transcripts observed, rows in `exclude`
+        left out. Returns (model, interaction keys, labels learned)."""
         model = self._fresh_model()
         keys: dict[int, int] = {}
-        learned = skipped = 0
+        learned = 0
         for row in self.store.interactions(oldest_first=True):
-            if row.error or not row.transcript.strip():
+            if row.id in exclude or row.error or not row.transcript.strip():
                 continue
             if row.label is None:
                 model.observe(row.transcript)
                 continue
-            if row.holdout:
-                continue
-            if rolled_back(row):
-                skipped += 1
+            lr = state.LabelRow(row.id, row.transcript, row.label, row.label_source, row.holdout)
+            if not state.should_learn(lr, self.cfg.holdout_fraction, False):
+                if not row.holdout:
+                    self.store.set_holdout(row.id, True)
                 continue
             keys[row.id] = len(model.examples)
             model.learn(row.transcript, row.label)
             learned += 1
+        return model, keys, learned
+
+    def rebuild_from_store(self) -> str:
+        """Re-learn a fresh model from the database in time order; save it as the active version.
+
+        Every learnable label is learned (labelled, not holdout, with a transcript and no
+        error), unlabelled transcripts are observed. Labels of windows whose candidate was
+        rolled back are learned too: a rollback rejects a model, never the person's labels
+        (``skipped_rolled_back`` stays in the metrics, always 0).
+        """
+        model, keys, learned = self._rebuilt_model()
         self.model, self.keys = model, keys
         self._window = _Window()
         cand = self.score(model)
         metrics = {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
                    "gate": "rebuild", "labels_in_window": learned,
-                   "skipped_rolled_back": skipped, "interactions": [None, None]}
+                   "skipped_rolled_back": 0, "interactions": [None, None]}
         name = self._save_active(metrics)
-        log.info("model rebuilt from the database as %s: %d labels learned, %d skipped "
-                 "(rolled-back windows)", name, learned, skipped)
+        log.info("model rebuilt from the database as %s: %d labels learned", name, learned)
         return name
 
 

@@ -111,7 +111,10 @@ class ModelConfig:
     replay_size: int = 8
     holdout_fraction: float = 0.2
     holdout_min: int = 10  # holdout rows needed before a candidate is judged at all
-    version_every: int = 10  # learned labels between candidate versions
+    version_every: int = 10  # learned labels between candidate versions (at least) ...
+    # ... or this share of the labels the model holds, when more: the cost of versioning per
+    # label (checkpoint + holdout pass, both proportional to the model) stays constant
+    version_growth: float = 0.05
     # a candidate is rolled back only if its holdout balanced accuracy is lower than the
     # active version's by more than this (small holdouts are noisy: one row moves it a lot)
     rollback_margin: float = 0.03
@@ -123,6 +126,12 @@ class ModelConfig:
     # pseudo-labels that know nothing, so a model taught a handful of labels does not act on
     # them alone (0 = off; 3 measured best on the household sessions, BENCHMARKS.md)
     evidence_prior: float = 3.0
+    # checkpoint retention: the active version, its parent and the newest `keep_checkpoints`
+    # saved versions keep their files; older files are deleted (the rows stay, marked pruned),
+    # and more are pruned, oldest first, while the directory holds more than
+    # `checkpoints_max_mb` (the active version and its parent are never pruned)
+    keep_checkpoints: int = 5
+    checkpoints_max_mb: float = 64.0
 
 
 @dataclass
@@ -269,6 +278,11 @@ def problems(s: Settings) -> list[str]:
     need(m.holdout_min >= 1 and m.version_every >= 1,
          "model.holdout_min and model.version_every must be >= 1")
     need(m.rollback_margin >= 0, f"model.rollback_margin must be >= 0, got {m.rollback_margin}")
+    need(0.0 <= m.version_growth <= 1.0,
+         f"model.version_growth must be in [0, 1], got {m.version_growth}")
+    need(m.keep_checkpoints >= 2,
+         "model.keep_checkpoints must be >= 2 (the active version and its parent)")
+    need(m.checkpoints_max_mb > 0, f"model.checkpoints_max_mb must be > 0, got {m.checkpoints_max_mb}")
     need(m.prior_strength >= 0 and m.evidence_prior >= 0,
          "model.prior_strength and model.evidence_prior must be >= 0")
     start = _start_problem(m)

@@ -636,8 +636,14 @@ class ReplayStore:
         """Put an interaction into (or take it out of) the holdout slice."""
         self.update_interaction(interaction_id, holdout=holdout)
 
-    def delete_interactions(self, ids: Iterable[int], remove_audio: bool = True) -> list[str]:
+    def delete_interactions(self, ids: Iterable[int], remove_audio: bool = True,
+                            activate_version: str | None = None) -> list[str]:
         """Delete rows; return the audio paths they referenced.
+
+        The same transaction bumps ``meta.forget_seq`` (a running service polls it and takes
+        the deleted rows out of its live model) and, with `activate_version`, makes that
+        (already written) model version active: rows and the model's contribution go
+        together, or neither does.
 
         With `remove_audio`, those files are deleted too (a file already gone is logged, not an
         error). Rows go first, so a crash in between leaves an orphan file, never a row
@@ -652,6 +658,15 @@ class ReplayStore:
                 f"SELECT audio_path FROM interactions WHERE id IN ({marks}) "
                 "AND audio_path IS NOT NULL", ids).fetchall()]
             self.db.execute(f"DELETE FROM interactions WHERE id IN ({marks})", ids)
+            self.db.execute(
+                "INSERT INTO meta (key, value) VALUES ('forget_seq', '1') ON CONFLICT(key) "
+                "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+            if activate_version is not None:
+                self._retire_active(except_version=activate_version)
+                cur = self.db.execute("UPDATE model_versions SET status = 'active' "
+                                      "WHERE version = ?", [activate_version])
+                if cur.rowcount != 1:
+                    raise NotFoundError(f"no model version {activate_version!r}")
             return found
 
         paths = self._write(delete)
@@ -705,6 +720,32 @@ class ReplayStore:
     def _retire_active(self, except_version: str | None = None) -> None:
         self.db.execute("UPDATE model_versions SET status = 'retired' "
                         "WHERE status = 'active' AND version IS NOT ?", [except_version])
+
+    def forget_seq(self) -> int:
+        """How many `delete_interactions` transactions this database has seen (a cheap
+        signal for a running service that rows it may have learned are gone)."""
+        with self._lock:
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'forget_seq'").fetchone()
+        return int(row[0]) if row else 0
+
+    def interaction_ids(self) -> set[int]:
+        """Every stored interaction id."""
+        with self._lock:
+            return {int(r[0]) for r in self.db.execute("SELECT id FROM interactions")}
+
+    def set_model_metrics(self, version: str, metrics: dict[str, Any]) -> None:
+        """Replace a version's metrics (e.g. to mark its checkpoint pruned)."""
+        with self._lock, self.db.atomic():
+            cur = self.db.execute("UPDATE model_versions SET metrics = ? WHERE version = ?",
+                                  [json.dumps(metrics, sort_keys=True), version])
+            if cur.rowcount != 1:
+                raise NotFoundError(f"no model version {version!r}")
+
+    def delete_model_version(self, version: str) -> None:
+        """Remove a version row (only for debris: a candidate whose writer died)."""
+        with self._lock, self.db.atomic():
+            self.db.execute("DELETE FROM model_versions WHERE version = ? AND status = "
+                            "'candidate'", [version])
 
     def model_versions(self) -> list[ModelVersion]:
         """All model versions in the order they were made (rowid; ``created_ts`` is the

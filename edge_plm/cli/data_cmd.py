@@ -171,6 +171,12 @@ def status_command(
         grid.add_row("model", f"no active version ({m['versions']} versions): the service "
                               + ("starts from an empty model" if start == "empty"
                                  else f"starts from the starting model {start!r} (model.start)"))
+    u = m["unlearned_labels"]
+    grid.add_row("unlearned labels", "unknown (the active checkpoint cannot be read)" if u is None
+                 else "0 (every learnable label is in the model)" if u == 0
+                 else f"{u}: the model lacks them; the service learns them again when it starts")
+    grid.add_row("gate", f"{m['false_rollbacks']} rollback(s) within the holdout's noise; "
+                         f"{m['pruned']} checkpoint(s) pruned")
     h = s["holdout"]
     if h["balanced_accuracy"] is not None:
         hold = (f"balanced accuracy {h['balanced_accuracy']:.3f} on {h['scored_on']} rows when "
@@ -546,17 +552,21 @@ def forget_command(
                                  err=True):
                 typer.echo("nothing forgotten", err=True)
                 raise typer.Exit(1)
-        result = q.forget(store, selected)
-        result["rebuilt"] = None
-        result["model"] = None
         from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
 
         cfg = LearnerConfig.from_settings(settings.model)
         ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
-        if rebuild:
-            result["rebuilt"] = Learner(store, cfg, ckdir).rebuild_from_store()
-        elif store.active_model_version() is not None:
-            out = Learner.open(store, cfg, ckdir).on_forget(selected)
+        delete = None  # no model yet: rows only (the first model is made from what remains)
+        if rebuild or store.active_model_version() is not None:
+            # the model as it must be (the active version plus what it lacks), then rows and
+            # the model's part in one transaction (Learner.forget_interactions)
+            learner = (Learner(store, cfg, ckdir) if rebuild else Learner.open(store, cfg, ckdir))
+            delete = lambda ids: learner.forget_interactions(ids, rebuild=rebuild)  # noqa: E731
+        result = q.forget(store, selected, delete=delete)
+        out = result.pop("outcome")
+        result["rebuilt"] = out.version if rebuild else None
+        result["model"] = None
+        if delete is not None and not rebuild:
             result["model"] = {"forgotten": len(out.forgotten),
                                "not_in_model": len(out.not_in_model), "version": out.version}
     if as_json:

@@ -40,7 +40,8 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Every version, oldest first: parent, status, labels learned, holdout score, gate,
-    checkpoint file (`model show` has the rest)."""
+    checkpoint file (``pruned``: deleted by the retention policy, model.keep_checkpoints;
+    `model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
         versions = [q.model_record(v) for v in q.versions_in_order(store)]
     for v in versions:  # "ok" only for a file that loads (checksum verified)
@@ -63,8 +64,9 @@ def list_command(
     for v in versions:
         status = {"active": "[bold green]active[/]", "rolled_back": "[red]rolled_back[/]"}.get(
             v["status"], v["status"])
-        ck = {None: "-", "ok": "ok", "missing": "[red]missing[/]",
-              "damaged": "[red]damaged[/]"}[v["checkpoint_state"]]
+        ck = ("pruned" if v.get("pruned") else
+              {None: "-", "ok": "ok", "missing": "[red]missing[/]",
+               "damaged": "[red]damaged[/]"}[v["checkpoint_state"]])
         t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
                   _ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
@@ -97,7 +99,9 @@ def show_command(
     ck = d["checkpoint"]
     if ck:
         size = d["checkpoint_bytes"]
-        g.add_row("checkpoint", f"{ck} ({'missing' if size is None else f'{size} bytes'})")
+        state = ("pruned by the retention policy (model.keep_checkpoints)" if d["pruned"]
+                 else "missing" if size is None else f"{size} bytes")
+        g.add_row("checkpoint", f"{ck} ({state})")
     else:
         g.add_row("checkpoint", "none (a rolled-back candidate is not saved)")
     m = d["metrics"]

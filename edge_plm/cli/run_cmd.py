@@ -219,6 +219,7 @@ def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, s
     try:
         result = run_session(lines * rounds, replay.controller, replay.clock,
                              endpointer=replay.endpointer, progress=progress)
+        replay.controller.stop()  # saves the labels learned since the last version
         versions = replay.store.model_versions()
     finally:
         replay.close()
