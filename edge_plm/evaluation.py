@@ -1,7 +1,8 @@
 """Budgeted online evaluation (the `edge-plm eval` contract, DESIGN.md §4).
 
 Starts from an empty model, feeds TRAIN in file order through ``SwitchModel.learn`` (the same
-online-update path the device uses) and, after each budget n, scores TEST. Also times every
+online-update path the device uses: explicit re-solve plus the bounded refinement steps it runs
+after every label) and, after each budget n, scores TEST. Also times every
 prediction and every update.
 """
 
@@ -72,10 +73,8 @@ def parse_budgets(text: str) -> list[int]:
 
 
 def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: str = "potato",
-             seed: int = 0, progress=None, radial_from: list[str] | None = None, **overrides) -> dict:
+             seed: int = 0, progress=None, **overrides) -> dict:
     model = SwitchModel.empty(config, seed=seed, **overrides)
-    if radial_from is not None:  # benchmark option: refine the codes from unlabelled transcripts
-        model.refine_embedding(radial_from)
     test_texts = [r["text"] for r in test]
     truth = [r["label"] for r in test]
     # a budget beyond the file means "all"; several such budgets collapse into one

@@ -1,0 +1,205 @@
+"""The switch network over collision-free units: an explicit, class-balanced solution of the
+action layer, refined by full-batch gradient steps pulled toward it (docs/method.md).
+
+Local block: the state at a word's positions is the identity of the units (word-anchored
+character n-grams and the word, ``units.py``) ending there, read exactly from the unit vocabulary
+(the target identity the local layer's explicit solution is fitted to, without the blur of
+hashing thousands of n-grams into a few hundred soft detectors).
+Global block: count-scaled pooling with uniform attention (the W_B = 0 member of the global SAFFU
+layer), so the pooled state of a transcript is the bag of its units; it is L2-normalised,
+x = w / |w|_2, and the action distribution is p = softmax(x U + b).
+
+U = scale * B + delta:
+  B      the explicit solution of the labelled statistics: per action y, F[:, y] = the summed unit
+         weights (occurrences; a word counts ``word_weight``) of its examples divided by its number of examples (class balance: each action
+         counts as one example), B[j, y] = log(F[j, y] + a) - log(sum_d F[d, y] + a V), over the
+         V units that occur in labelled examples (a naive-Bayes log-likelihood; ``alpha`` = a),
+         rows centred over the actions; units never labelled have B = 0;
+  delta  what refinement adds: gradient steps on the class-weighted cross-entropy of every
+         labelled example (full batch) plus (l2 / 2) |delta|^2 + (l2 / 2) |b|^2, i.e. an L2 pull
+         toward the explicit solution. Deterministic: no sampling, a fixed number of steps.
+Actions that have no label yet get a large negative logit (a label never given is never
+predicted). The statistics are sums over the labelled examples, so adding, relabelling and
+forgetting an example are exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge_plm.plm import unit_kernels
+from edge_plm.plm.config import PLMConfig
+
+N_ACTIONS = 3
+ABSENT_LOGIT = -50.0
+
+
+def l2_normalise(w: np.ndarray) -> np.ndarray:
+    n = float(np.sqrt((w * w).sum()))
+    return w / n if n > 0 else w
+
+
+class UnitNet:
+    def __init__(self, config: PLMConfig):
+        c = config
+        self.config = c
+        cap = c.unit_cap
+        self.F = np.zeros((cap, N_ACTIONS))  # per action: summed weights of its examples' units
+        self.df = np.zeros(cap)  # number of labelled examples holding each unit
+        self.class_counts = np.zeros(N_ACTIONS)
+        self.base = np.zeros((cap, N_ACTIONS))
+        self.delta = np.zeros((cap, N_ACTIONS))
+        self.bias = np.zeros(N_ACTIONS)
+        self.rows: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}  # key -> (ids, weights, label)
+        self.refine_steps_done = 0
+        self._batch = None  # CSR of the labelled rows, rebuilt when they change
+        self._U = None
+
+    # -- statistics ------------------------------------------------------------------------
+
+    def add(self, key: int, ids: np.ndarray, weights: np.ndarray, label: int) -> None:
+        if key in self.rows:
+            raise ValueError(f"example {key} is already in the statistics")
+        if weights.size and weights.min() <= 0:
+            raise ValueError("unit weights must be positive")
+        self.rows[key] = (ids, weights, int(label))
+        self._count(ids, weights, int(label), 1.0)
+
+    def remove(self, key: int) -> None:
+        ids, w, label = self.rows.pop(key)
+        self._count(ids, w, label, -1.0)
+
+    def relabel(self, key: int, label: int) -> None:
+        ids, w, old = self.rows[key]
+        self._count(ids, w, old, -1.0)
+        self.rows[key] = (ids, w, int(label))
+        self._count(ids, w, int(label), 1.0)
+
+    def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float) -> None:
+        """F gathers the unit weights (occurrences, words weighted), as naive Bayes counts."""
+        self.F[ids, label] += sign * w
+        self.df[ids] += sign
+        self.class_counts[label] += sign
+        if sign < 0:  # a take-back leaves rounding residue: floor it at zero
+            np.maximum(self.F[ids, label], 0.0, out=self.F[ids, label])
+            self.F[ids[self.df[ids] <= 0.5], :] = 0.0
+            np.maximum(self.df, 0.0, out=self.df)
+            np.maximum(self.class_counts, 0.0, out=self.class_counts)
+        self._batch = None
+        self._U = None
+
+    def solve(self) -> None:
+        """B from the statistics (cheap: a log over the labelled units)."""
+        c = self.config
+        seen = np.flatnonzero(self.df > 0.5)
+        self.base[:] = 0.0
+        self._U = None
+        present = self.class_counts > 0.5
+        if not seen.size or not present.any():
+            return
+        Fb = self.F[seen] / np.maximum(self.class_counts, 1.0) if c.class_balance else self.F[seen]
+        B = np.log(Fb + c.alpha) - np.log(Fb.sum(axis=0, keepdims=True) + c.alpha * len(seen))
+        B[:, ~present] = 0.0
+        B[:, present] -= B[:, present].mean(axis=1, keepdims=True)
+        self.base[seen] = B
+
+    # -- prediction ------------------------------------------------------------------------
+
+    def mask(self) -> np.ndarray:
+        return np.where(self.class_counts > 0.5, 0.0, ABSENT_LOGIT)
+
+    @property
+    def U(self) -> np.ndarray:
+        if self._U is None:
+            self._U = self.config.logit_scale * self.base + self.delta
+        return self._U
+
+    def logits(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        x = l2_normalise(weights)
+        return x @ self.U[ids] + self.bias + self.mask()
+
+    def support(self, ids: np.ndarray, weights: np.ndarray, unknown: float) -> float:
+        """Share of the transcript's unit weight whose units occur in labelled examples."""
+        total = float(weights.sum()) + unknown
+        if total <= 0:
+            return 0.0
+        return float(weights[self.df[ids] > 0.5].sum()) / total
+
+    def proba(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0) -> np.ndarray:
+        """softmax of the logits shrunk by the support s: s^power * logits, so a transcript made
+        of units never seen labelled comes out near uniform (docs/policy.md, calibration)."""
+        s = self.logits(ids, weights)
+        keep = self.mask() == 0.0
+        shrink = max(self.support(ids, weights, unknown), 1e-3) ** self.config.support_power
+        s = np.where(keep, s * shrink, ABSENT_LOGIT)
+        s = s - s.max()
+        p = np.exp(s)
+        return p / p.sum()
+
+    # -- refinement ------------------------------------------------------------------------
+
+    def batch(self):
+        """(indptr, indices, values, labels, sample weights) of every labelled example."""
+        if self._batch is None:
+            keys = sorted(self.rows)
+            lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
+            indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+            indices = np.concatenate([self.rows[k][0] for k in keys] or [np.zeros(0, np.int64)]).astype(np.int64)
+            values = np.concatenate([l2_normalise(self.rows[k][1]) for k in keys] or [np.zeros(0)]).astype(np.float64)
+            labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
+            self._batch = (indptr, indices, values, labels, self.sample_weights(labels))
+        return self._batch
+
+    def sample_weights(self, labels: np.ndarray) -> np.ndarray:
+        """Class-balanced weights (each action's examples weigh 1/3 in all), summing to 1."""
+        if not len(labels):
+            return np.zeros(0)
+        counts = np.bincount(labels, minlength=N_ACTIONS).astype(np.float64)
+        w = (1.0 / np.maximum(counts, 1.0))[labels] if self.config.class_balance else np.ones(len(labels))
+        return w / w.sum()
+
+    def objective(self, delta: np.ndarray | None = None, bias: np.ndarray | None = None,
+                  kernel: str | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+        """(loss, d loss / d delta, d loss / d bias) of the refinement objective."""
+        c = self.config
+        delta = self.delta if delta is None else delta
+        bias = self.bias if bias is None else bias
+        indptr, indices, values, labels, sw = self.batch()
+        U = c.logit_scale * self.base + delta
+        dD = c.l2 * delta.copy()
+        fn = unit_kernels.BACKENDS[kernel or c.kernel]
+        loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
+        loss += 0.5 * c.l2 * (float((delta * delta).sum()) + float(bias @ bias))
+        return loss, dD, db + c.l2 * bias
+
+    def refine(self, steps: int) -> float | None:
+        """``steps`` full-batch gradient steps (learning rate ``refine_lr``) on delta and b.
+        Returns the objective before the last step (None when there is nothing to fit)."""
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0, got {steps}")
+        if len(self.rows) == 0 or steps == 0:
+            return None
+        lr = self.config.refine_lr
+        loss = None
+        for _ in range(steps):
+            loss, dD, db = self.objective()
+            self.delta -= lr * dD
+            self.bias -= lr * db
+            self._U = None
+            self.refine_steps_done += 1
+        return loss
+
+    # -- state -----------------------------------------------------------------------------
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {"units.delta": self.delta, "units.bias": self.bias}
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, like in (("units.delta", self.delta), ("units.bias", self.bias)):
+            if name not in arrays:
+                raise KeyError(f"checkpoint lacks array {name!r}")
+            if arrays[name].shape != like.shape:
+                raise ValueError(f"checkpoint array {name!r} has shape {arrays[name].shape}, config needs {like.shape}")
+        self.delta = np.array(arrays["units.delta"], dtype=np.float64)
+        self.bias = np.array(arrays["units.bias"], dtype=np.float64)
+        self._U = None
