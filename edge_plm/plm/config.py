@@ -39,13 +39,14 @@ class PLMConfig:
     unit_cap: int = 60000  # units in the vocabulary at most (3 parameters each)
     unit_min_n: int = 2  # shortest character n-gram unit (word-anchored, padded with spaces)
     unit_max_n: int = 5  # longest
-    word_weight: float = 10.0  # weight of a whole-word unit relative to one n-gram occurrence
+    word_weight: float = 12.0  # weight of a whole-word unit relative to one n-gram occurrence
     alpha: float = 0.03  # additive smoothing of the explicit (naive-Bayes) solution
     logit_scale: float = 1.0  # U = logit_scale * B + delta
     l2: float = 0.01  # refinement's pull toward the explicit solution (|delta|^2, |b|^2)
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 8000  # ... at most this many example-passes per label (steps x examples)
+    support_min_n: int = 4  # n-grams shorter than this do not count for the support (words do)
     support_power: float = 2.0  # logits x (labelled support of the transcript's units)^power
 
     def with_(self, **changes) -> "PLMConfig":

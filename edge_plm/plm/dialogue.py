@@ -33,6 +33,12 @@ from edge_plm.plm.unitnet import UnitNet
 from edge_plm.plm.units import UnitVocab
 
 LABEL_INDEX = {a: i for i, a in enumerate(ACTIONS)}
+
+
+def softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max())
+    return e / e.sum()
+
 MODEL_FORMAT = 2  # 1: the character SwitchNet (switch.py); 2: the unit network
 MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
 MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
@@ -68,7 +74,7 @@ class SwitchModel:
 
     @staticmethod
     def _vocab(cfg: PLMConfig, units=()) -> UnitVocab:
-        return UnitVocab(cfg.unit_cap, cfg.unit_min_n, cfg.unit_max_n, cfg.word_weight, units)
+        return UnitVocab(cfg.unit_cap, cfg.unit_min_n, cfg.unit_max_n, cfg.word_weight, units, cfg.support_min_n)
 
     @property
     def params(self) -> int:
@@ -86,11 +92,14 @@ class SwitchModel:
 
     def predict(self, transcript: str, prior_strength: float = 0.0, evidence_prior: float = 0.0) -> Prediction:
         """The distribution over the actions. The network is class-balanced (each action counts
-        equally, what balanced accuracy measures) and its confidence shrinks with the labelled
-        support of the transcript's units (``UnitNet.proba``); an exact transcript the person
-        labelled is decided by its labels (module docstring). ``prior_strength`` a > 0
-        multiplies in the class frequencies seen so far (add-one smoothed) raised to a — a
-        tempered prior for a device deciding whether to act on a household's mostly-NOOP speech.
+        equally, what balanced accuracy measures); an exact transcript the person labelled is
+        decided by its labels (module docstring). ``prior_strength`` a > 0 multiplies in the
+        class frequencies seen so far (add-one smoothed) raised to a — a tempered prior for a
+        device deciding whether to act on a household's mostly-NOOP speech. Then the log-scores
+        are multiplied by the support shrink of the transcript (``UnitNet.shrink``): a
+        transcript made of units never seen labelled comes out exactly uniform (ties, which the
+        policy's label rules resolve toward NOOP), whatever the prior. The action is the top of
+        the scores before the shrink.
 
         ``evidence_prior`` k > 0 weighs the distribution by how many labelled examples n stand
         behind it: p' = (n p + k/3) / (n + k), i.e. k pseudo-examples that know nothing. The top
@@ -98,22 +107,30 @@ class SwitchModel:
         """
         if evidence_prior < 0:
             raise ValueError(f"evidence_prior must be >= 0, got {evidence_prior}")
-        y = self.distribution(transcript)
+        scores, shrink = self.scores(transcript)
         if prior_strength:
-            y = y * (self.net.class_counts + 1.0) ** prior_strength
-            y = y / y.sum()
+            scores = scores + prior_strength * np.log(self.net.class_counts + 1.0)
+        y = softmax(scores * shrink)
         if evidence_prior:
             n = float(self.net.class_counts.sum())
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
-        i = int(np.argmax(y))
+        i = int(np.argmax(scores))  # the ranking before the shrink (which only flattens it)
         return Prediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
-    def distribution(self, transcript: str) -> np.ndarray:
-        """The model's own distribution (remembered transcript, else the network)."""
+    def scores(self, transcript: str) -> tuple[np.ndarray, float]:
+        """(log-scores, shrink): the network's logits and the support shrink of its units, or
+        for a remembered transcript the log of the distribution its labels give and 1."""
         remembered = self.remembered(transcript)
         if remembered is not None:
-            return remembered
-        return self.net.proba(*self.units.features(transcript, grow=False))
+            return np.log(remembered), 1.0
+        ids, w, unknown = self.units.features(transcript, grow=False)
+        long = self.units.long_mask(ids)
+        return self.net.logits(ids, w), self.net.shrink(ids, w, unknown, long)
+
+    def distribution(self, transcript: str) -> np.ndarray:
+        """The model's own distribution (no class prior, no evidence weighting)."""
+        scores, shrink = self.scores(transcript)
+        return softmax(scores * shrink)
 
     def remembered(self, transcript: str) -> np.ndarray | None:
         """The distribution the labels of this exact transcript give, None if never labelled."""
@@ -248,7 +265,8 @@ class SwitchModel:
             "config": dataclasses.asdict(self.config),
             "vocabulary": self.tokenizer.to_json(),
             "seed": self.seed,
-            "counters": {"refine_steps": self.net.refine_steps_done, "labelled": self.n_examples,
+            "counters": {"refine_steps": self.net.refine_steps_done, "n_active": self.net.n_active,
+                         "labelled": self.n_examples,
                          "unlabelled": self.unlabeled_seen, "units": len(self.units)},
             **(extra or {}),
         }
@@ -287,7 +305,8 @@ class SwitchModel:
                 model.memory.setdefault(text, []).append(key)
             model.net.solve()
             model.net.load_state(arrays)
-            model.net.refine_steps_done = int(meta["counters"].get("refine_steps", 0))
+            model.net.refine_steps_done = int(meta["counters"]["refine_steps"])
+            model.net.n_active = max(model.net.n_active, int(meta["counters"]["n_active"]))
             model.meta = meta
             model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
         except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError) as exc:

@@ -31,7 +31,7 @@ from edge_plm.plm import unit_kernels
 from edge_plm.plm.config import PLMConfig
 
 N_ACTIONS = 3
-ABSENT_LOGIT = -50.0
+ABSENT_LOGIT = -10.0
 
 
 def l2_normalise(w: np.ndarray) -> np.ndarray:
@@ -52,8 +52,10 @@ class UnitNet:
         self.bias = np.zeros(N_ACTIONS)
         self.rows: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}  # key -> (ids, weights, label)
         self.refine_steps_done = 0
+        # 1 + the largest unit id any labelled example ever held: rows at and beyond it have
+        # F = df = B = delta = 0 and zero gradient, so the solve and refinement skip them
+        self.n_active = 0
         self._batch = None  # CSR of the labelled rows, rebuilt when they change
-        self._U = None
 
     # -- statistics ------------------------------------------------------------------------
 
@@ -63,6 +65,8 @@ class UnitNet:
         if weights.size and weights.min() <= 0:
             raise ValueError("unit weights must be positive")
         self.rows[key] = (ids, weights, int(label))
+        if ids.size:
+            self.n_active = max(self.n_active, int(ids.max()) + 1)
         self._count(ids, weights, int(label), 1.0)
 
     def remove(self, key: int) -> None:
@@ -86,14 +90,13 @@ class UnitNet:
             np.maximum(self.df, 0.0, out=self.df)
             np.maximum(self.class_counts, 0.0, out=self.class_counts)
         self._batch = None
-        self._U = None
 
     def solve(self) -> None:
         """B from the statistics (cheap: a log over the labelled units)."""
         c = self.config
-        seen = np.flatnonzero(self.df > 0.5)
-        self.base[:] = 0.0
-        self._U = None
+        n = self.n_active
+        seen = np.flatnonzero(self.df[:n] > 0.5)
+        self.base[:n] = 0.0
         present = self.class_counts > 0.5
         if not seen.size or not present.any():
             return
@@ -108,30 +111,31 @@ class UnitNet:
     def mask(self) -> np.ndarray:
         return np.where(self.class_counts > 0.5, 0.0, ABSENT_LOGIT)
 
-    @property
-    def U(self) -> np.ndarray:
-        if self._U is None:
-            self._U = self.config.logit_scale * self.base + self.delta
-        return self._U
-
     def logits(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
         x = l2_normalise(weights)
-        return x @ self.U[ids] + self.bias + self.mask()
+        U = self.config.logit_scale * self.base[ids] + self.delta[ids]
+        return x @ U + self.bias + self.mask()
 
-    def support(self, ids: np.ndarray, weights: np.ndarray, unknown: float) -> float:
-        """Share of the transcript's unit weight whose units occur in labelled examples."""
-        total = float(weights.sum()) + unknown
+    def support(self, ids: np.ndarray, weights: np.ndarray, unknown: float, long: np.ndarray | None = None) -> float:
+        """Share of the transcript's support-counting unit weight (``long``: words and longer
+        n-grams; ``unknown``: that weight of units without an id) whose units occur in
+        labelled examples."""
+        w = weights if long is None else weights * long
+        total = float(w.sum()) + unknown
         if total <= 0:
             return 0.0
-        return float(weights[self.df[ids] > 0.5].sum()) / total
+        return float(w[self.df[ids] > 0.5].sum()) / total
 
-    def proba(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0) -> np.ndarray:
-        """softmax of the logits shrunk by the support s: s^power * logits, so a transcript made
-        of units never seen labelled comes out near uniform (docs/policy.md, calibration)."""
-        s = self.logits(ids, weights)
-        keep = self.mask() == 0.0
-        shrink = max(self.support(ids, weights, unknown), 1e-3) ** self.config.support_power
-        s = np.where(keep, s * shrink, ABSENT_LOGIT)
+    def shrink(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
+               long: np.ndarray | None = None) -> float:
+        """support^power: the factor the logits are multiplied by, so a transcript made of units
+        never seen labelled comes out uniform over all three actions (docs/policy.md)."""
+        return self.support(ids, weights, unknown, long) ** self.config.support_power
+
+    def proba(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
+              long: np.ndarray | None = None) -> np.ndarray:
+        """softmax(shrink * logits): the mask of never-labelled actions is shrunk too."""
+        s = self.logits(ids, weights) * self.shrink(ids, weights, unknown, long)
         s = s - s.max()
         p = np.exp(s)
         return p / p.sum()
@@ -160,13 +164,15 @@ class UnitNet:
 
     def objective(self, delta: np.ndarray | None = None, bias: np.ndarray | None = None,
                   kernel: str | None = None) -> tuple[float, np.ndarray, np.ndarray]:
-        """(loss, d loss / d delta, d loss / d bias) of the refinement objective."""
+        """(loss, d loss / d delta[:n_active], d loss / d bias) of the refinement objective (the
+        gradient of the rows beyond n_active is l2 * delta there, which is zero)."""
         c = self.config
-        delta = self.delta if delta is None else delta
+        n = self.n_active
+        delta = (self.delta if delta is None else delta)[:n]
         bias = self.bias if bias is None else bias
         indptr, indices, values, labels, sw = self.batch()
-        U = c.logit_scale * self.base + delta
-        dD = c.l2 * delta.copy()
+        U = c.logit_scale * self.base[:n] + delta
+        dD = c.l2 * delta
         fn = unit_kernels.BACKENDS[kernel or c.kernel]
         loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
         loss += 0.5 * c.l2 * (float((delta * delta).sum()) + float(bias @ bias))
@@ -181,11 +187,11 @@ class UnitNet:
             return None
         lr = self.config.refine_lr
         loss = None
+        n = self.n_active
         for _ in range(steps):
             loss, dD, db = self.objective()
-            self.delta -= lr * dD
+            self.delta[:n] -= lr * dD
             self.bias -= lr * db
-            self._U = None
             self.refine_steps_done += 1
         return loss
 
@@ -202,4 +208,3 @@ class UnitNet:
                 raise ValueError(f"checkpoint array {name!r} has shape {arrays[name].shape}, config needs {like.shape}")
         self.delta = np.array(arrays["units.delta"], dtype=np.float64)
         self.bias = np.array(arrays["units.bias"], dtype=np.float64)
-        self._U = None

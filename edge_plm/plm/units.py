@@ -40,17 +40,26 @@ def unit_strings(text: str, min_n: int, max_n: int) -> list[str]:
     return out
 
 
+def is_long(unit: str, support_min_n: int) -> bool:
+    """Units that count for the support of a transcript: words and n-grams of at least
+    ``support_min_n`` characters (short n-grams like " t" occur in almost any text)."""
+    return unit.startswith(WORD_PREFIX) or len(unit) >= support_min_n
+
+
 class UnitVocab:
     """Append-only map unit string -> id, capped at ``cap`` units."""
 
-    def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = ()):
+    def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = (),
+                 support_min_n: int = 4):
         if cap <= 0:
             raise ValueError(f"unit cap must be positive, got {cap}")
         if word_weight <= 0:
             raise ValueError(f"word weight must be positive, got {word_weight}")
         self.cap, self.min_n, self.max_n, self.word_weight = int(cap), int(min_n), int(max_n), float(word_weight)
+        self.support_min_n = int(support_min_n)
         self.units: list[str] = []
         self.index: dict[str, int] = {}
+        self._long = np.zeros(0, dtype=bool)  # per id: counts for the support (is_long)
         for u in units:
             self.add(u)
 
@@ -70,20 +79,27 @@ class UnitVocab:
             return -1
         self.index[unit] = len(self.units)
         self.units.append(unit)
+        if len(self._long) < len(self.units):  # grown in blocks, not per unit
+            self._long = np.concatenate([self._long, np.zeros(max(1024, len(self._long)), dtype=bool)])
+        self._long[len(self.units) - 1] = is_long(unit, self.support_min_n)
         return len(self.units) - 1
 
-    def features(self, text: str, grow: bool) -> tuple[np.ndarray, np.ndarray, int]:
-        """(ids, weights, n_unknown): the distinct known units of ``text`` in increasing id
+    def long_mask(self, ids: np.ndarray) -> np.ndarray:
+        """For each id: does the unit count for the support (``is_long``)."""
+        return self._long[ids]
+
+    def features(self, text: str, grow: bool) -> tuple[np.ndarray, np.ndarray, float]:
+        """(ids, weights, unknown): the distinct known units of ``text`` in increasing id
         order with their weights (occurrences; a word unit counts ``word_weight``), and the
-        total weight of the units that have no id (never heard, or heard after the cap).
-        ``grow`` adds new units (while there is room)."""
+        total weight of the support-counting (``is_long``) units that have no id (never heard,
+        or heard after the cap). ``grow`` adds new units (while there is room)."""
         acc: dict[int, float] = {}
         unknown = 0.0
         for u in unit_strings(text, self.min_n, self.max_n):
             w = self.word_weight if u.startswith(WORD_PREFIX) else 1.0
             i = self.add(u) if grow else self.index.get(u, -1)
             if i < 0:
-                unknown += w
+                unknown += w if is_long(u, self.support_min_n) else 0.0
             else:
                 acc[i] = acc.get(i, 0.0) + w
         ids = np.array(sorted(acc), dtype=np.int64)
