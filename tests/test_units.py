@@ -103,7 +103,7 @@ def test_refinement_gradient_matches_finite_differences(kernel):
     only0 = np.setdiff1d(m.units.features(DATA[5][0], grow=False)[0],
                          np.concatenate([r[0] for r in net.rows.values()]))
     assert only0.size
-    np.testing.assert_allclose(dD[only0], m.config.l2 * net.delta[only0])
+    np.testing.assert_allclose(dD[only0], net.l2() * net.delta[only0])
 
 
 def test_refinement_lowers_the_objective_and_is_deterministic(tmp_path):

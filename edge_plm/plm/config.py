@@ -43,6 +43,7 @@ class PLMConfig:
     alpha: float = 0.03  # additive smoothing of the explicit (naive-Bayes) solution
     logit_scale: float = 1.0  # U = logit_scale * B + delta
     l2: float = 0.01  # refinement's pull toward the explicit solution (|delta|^2, |b|^2)
+    l2_n0: int = 0  # beyond this many labelled examples the pull weakens as l2_n0 / n (0: constant)
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 8000  # ... at most this many example-passes per label (steps x examples)

@@ -172,11 +172,21 @@ class UnitNet:
         bias = self.bias if bias is None else bias
         indptr, indices, values, labels, sw = self.batch()
         U = c.logit_scale * self.base[:n] + delta
-        dD = c.l2 * delta
+        lam = self.l2()
+        dD = lam * delta
         fn = unit_kernels.BACKENDS[kernel or c.kernel]
         loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
-        loss += 0.5 * c.l2 * (float((delta * delta).sum()) + float(bias @ bias))
-        return loss, dD, db + c.l2 * bias
+        loss += 0.5 * lam * (float((delta * delta).sum()) + float(bias @ bias))
+        return loss, dD, db + lam * bias
+
+    def l2(self) -> float:
+        """The pull toward the explicit solution: ``l2``, divided by n / l2_n0 once there are
+        more than l2_n0 labelled examples (the loss is a weighted mean, so this keeps the
+        pull's weight against the summed evidence constant beyond l2_n0, as in a sum-loss
+        regulariser; 0 = no decay)."""
+        c = self.config
+        n = len(self.rows)
+        return c.l2 * min(1.0, c.l2_n0 / n) if c.l2_n0 > 0 and n > 0 else c.l2
 
     def refine(self, steps: int) -> float | None:
         """``steps`` full-batch gradient steps (learning rate ``refine_lr``) on delta and b.
