@@ -39,10 +39,10 @@ class PLMConfig:
     unit_cap: int = 60000  # units in the vocabulary at most (3 parameters each)
     unit_min_n: int = 2  # shortest character n-gram unit (word-anchored, padded with spaces)
     unit_max_n: int = 5  # longest
-    word_weight: float = 12.0  # weight of a whole-word unit relative to one n-gram occurrence
+    word_weight: float = 8.0  # weight of a whole-word unit relative to one n-gram occurrence
     alpha: float = 0.03  # additive smoothing of the explicit (naive-Bayes) solution
     logit_scale: float = 1.0  # U = logit_scale * B + delta
-    l2: float = 0.01  # refinement's pull toward the explicit solution (|delta|^2, |b|^2)
+    l2: float = 0.02  # refinement's pull toward the explicit solution (|delta|^2, |b|^2)
     l2_n0: int = 0  # beyond this many labelled examples the pull weakens as l2_n0 / n (0: constant)
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
