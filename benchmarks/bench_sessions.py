@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The loop's behaviour on replayed sessions (issue targets: wrong actions <= 10 % of actions on
-a spoken session; on a long session, asks in the second half < half those in the first).
+a spoken session; on a long session, asks in the second half < half those in the first; no
+repeated wrong action on a transcript after the person corrected it).
 
 Every session goes through `edge-plm replay`'s own path (`build_replay` + `run_session`: the
 policy, gpiozero's MockFactory, the SQLite buffer, online learning with holdout and versions)
@@ -12,6 +13,9 @@ with `Settings()` defaults unless --set overrides a field. Sessions:
   crowd-425      every line of ../shared/data/switch-dev-train.jsonl once, in file order, clean
                  text: 425 different people's utterances, 85 % chatter (a stress case: nothing
                  repeats)
+  crowd-283      every line of switch-dev-test once, in file order, as heard through
+                 pocketsphinx from flite voices (benchmarks/data/switch-dev-test.asr.jsonl,
+                 asr_transcripts.py): the spoken stress case
 
     python3 benchmarks/bench_sessions.py [--set model.evidence_prior=0 ...] [--only household]
 
@@ -90,6 +94,7 @@ def sessions(args) -> dict[str, Path]:
     train = Path(args.data) / "switch-dev-train.jsonl"
     if train.exists():
         out["crowd-425"] = train
+    out["crowd-283"] = REPO / "benchmarks" / "data" / "switch-dev-test.asr.jsonl"
     prefixes = [p for p in args.only.split(",") if p]
     return {k: v for k, v in out.items() if not prefixes or any(k.startswith(p) for p in prefixes)}
 
