@@ -175,3 +175,21 @@ def test_params_within_the_potato_budget():
     m = SwitchModel.empty("potato")
     assert m.params == 3 * m.config.unit_cap + 3 <= 200_000
     assert json.loads(json.dumps(m.units.to_json())) == []
+
+
+def test_units_pulling_different_ways_lower_the_confidence_not_the_ranking():
+    m = SwitchModel.empty("potato")
+    for _ in range(2):
+        m.learn("turn on the light", "ON")
+        m.learn("can you turn the lamp on", "ON")
+        m.learn("lights off", "OFF")
+        m.learn("what time is it", "NOOP")
+    ids, w, _ = m.units.features("turn off the light", grow=False)
+    assert m.net.agreement(ids, w) < 0.5  # turn, the, light say ON; off says OFF
+    ids2, w2, _ = m.units.features("turn the light on", grow=False)
+    assert m.net.agreement(ids2, w2) > m.net.agreement(ids, w)
+    sure = SwitchModel.empty("potato", agreement_power=0.0)
+    for k in m.live_keys():
+        sure.learn(m.text_of(k), ("ON", "OFF", "NOOP")[m.examples[k][1]])
+    a, b = m.predict("turn off the light"), sure.predict("turn off the light")
+    assert a.action == b.action and a.confidence < b.confidence

@@ -128,9 +128,30 @@ class UnitNet:
 
     def shrink(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
                long: np.ndarray | None = None) -> float:
-        """support^power: the factor the logits are multiplied by, so a transcript made of units
-        never seen labelled comes out uniform over all three actions (docs/policy.md)."""
-        return self.support(ids, weights, unknown, long) ** self.config.support_power
+        """support^support_power x agreement^agreement_power: the factor the logits are
+        multiplied by, so a transcript made of units never seen labelled comes out uniform over
+        all three actions, and one whose units pull different ways comes out unsure
+        (docs/policy.md)."""
+        c = self.config
+        shrink = self.support(ids, weights, unknown, long) ** c.support_power
+        if c.agreement_power:
+            shrink *= self.agreement(ids, weights) ** c.agreement_power
+        return shrink
+
+    def agreement(self, ids: np.ndarray, weights: np.ndarray) -> float:
+        """How much the units agree on the top action against the runner-up: each unit's share
+        d_j = x_j (U[j, top] - U[j, second]); (sum of d_j > 0 - sum of |d_j < 0|) / (sum |d_j|),
+        at least 0. "turn off the light" after "turn on the light" = ON: turn, the, light say
+        ON, off says OFF strongly -> low agreement, however sure the summed logits are."""
+        x = l2_normalise(weights)
+        U = self.config.logit_scale * self.base[ids] + self.delta[ids]
+        s = x @ U + self.bias + self.mask()
+        order = np.argsort(-s)
+        d = x * (U[:, order[0]] - U[:, order[1]])
+        total = float(np.abs(d).sum())
+        if total <= 0:
+            return 1.0
+        return max(0.0, float(d[d > 0].sum() + d[d < 0].sum()) / total)
 
     def proba(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
               long: np.ndarray | None = None) -> np.ndarray:
