@@ -193,3 +193,12 @@ def test_units_pulling_different_ways_lower_the_confidence_not_the_ranking():
         sure.learn(m.text_of(k), ("ON", "OFF", "NOOP")[m.examples[k][1]])
     a, b = m.predict("turn off the light"), sure.predict("turn off the light")
     assert a.action == b.action and a.confidence < b.confidence
+
+
+def test_explicit_solution_refuses_negative_statistics():
+    from edge_plm.plm.warmstart import NegativeInputError
+
+    m = _learned(3)
+    m.net.F[0, 0] = -1.0
+    with pytest.raises(NegativeInputError, match="unit co-occurrence"):
+        m.net.solve()

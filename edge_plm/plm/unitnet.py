@@ -29,6 +29,7 @@ import numpy as np
 
 from edge_plm.plm import unit_kernels
 from edge_plm.plm.config import PLMConfig
+from edge_plm.plm.warmstart import check_nonnegative
 
 N_ACTIONS = 3
 ABSENT_LOGIT = -10.0
@@ -85,7 +86,7 @@ class UnitNet:
         self.df[ids] += sign
         self.class_counts[label] += sign
         if sign < 0:  # a take-back leaves rounding residue: floor it at zero
-            np.maximum(self.F[ids, label], 0.0, out=self.F[ids, label])
+            self.F[ids, label] = np.maximum(self.F[ids, label], 0.0)
             self.F[ids[self.df[ids] <= 0.5], :] = 0.0
             np.maximum(self.df, 0.0, out=self.df)
             np.maximum(self.class_counts, 0.0, out=self.class_counts)
@@ -101,6 +102,7 @@ class UnitNet:
         if not seen.size or not present.any():
             return
         Fb = self.F[seen] / np.maximum(self.class_counts, 1.0) if c.class_balance else self.F[seen]
+        check_nonnegative("unit co-occurrence F", Fb)  # logs of counts: fail loudly otherwise
         B = np.log(Fb + c.alpha) - np.log(Fb.sum(axis=0, keepdims=True) + c.alpha * len(seen))
         B[:, ~present] = 0.0
         B[:, present] -= B[:, present].mean(axis=1, keepdims=True)
