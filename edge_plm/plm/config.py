@@ -49,7 +49,7 @@ class PLMConfig:
     refine_rows: int = 8000  # ... at most this many example-passes per label (steps x examples)
     support_min_n: int = 4  # n-grams shorter than this do not count for the support (words do)
     support_power: float = 2.0
-    agreement_power: float = 1.0  # logits x (agreement of the units on the top action)^power  # logits x (labelled support of the transcript's units)^power
+    agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power  # logits x (labelled support of the transcript's units)^power
 
     def with_(self, **changes) -> "PLMConfig":
         return dataclasses.replace(self, **changes)
