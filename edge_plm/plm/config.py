@@ -48,8 +48,8 @@ class PLMConfig:
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 8000  # ... at most this many example-passes per label (steps x examples)
     support_min_n: int = 4  # n-grams shorter than this do not count for the support (words do)
-    support_power: float = 2.0
-    agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power  # logits x (labelled support of the transcript's units)^power
+    support_power: float = 2.0  # logits x (labelled support of the transcript's units)^power
+    agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power
 
     def with_(self, **changes) -> "PLMConfig":
         return dataclasses.replace(self, **changes)
