@@ -46,7 +46,7 @@ class PLMConfig:
     l2_n0: int = 0  # beyond this many labelled examples the pull weakens as l2_n0 / n (0: constant)
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
-    refine_rows: int = 8000  # ... at most this many example-passes per label (steps x examples)
+    refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
     support_min_n: int = 4  # n-grams shorter than this do not count for the support (words do)
     support_power: float = 2.0  # logits x (labelled support of the transcript's units)^power
     agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power

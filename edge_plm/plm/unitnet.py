@@ -51,7 +51,8 @@ class UnitNet:
         self.base = np.zeros((cap, N_ACTIONS))
         self.delta = np.zeros((cap, N_ACTIONS))
         self.bias = np.zeros(N_ACTIONS)
-        self.rows: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}  # key -> (ids, weights, label)
+        # key -> (ids, weights, label, L2-normalised weights)
+        self.rows: dict[int, tuple[np.ndarray, np.ndarray, int, np.ndarray]] = {}
         self.refine_steps_done = 0
         # 1 + the largest unit id any labelled example ever held: rows at and beyond it have
         # F = df = B = delta = 0 and zero gradient, so the solve and refinement skip them
@@ -65,19 +66,19 @@ class UnitNet:
             raise ValueError(f"example {key} is already in the statistics")
         if weights.size and weights.min() <= 0:
             raise ValueError("unit weights must be positive")
-        self.rows[key] = (ids, weights, int(label))
+        self.rows[key] = (ids, weights, int(label), l2_normalise(weights))
         if ids.size:
             self.n_active = max(self.n_active, int(ids.max()) + 1)
         self._count(ids, weights, int(label), 1.0)
 
     def remove(self, key: int) -> None:
-        ids, w, label = self.rows.pop(key)
+        ids, w, label, _ = self.rows.pop(key)
         self._count(ids, w, label, -1.0)
 
     def relabel(self, key: int, label: int) -> None:
-        ids, w, old = self.rows[key]
+        ids, w, old, x = self.rows[key]
         self._count(ids, w, old, -1.0)
-        self.rows[key] = (ids, w, int(label))
+        self.rows[key] = (ids, w, int(label), x)
         self._count(ids, w, int(label), 1.0)
 
     def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float) -> None:
@@ -172,7 +173,7 @@ class UnitNet:
             lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
             indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
             indices = np.concatenate([self.rows[k][0] for k in keys] or [np.zeros(0, np.int64)]).astype(np.int64)
-            values = np.concatenate([l2_normalise(self.rows[k][1]) for k in keys] or [np.zeros(0)]).astype(np.float64)
+            values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
             labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
             self._batch = (indptr, indices, values, labels, self.sample_weights(labels))
         return self._batch
