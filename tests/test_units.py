@@ -202,3 +202,18 @@ def test_explicit_solution_refuses_negative_statistics():
     m.net.F[0, 0] = -1.0
     with pytest.raises(NegativeInputError, match="unit co-occurrence"):
         m.net.solve()
+
+
+def test_soundex_units_join_words_that_sound_alike():
+    from edge_plm.plm.units import soundex
+
+    assert soundex("off") == soundex("of") == "o100"
+    assert soundex("robert") == soundex("rupert") == "r163" and soundex("ashcraft") == "a261"
+    v = UnitVocab(cap=1000, min_n=2, max_n=3, word_weight=8.0, sound_weight=4.0)
+    a, _, _ = v.features("lights off", grow=True)
+    b, wb, unk = v.features("lights of", grow=False)  # a misheard "off" still meets "s:o100"
+    shared = set(a.tolist()) & set(b.tolist())
+    assert v.index["s:o100"] in shared and v.index["w:off"] not in set(b.tolist())
+    plain = UnitVocab(cap=1000, min_n=2, max_n=3, word_weight=8.0)  # sound_weight 0: no such units
+    plain.features("lights off", grow=True)
+    assert not any(u.startswith("s:") for u in plain.units)

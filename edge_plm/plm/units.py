@@ -25,10 +25,30 @@ import numpy as np
 from edge_plm.plm.tokenizer import normalize
 
 WORD_PREFIX = "w:"
+SOUND_PREFIX = "s:"
+_SOUNDEX = {**dict.fromkeys("bfpv", "1"), **dict.fromkeys("cgjkqsxz", "2"), **dict.fromkeys("dt", "3"),
+            "l": "4", **dict.fromkeys("mn", "5"), "r": "6"}
 
 
-def unit_strings(text: str, min_n: int, max_n: int) -> list[str]:
-    """Units of ``text`` in reading order, with repeats (the n-grams of each word, then it)."""
+def soundex(word: str) -> str:
+    """American Soundex of a word (first letter + 3 digits; digits and apostrophes dropped):
+    words that sound alike share it ("of", "off"), so a misheard word can still meet its unit."""
+    letters = [ch for ch in word if ch.isalpha()]
+    if not letters:
+        return word
+    out, last = [letters[0]], _SOUNDEX.get(letters[0], "")
+    for ch in letters[1:]:
+        code = _SOUNDEX.get(ch, "")
+        if code and code != last:
+            out.append(code)
+        if ch not in "hw":
+            last = code
+    return ("".join(out) + "000")[:4]
+
+
+def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False) -> list[str]:
+    """Units of ``text`` in reading order, with repeats (the n-grams of each word, then it, then
+    with ``sound`` its Soundex key)."""
     if not 1 <= min_n <= max_n:
         raise ValueError(f"need 1 <= min_n <= max_n, got {min_n}, {max_n}")
     out: list[str] = []
@@ -37,26 +57,29 @@ def unit_strings(text: str, min_n: int, max_n: int) -> list[str]:
         for n in range(min_n, max_n + 1):
             out.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
         out.append(WORD_PREFIX + word)
+        if sound:
+            out.append(SOUND_PREFIX + soundex(word))
     return out
 
 
 def is_long(unit: str, support_min_n: int) -> bool:
     """Units that count for the support of a transcript: words and n-grams of at least
     ``support_min_n`` characters (short n-grams like " t" occur in almost any text)."""
-    return unit.startswith(WORD_PREFIX) or len(unit) >= support_min_n
+    return unit.startswith(WORD_PREFIX) or (not unit.startswith(SOUND_PREFIX) and len(unit) >= support_min_n)
 
 
 class UnitVocab:
     """Append-only map unit string -> id, capped at ``cap`` units."""
 
     def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = (),
-                 support_min_n: int = 4):
+                 support_min_n: int = 4, sound_weight: float = 0.0):
         if cap <= 0:
             raise ValueError(f"unit cap must be positive, got {cap}")
         if word_weight <= 0:
             raise ValueError(f"word weight must be positive, got {word_weight}")
         self.cap, self.min_n, self.max_n, self.word_weight = int(cap), int(min_n), int(max_n), float(word_weight)
         self.support_min_n = int(support_min_n)
+        self.sound_weight = float(sound_weight)
         self.units: list[str] = []
         self.index: dict[str, int] = {}
         self._long = np.zeros(0, dtype=bool)  # per id: counts for the support (is_long)
@@ -95,8 +118,8 @@ class UnitVocab:
         or heard after the cap). ``grow`` adds new units (while there is room)."""
         acc: dict[int, float] = {}
         unknown = 0.0
-        for u in unit_strings(text, self.min_n, self.max_n):
-            w = self.word_weight if u.startswith(WORD_PREFIX) else 1.0
+        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0):
+            w = self.word_weight if u.startswith(WORD_PREFIX) else self.sound_weight if u.startswith(SOUND_PREFIX) else 1.0
             i = self.add(u) if grow else self.index.get(u, -1)
             if i < 0:
                 unknown += w if is_long(u, self.support_min_n) else 0.0
