@@ -217,3 +217,11 @@ def test_soundex_units_join_words_that_sound_alike():
     plain = UnitVocab(cap=1000, min_n=2, max_n=3, word_weight=8.0)  # sound_weight 0: no such units
     plain.features("lights off", grow=True)
     assert not any(u.startswith("s:") for u in plain.units)
+
+
+def test_word_pair_units_when_asked_for():
+    v = UnitVocab(cap=1000, min_n=2, max_n=3, word_weight=8.0, bigram_weight=4.0)
+    ids, w, _ = v.features("turn it off", grow=True)
+    assert v.units[-2:] == ["b:turn it", "b:it off"]
+    assert dict(zip(ids.tolist(), w.tolist()))[v.index["b:it off"]] == 4.0
+    assert v.long_mask(np.array([v.index["b:it off"]]))[0]  # counts for the support

@@ -39,6 +39,7 @@ class PLMConfig:
     unit_cap: int = 60000  # units in the vocabulary at most (3 parameters each)
     unit_min_n: int = 2  # shortest character n-gram unit (word-anchored, padded with spaces)
     unit_max_n: int = 5  # longest
+    bigram_weight: float = 0.0  # weight of a unit for each pair of adjacent words (0: none)
     sound_weight: float = 0.0  # weight of a word's Soundex-key unit (0: no such units)
     word_weight: float = 8.0  # weight of a whole-word unit relative to one n-gram occurrence
     alpha: float = 0.03  # additive smoothing of the explicit (naive-Bayes) solution

@@ -75,7 +75,7 @@ class SwitchModel:
     @staticmethod
     def _vocab(cfg: PLMConfig, units=()) -> UnitVocab:
         return UnitVocab(cfg.unit_cap, cfg.unit_min_n, cfg.unit_max_n, cfg.word_weight, units, cfg.support_min_n,
-                         cfg.sound_weight)
+                         cfg.sound_weight, cfg.bigram_weight)
 
     @property
     def params(self) -> int:

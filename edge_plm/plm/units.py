@@ -26,6 +26,7 @@ from edge_plm.plm.tokenizer import normalize
 
 WORD_PREFIX = "w:"
 SOUND_PREFIX = "s:"
+BIGRAM_PREFIX = "b:"
 _SOUNDEX = {**dict.fromkeys("bfpv", "1"), **dict.fromkeys("cgjkqsxz", "2"), **dict.fromkeys("dt", "3"),
             "l": "4", **dict.fromkeys("mn", "5"), "r": "6"}
 
@@ -46,33 +47,38 @@ def soundex(word: str) -> str:
     return ("".join(out) + "000")[:4]
 
 
-def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False) -> list[str]:
+def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams: bool = False) -> list[str]:
     """Units of ``text`` in reading order, with repeats (the n-grams of each word, then it, then
-    with ``sound`` its Soundex key)."""
+    with ``sound`` its Soundex key; with ``bigrams`` each pair of adjacent words at the end)."""
     if not 1 <= min_n <= max_n:
         raise ValueError(f"need 1 <= min_n <= max_n, got {min_n}, {max_n}")
     out: list[str] = []
-    for word in normalize(text).split():
+    words = normalize(text).split()
+    for word in words:
         padded = f" {word} "
         for n in range(min_n, max_n + 1):
             out.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
         out.append(WORD_PREFIX + word)
         if sound:
             out.append(SOUND_PREFIX + soundex(word))
+    if bigrams:
+        out.extend(f"{BIGRAM_PREFIX}{a} {b}" for a, b in zip(words, words[1:]))
     return out
 
 
 def is_long(unit: str, support_min_n: int) -> bool:
     """Units that count for the support of a transcript: words and n-grams of at least
     ``support_min_n`` characters (short n-grams like " t" occur in almost any text)."""
-    return unit.startswith(WORD_PREFIX) or (not unit.startswith(SOUND_PREFIX) and len(unit) >= support_min_n)
+    if unit.startswith((WORD_PREFIX, BIGRAM_PREFIX)):
+        return True
+    return not unit.startswith(SOUND_PREFIX) and len(unit) >= support_min_n
 
 
 class UnitVocab:
     """Append-only map unit string -> id, capped at ``cap`` units."""
 
     def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = (),
-                 support_min_n: int = 4, sound_weight: float = 0.0):
+                 support_min_n: int = 4, sound_weight: float = 0.0, bigram_weight: float = 0.0):
         if cap <= 0:
             raise ValueError(f"unit cap must be positive, got {cap}")
         if word_weight <= 0:
@@ -80,6 +86,8 @@ class UnitVocab:
         self.cap, self.min_n, self.max_n, self.word_weight = int(cap), int(min_n), int(max_n), float(word_weight)
         self.support_min_n = int(support_min_n)
         self.sound_weight = float(sound_weight)
+        self.bigram_weight = float(bigram_weight)
+        self._weight = {WORD_PREFIX: self.word_weight, SOUND_PREFIX: self.sound_weight, BIGRAM_PREFIX: self.bigram_weight}
         self.units: list[str] = []
         self.index: dict[str, int] = {}
         self._long = np.zeros(0, dtype=bool)  # per id: counts for the support (is_long)
@@ -118,8 +126,8 @@ class UnitVocab:
         or heard after the cap). ``grow`` adds new units (while there is room)."""
         acc: dict[int, float] = {}
         unknown = 0.0
-        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0):
-            w = self.word_weight if u.startswith(WORD_PREFIX) else self.sound_weight if u.startswith(SOUND_PREFIX) else 1.0
+        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0, bigrams=self.bigram_weight > 0):
+            w = self._weight.get(u[:2], 1.0) if u[1:2] == ":" else 1.0
             i = self.add(u) if grow else self.index.get(u, -1)
             if i < 0:
                 unknown += w if is_long(u, self.support_min_n) else 0.0
