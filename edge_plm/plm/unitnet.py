@@ -232,13 +232,21 @@ class UnitNet:
     # -- state -----------------------------------------------------------------------------
 
     def state_arrays(self) -> dict[str, np.ndarray]:
-        return {"units.delta": self.delta, "units.bias": self.bias}
+        """delta's active rows only (the rest are zero), so a checkpoint grows with the units
+        labelled, not with the cap."""
+        return {"units.delta": self.delta[: self.n_active], "units.bias": self.bias}
 
     def load_state(self, arrays: dict[str, np.ndarray]) -> None:
-        for name, like in (("units.delta", self.delta), ("units.bias", self.bias)):
+        for name in ("units.delta", "units.bias"):
             if name not in arrays:
                 raise KeyError(f"checkpoint lacks array {name!r}")
-            if arrays[name].shape != like.shape:
-                raise ValueError(f"checkpoint array {name!r} has shape {arrays[name].shape}, config needs {like.shape}")
-        self.delta = np.array(arrays["units.delta"], dtype=np.float64)
-        self.bias = np.array(arrays["units.bias"], dtype=np.float64)
+        delta, bias = arrays["units.delta"], arrays["units.bias"]
+        if delta.ndim != 2 or delta.shape[1] != self.delta.shape[1] or delta.shape[0] > self.delta.shape[0]:
+            raise ValueError(f"checkpoint array 'units.delta' has shape {delta.shape}, config allows "
+                             f"at most {self.delta.shape}")
+        if bias.shape != self.bias.shape:
+            raise ValueError(f"checkpoint array 'units.bias' has shape {bias.shape}, config needs {self.bias.shape}")
+        self.delta[:] = 0.0
+        self.delta[: len(delta)] = delta
+        self.bias = np.array(bias, dtype=np.float64)
+        self.n_active = max(self.n_active, len(delta))
