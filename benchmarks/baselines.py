@@ -15,6 +15,10 @@ Baselines:
   * nb       -- CountVectorizer(word 1-2 grams) + MultinomialNB(alpha=0.1).
                 alpha=0.1 reproduces DESIGN.md's row; sklearn's default alpha=1.0
                 is much worse on small budgets (--nb-alpha 1).
+  * svm      -- the same features as lr, LinearSVC(C=1.0, class_weight="balanced").
+  * char nb  -- CountVectorizer(char_wb 2-5) + CountVectorizer(words), hstacked,
+                MultinomialNB(alpha=0.1, fit_prior=False) fitted with class-balanced
+                sample weights (each class weighs the same in the counts).
   * lr       -- TfidfVectorizer(word 1-2) + TfidfVectorizer(char_wb 2-5), hstacked,
                 LogisticRegression(default C=1.0, max_iter=10000,
                 class_weight="balanced").  Balanced weighting reproduces DESIGN.md's
@@ -102,10 +106,48 @@ def lr_fit_predict(train_rows, test_texts, class_weight="balanced", C: float = 1
     return list(clf.predict(Xt))
 
 
+def _word_char_tfidf():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(analyzer="word", ngram_range=(1, 2)), TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5))
+
+
+def svm_fit_predict(train_rows, test_texts, C: float = 1.0):
+    from scipy.sparse import hstack
+    from sklearn.svm import LinearSVC
+
+    only = _single_class(train_rows)
+    if only is not None:
+        return [only] * len(test_texts)
+    texts = [r["text"] for r in train_rows]
+    wv, cv = _word_char_tfidf()
+    X = hstack([wv.fit_transform(texts), cv.fit_transform(texts)]).tocsr()
+    clf = LinearSVC(C=C, class_weight="balanced").fit(X, [r["label"] for r in train_rows])
+    return list(clf.predict(hstack([wv.transform(test_texts), cv.transform(test_texts)]).tocsr()))
+
+
+def char_nb_fit_predict(train_rows, test_texts, alpha: float = 0.1):
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.naive_bayes import MultinomialNB
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    only = _single_class(train_rows)
+    if only is not None:
+        return [only] * len(test_texts)
+    texts, labels = [r["text"] for r in train_rows], [r["label"] for r in train_rows]
+    wv, cv = CountVectorizer(analyzer="word"), CountVectorizer(analyzer="char_wb", ngram_range=(2, 5))
+    X = hstack([wv.fit_transform(texts), cv.fit_transform(texts)]).tocsr()
+    clf = MultinomialNB(alpha=alpha, fit_prior=False).fit(X, labels, sample_weight=compute_sample_weight("balanced", labels))
+    return list(clf.predict(hstack([wv.transform(test_texts), cv.transform(test_texts)]).tocsr()))
+
+
 BASELINES = {
     "keyword rule": keyword_fit_predict,
     "naive Bayes, word 1-2 grams": nb_fit_predict,
     "logistic regression, word + char n-grams": lr_fit_predict,
+    "linear SVM, word + char n-grams": svm_fit_predict,
+    "naive Bayes, char_wb 2-5 + words, balanced": char_nb_fit_predict,
 }
 
 
@@ -114,6 +156,8 @@ def make_baselines(keyword_both="NOOP", nb_alpha=0.1, lr_class_weight="balanced"
         "keyword rule": lambda tr, te: keyword_fit_predict(tr, te, keyword_both),
         "naive Bayes, word 1-2 grams": lambda tr, te: nb_fit_predict(tr, te, nb_alpha),
         "logistic regression, word + char n-grams": lambda tr, te: lr_fit_predict(tr, te, lr_class_weight),
+        "linear SVM, word + char n-grams": svm_fit_predict,
+        "naive Bayes, char_wb 2-5 + words, balanced": char_nb_fit_predict,
     }
 
 

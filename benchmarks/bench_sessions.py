@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The loop's behaviour on replayed sessions (issue targets: wrong actions <= 10 % of actions on
-a spoken session; on a long session, asks in the second half < half those in the first).
+a spoken session; on a long session, asks in the second half < half those in the first; no
+repeated wrong action on a transcript after the person corrected it).
 
 Every session goes through `edge-plm replay`'s own path (`build_replay` + `run_session`: the
 policy, gpiozero's MockFactory, the SQLite buffer, online learning with holdout and versions)
@@ -12,6 +13,9 @@ with `Settings()` defaults unless --set overrides a field. Sessions:
   crowd-425      every line of ../shared/data/switch-dev-train.jsonl once, in file order, clean
                  text: 425 different people's utterances, 85 % chatter (a stress case: nothing
                  repeats)
+  crowd-283      every line of switch-dev-test once, in file order, as heard through
+                 pocketsphinx from flite voices (benchmarks/data/switch-dev-test.asr.jsonl,
+                 asr_transcripts.py): the spoken stress case
 
     python3 benchmarks/bench_sessions.py [--set model.evidence_prior=0 ...] [--only household]
 
@@ -30,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import header, markdown_table, write_result  # noqa: E402
 
 from edge_plm.controller import build_replay, read_session, replay_asr, run_session  # noqa: E402
+from edge_plm.plm.tokenizer import normalize  # noqa: E402
 from edge_plm.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +66,25 @@ def replay(path: Path, settings: Settings) -> dict:
     first, second = result.lines[:half], result.lines[half:]
     s["asked_halves"] = [sum(x.asked for x in first), sum(x.asked for x in second)]
     s["wrong_share"] = s["acted_wrong"] / s["acted"] if s["acted"] else 0.0
+    s["repeated_wrong_after_correction"] = repeated_wrong_after_correction(result.lines)
     return s
+
+
+def repeated_wrong_after_correction(lines) -> int:
+    """Wrong actions on a transcript that the person had already corrected for that same action:
+    the device acted wrongly on transcript t with action A and the person flipped the switch
+    (an override), and later acted on exactly t (normalised) with A again, wrongly."""
+    overridden: dict[str, set[str]] = {}
+    repeats = 0
+    for x in lines:
+        if not x.acted_wrong:
+            continue
+        t, a = normalize(x.outcome.transcript), x.outcome.prediction
+        if a in overridden.get(t, ()):
+            repeats += 1
+        if x.flips:
+            overridden.setdefault(t, set()).add(a)
+    return repeats
 
 
 def sessions(args) -> dict[str, Path]:
@@ -71,6 +94,7 @@ def sessions(args) -> dict[str, Path]:
     train = Path(args.data) / "switch-dev-train.jsonl"
     if train.exists():
         out["crowd-425"] = train
+    out["crowd-283"] = REPO / "benchmarks" / "data" / "switch-dev-test.asr.jsonl"
     prefixes = [p for p in args.only.split(",") if p]
     return {k: v for k, v in out.items() if not prefixes or any(k.startswith(p) for p in prefixes)}
 
@@ -88,21 +112,24 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = replay(path, settings)
         s = results[name]
         print(f"{name}: asked {s['asked']} acted {s['acted']} wrong {s['acted_wrong']} "
-              f"asks {s['asked_halves'][0]}->{s['asked_halves'][1]}", file=sys.stderr, flush=True)
+              f"asks {s['asked_halves'][0]}->{s['asked_halves'][1]} "
+              f"repeated wrong {s['repeated_wrong_after_correction']}", file=sys.stderr, flush=True)
     rows = [[name, s["interactions"], s["asked"], s["acted"], s["acted_wrong"],
              f"{100 * s['wrong_share']:.0f} %", s["missed"], s["labels"],
-             f"{s['asked_halves'][0]} -> {s['asked_halves'][1]}"] for name, s in results.items()]
+             f"{s['asked_halves'][0]} -> {s['asked_halves'][1]}", s["repeated_wrong_after_correction"]]
+            for name, s in results.items()]
     for kind in ("spoken", "text"):
         hh = [s for n, s in results.items() if n.startswith("household-") and ("-text-" in n) == (kind == "text")]
         if not hh:
             continue
-        tot = {k: sum(s[k] for s in hh) for k in ("interactions", "asked", "acted", "acted_wrong", "missed", "labels")}
+        tot = {k: sum(s[k] for s in hh) for k in ("interactions", "asked", "acted", "acted_wrong", "missed", "labels",
+                                                   "repeated_wrong_after_correction")}
         halves = [sum(s["asked_halves"][i] for s in hh) for i in (0, 1)]
         rows.append([f"all {len(hh)} {kind} households", tot["interactions"], tot["asked"], tot["acted"],
                      tot["acted_wrong"], f"{100 * tot['acted_wrong'] / max(tot['acted'], 1):.0f} %", tot["missed"],
-                     tot["labels"], f"{halves[0]} -> {halves[1]}"])
+                     tot["labels"], f"{halves[0]} -> {halves[1]}", tot["repeated_wrong_after_correction"]])
     print(markdown_table(["session", "lines", "asked", "acted", "acted wrong", "wrong share", "missed",
-                          "labels", "asks 1st -> 2nd half"], rows))
+                          "labels", "asks 1st -> 2nd half", "repeated wrong after a correction"], rows))
     name = "sessions" + (f"-{args.tag}" if args.tag else "")
     write_result(name, {**header(), "overrides": args.set, "sessions": results})
     return 0

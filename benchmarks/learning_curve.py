@@ -3,7 +3,7 @@ path) next to the baselines, on the same training orders.
 
 Usage (from the repo root):
     python3 benchmarks/learning_curve.py [--data ../shared/data] [--orders 5]
-        [--order-scheme pyrandom|spec] [--asr] [--radial] [--set key=value ...] [--json OUT]
+        [--order-scheme pyrandom|spec] [--asr] [--baselines] [--set key=value ...] [--json OUT]
         [--init CKPT]
 
 --init starts every order from that checkpoint (`edge-plm eval --init`) and adds budget 0 (the
@@ -42,15 +42,14 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def plm_curve(train, test, orders, radial: bool = False, init: str | None = None, **overrides) -> dict:
+def plm_curve(train, test, orders, init: str | None = None, **overrides) -> dict:
     per_order, timings = [], []
     for order in orders:
         rows = [train[i] for i in order]
-        radial_from = [r["text"] for r in rows] if radial else None
         if init:
             result = run_eval(rows, test, [0] + BUDGETS, init=load_init(init))
         else:
-            result = run_eval(rows, test, BUDGETS, radial_from=radial_from, **overrides)
+            result = run_eval(rows, test, BUDGETS, **overrides)
         per_order.append([b["balanced_accuracy"] for b in result["budgets"]])
         timings.append((result["predict_ms"]["median"], result["update_ms"]["median"]))
     means = np.mean(per_order, axis=0)
@@ -67,8 +66,6 @@ def main() -> None:
     ap.add_argument("--asr", action="store_true")
     ap.add_argument("--baselines", action="store_true", help="also run the baselines on the same orders")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--radial", action="store_true",
-                    help="refine the codes from the training transcripts (unlabelled) before learning")
     ap.add_argument("--init", help="start every order from this checkpoint (adds budget 0)")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
@@ -81,10 +78,10 @@ def main() -> None:
     orders = ORDER_SCHEMES[args.order_scheme](len(train), args.orders)
     overrides = parse_overrides(args.set)
     t0 = time.time()
-    name = "PLM potato" + (" radial" if args.radial else "") + (f" {overrides}" if overrides else "")
+    name = "PLM potato" + (f" {overrides}" if overrides else "")
     if args.init:
         name = f"PLM from {Path(args.init).name}"
-    rows = {name: plm_curve(train, test, orders, radial=args.radial, init=args.init, **overrides)}
+    rows = {name: plm_curve(train, test, orders, init=args.init, **overrides)}
     plm_seconds = time.time() - t0
     if args.baselines:
         from baselines import make_baselines

@@ -1,7 +1,8 @@
 """Budgeted online evaluation (the `edge-plm eval` contract, DESIGN.md §4).
 
-Starts from an empty model (or a checkpoint: ``init``), feeds TRAIN in file order through ``SwitchModel.learn`` (the same
-online-update path the device uses) and, after each budget n, scores TEST. Also times every
+Starts from an empty model (or a checkpoint: ``init``), feeds TRAIN in file order through
+``SwitchModel.learn`` (the same online-update path the device uses: explicit re-solve plus the
+bounded refinement steps it runs after every label) and, after each budget n, scores TEST. Also times every
 prediction and every update.
 """
 
@@ -89,20 +90,16 @@ def load_init(path: str | Path, model_config: str | None = None) -> SwitchModel:
 
 
 def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: str = "potato",
-             seed: int = 0, progress=None, radial_from: list[str] | None = None,
-             init: SwitchModel | None = None, **overrides) -> dict:
+             seed: int = 0, progress=None, init: SwitchModel | None = None, **overrides) -> dict:
     """``init``: start from this model (it is changed: pass a copy to keep it); its own seed
-    is replaced by `seed` so the replay sampling is the run's. Budget 0 scores it as it is."""
+    is replaced by `seed`. Budget 0 scores it as it is."""
     if init is not None:
-        if overrides or radial_from is not None:
-            raise ValueError("config overrides and radial_from apply to an empty model only")
+        if overrides:
+            raise ValueError("config overrides apply to an empty model only")
         model = init
         model.seed = seed
-        model.rng = np.random.default_rng(seed)
     else:
         model = SwitchModel.empty(config, seed=seed, **overrides)
-    if radial_from is not None:  # benchmark option: refine the codes from unlabelled transcripts
-        model.refine_embedding(radial_from)
     test_texts = [r["text"] for r in test]
     truth = [r["label"] for r in test]
     # a budget beyond the file means "all"; several such budgets collapse into one

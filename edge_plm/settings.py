@@ -93,7 +93,7 @@ class GpioConfig:
 @dataclass
 class PolicyConfig:
     act_threshold: float = 0.80  # confidence at or above which the device acts
-    ask_threshold: float = 0.40  # between ask and act: ask; below: ignore (treated as NOOP)
+    ask_threshold: float = 0.35  # between ask and act: ask; below: ignore (treated as NOOP)
     ask_window_s: float = 8.0
     override_window_s: float = 10.0
     # after ASK / IGNORE with no flip, label NOOP only if the model gave the relay's current

@@ -249,6 +249,8 @@ def test_same_data_same_seed_byte_identical(kernel):
     assert a.predict_many(PROBES).tobytes() == b.predict_many(PROBES).tobytes()
 
 
-def test_seed_drives_replay():
+def test_the_switch_model_uses_no_random_numbers():
+    # refinement is full-batch gradient descent: the seed is kept in the checkpoint but
+    # nothing depends on it
     a, b = _model(seed=1), _model(seed=2)
-    assert _state_bytes(a)["delta.U"] != _state_bytes(b)["delta.U"]
+    assert _state_bytes(a) == _state_bytes(b)

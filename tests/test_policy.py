@@ -269,8 +269,8 @@ def test_ignored_no_flip_both_sides_of_the_floor(policy, p_state, labelled):
 
 
 def test_floor_is_configurable():
-    pred = p(OFF, 0.38, ON=0.35, OFF=0.38, NOOP=0.27)  # ignored; relay OFF, p(OFF) = 0.38
-    for floor, label in [(0.0, None), (0.38, None), (0.39, NOOP), (1.0, NOOP)]:
+    pred = p(OFF, 0.34, ON=0.33, OFF=0.34, NOOP=0.33)  # ignored (< ask 0.35); relay OFF, p(OFF) = 0.34
+    for floor, label in [(0.0, None), (0.34, None), (0.35, NOOP), (1.0, NOOP)]:
         policy = Policy(PolicyConfig(ambiguity_floor=floor))
         policy.on_utterance("a", pred, relay_on=False, now=0.0)
         assert only(policy.tick(100.0)).label is label, floor

@@ -35,6 +35,23 @@ class PLMConfig:
     update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see BENCHMARKS.md)
     clip: float = 5.0  # gradient-norm clipping
     kernel: str = "numba"  # numba | numpy
+    # the unit network (unitnet.py), what the device runs; the fields above are SwitchNet's
+    unit_cap: int = 60000  # units in the vocabulary at most (3 parameters each)
+    unit_min_n: int = 2  # shortest character n-gram unit (word-anchored, padded with spaces)
+    unit_max_n: int = 5  # longest
+    bigram_weight: float = 0.0  # weight of a unit for each pair of adjacent words (0: none)
+    sound_weight: float = 0.0  # weight of a word's Soundex-key unit (0: no such units)
+    word_weight: float = 8.0  # weight of a whole-word unit relative to one n-gram occurrence
+    alpha: float = 0.03  # additive smoothing of the explicit (naive-Bayes) solution
+    logit_scale: float = 1.0  # U = logit_scale * B + delta
+    l2: float = 0.02  # refinement's pull toward the explicit solution (|delta|^2, |b|^2)
+    l2_n0: int = 0  # beyond this many labelled examples the pull weakens as l2_n0 / n (0: constant)
+    refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
+    refine_steps: int = 10  # full-batch refinement steps after each label
+    refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
+    support_min_n: int = 4  # n-grams shorter than this do not count for the support (words do)
+    support_power: float = 2.0  # logits x (labelled support of the transcript's units)^power
+    agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power
 
     def with_(self, **changes) -> "PLMConfig":
         return dataclasses.replace(self, **changes)
@@ -44,6 +61,11 @@ class PLMConfig:
         return max(self.widths)
 
     def param_count(self) -> int:
+        """Parameters of the device's switch model (the unit network: U and b)."""
+        return 3 * self.unit_cap + 3
+
+    def switchnet_param_count(self) -> int:
+        """Parameters of the character-level SwitchNet (switch.py; benchmarks of its kernels)."""
         local = self.heads * self.window * self.window + self.heads * self.bits * self.local_hidden
         n_u2 = 1 if self.shared_u2 else len(self.widths)
         glob = sum(w * w for w in self.widths) + n_u2 * self.local_hidden * 3

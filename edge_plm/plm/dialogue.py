@@ -1,35 +1,47 @@
-"""The switch as a dialogue language model (DESIGN.md §2.7): a small API used identically by
-``edge-plm eval`` and by the device loop.
+"""The switch model as the device uses it: learn / predict / relabel / forget / save / load.
 
-    model = SwitchModel.empty("potato")
-    p = model.predict("turn on the lamp")   # Prediction(action, confidence, distribution)
-    model.learn("turn on the lamp", "ON")   # one online update (+ a replay mini-batch)
+A transcript is a dialogue ``USER: <transcript> <sep> DEVICE:``; the prediction is the
+distribution over the three action tokens that may follow ``DEVICE:``. The network is
+``unitnet.UnitNet`` over the collision-free units of ``units.py`` (docs/method.md). ``learn``
+adds the interaction to the explicit statistics, re-solves the explicit layer and runs a
+bounded number of full-batch refinement steps (``refine``), all deterministic: the same
+interactions in the same order give the same model, byte for byte.
 
-The input is ``USER: <transcript> <sep> DEVICE:`` at character level; the prediction is the
-distribution over the three action tokens that may follow ``DEVICE:``. ``learn`` adds the
-interaction to the explicit statistics, re-solves the explicit layers and takes
-``update_steps`` gradient steps on the interaction plus a replay mini-batch drawn
-deterministically (seeded) from earlier labelled interactions.
+Corrections stick: the model remembers which labelled examples had each exact (normalised)
+transcript. A transcript heard again is decided by the latest label the person gave it, not by
+the generalising network: with every label of that transcript agreeing, the remembered action is
+confident; when they disagree (the person corrected it), the latest label wins with a confidence
+of 0.73 (MEMORY_CONFLICT_SHARE + its share of the rest), which the default policy asks about
+instead of acting on. The memory is derived from the examples (so relabel / forget update it
+and the checkpoint holds it through the examples).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-import dataclasses
-from pathlib import Path
-
 from edge_plm.plm import checkpoint
-from edge_plm.plm.bitcipher import embedding_hash, radial_refine
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.config import PLMConfig, get_config
-from edge_plm.plm.switch import Batch, SwitchNet
-from edge_plm.plm.tokenizer import ACTIONS, CharTokenizer
+from edge_plm.plm.tokenizer import ACTIONS, RESERVED, CharTokenizer, normalize
+from edge_plm.plm.unitnet import UnitNet
+from edge_plm.plm.units import UnitVocab
 
 LABEL_INDEX = {a: i for i, a in enumerate(ACTIONS)}
+
+
+def softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max())
+    return e / e.sum()
+
+MODEL_FORMAT = 2  # 1: the character SwitchNet (switch.py); 2: the unit network
+MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
+MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
 
 
 @dataclass
@@ -43,96 +55,136 @@ class Prediction:
 class SwitchModel:
     config: PLMConfig
     tokenizer: CharTokenizer
-    net: SwitchNet
+    net: UnitNet
+    units: UnitVocab
     seed: int = 0
-    examples: list[tuple[list[int], int]] = field(default_factory=list)  # labelled, for replay
+    examples: list[tuple[list[int], int]] = field(default_factory=list)  # labelled, in learning order
     unlabeled_seen: int = 0
-    refresh_cursor: int = 0
     # keys (indices into `examples`) of forgotten examples: their slot stays (keys are stable),
-    # their token ids are dropped, and replay / refresh skip them
+    # their token ids are dropped
     removed: set[int] = field(default_factory=set)
     # the checkpoint's metadata when loaded (callers' ``extra`` included); {} for a new model
     meta: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.rng = np.random.default_rng(self.seed)
+    memory: dict[str, list[int]] = field(default_factory=dict, repr=False)  # transcript -> keys
 
     @classmethod
     def empty(cls, config: str | PLMConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
         cfg = get_config(config, **overrides) if isinstance(config, str) else config
-        tok = CharTokenizer()
-        return cls(cfg, tok, SwitchNet(cfg, len(tok)), seed)
+        return cls(cfg, CharTokenizer(), UnitNet(cfg), cls._vocab(cfg), seed)
 
-    def refine_embedding(self, transcripts: list[str], radii: tuple[int, ...] = (1, 2),
-                         weight: float = 0.5) -> None:
-        """Radial co-occurrence refinement of the bit-cipher codes (DESIGN.md §2.1) from heard
-        transcripts (no labels needed), before anything is learned: every statistic depends on
-        the codes, so refining a model that has learned would invalidate them all. Off unless
-        called; BENCHMARKS.md has the measurement (`learning_curve.py --radial`)."""
-        if self.examples or self.unlabeled_seen or self.net.stats_U.rows:
-            raise RuntimeError("refine_embedding needs an empty model (statistics depend on the codes)")
-        seqs = [self.tokenizer.dialogue(t, grow=True) for t in transcripts]
-        self.net.grow_vocab(len(self.tokenizer))
-        self.net.E = radial_refine(self.net.E, seqs, radii=radii, weight=weight)
+    @staticmethod
+    def _vocab(cfg: PLMConfig, units=()) -> UnitVocab:
+        return UnitVocab(cfg.unit_cap, cfg.unit_min_n, cfg.unit_max_n, cfg.word_weight, units, cfg.support_min_n,
+                         cfg.sound_weight, cfg.bigram_weight)
 
     @property
     def params(self) -> int:
         return self.config.param_count()
 
     def encode(self, transcript: str, grow: bool) -> list[int]:
-        ids = self.tokenizer.dialogue(transcript, grow=grow)
-        self.net.grow_vocab(len(self.tokenizer))
-        return ids
+        return self.tokenizer.dialogue(transcript, grow=grow)
+
+    def text_of(self, key: int) -> str:
+        """The normalised transcript of example ``key`` (from its stored character ids)."""
+        seq = self.examples[key][0]
+        return "".join(self.tokenizer.tokens[i] for i in seq[1:-2])
+
+    # -- prediction ------------------------------------------------------------------------
 
     def predict(self, transcript: str, prior_strength: float = 0.0, evidence_prior: float = 0.0) -> Prediction:
-        """The distribution over the actions. The model itself is class-balanced (each action
-        counts equally, what balanced accuracy measures); ``prior_strength`` a > 0 multiplies in
-        the class frequencies seen so far (add-one smoothed) raised to a — a tempered prior for
-        a device deciding whether to act on a household's mostly-NOOP speech (a = 1: the full
-        prior; measured in BENCHMARKS.md).
+        """The distribution over the actions. The network is class-balanced (each action counts
+        equally, what balanced accuracy measures); an exact transcript the person labelled is
+        decided by its labels (module docstring). ``prior_strength`` a > 0 multiplies in the
+        class frequencies seen so far (add-one smoothed) raised to a — a tempered prior for a
+        device deciding whether to act on a household's mostly-NOOP speech. Then the log-scores
+        are multiplied by the support shrink of the transcript (``UnitNet.shrink``): a
+        transcript made of units never seen labelled comes out exactly uniform (ties, which the
+        policy's label rules resolve toward NOOP), whatever the prior. The action is the top of
+        the scores before the shrink.
 
         ``evidence_prior`` k > 0 weighs the distribution by how many labelled examples n stand
         behind it: p' = (n p + k/3) / (n + k), i.e. k pseudo-examples that know nothing. The top
-        action stays the same; its confidence is honest about little evidence (one label makes
-        the class-balanced model 100 % sure of the only class it knows; with k = 3 that is 44 %).
+        action stays the same; its confidence is honest about little evidence.
         """
-        y = self.predict_many([transcript])[0]
-        if prior_strength:
-            y = y * (self.net.class_counts + 1.0) ** prior_strength
-            y = y / y.sum()
         if evidence_prior < 0:
             raise ValueError(f"evidence_prior must be >= 0, got {evidence_prior}")
+        scores, shrink = self.scores(transcript)
+        if prior_strength:
+            scores = scores + prior_strength * np.log(self.net.class_counts + 1.0)
+        y = softmax(scores * shrink)
         if evidence_prior:
             n = float(self.net.class_counts.sum())
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
-        i = int(np.argmax(y))
+        i = int(np.argmax(scores))  # the ranking before the shrink (which only flattens it)
         return Prediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
+    def scores(self, transcript: str) -> tuple[np.ndarray, float]:
+        """(log-scores, shrink): the network's logits and the support shrink of its units, or
+        for a remembered transcript the log of the distribution its labels give and 1."""
+        remembered = self.remembered(transcript)
+        if remembered is not None:
+            return np.log(remembered), 1.0
+        ids, w, unknown = self.units.features(transcript, grow=False)
+        long = self.units.long_mask(ids)
+        return self.net.logits(ids, w), self.net.shrink(ids, w, unknown, long)
+
+    def distribution(self, transcript: str) -> np.ndarray:
+        """The model's own distribution (no class prior, no evidence weighting)."""
+        scores, shrink = self.scores(transcript)
+        return softmax(scores * shrink)
+
+    def remembered(self, transcript: str) -> np.ndarray | None:
+        """The distribution the labels of this exact transcript give, None if never labelled."""
+        keys = self.memory.get(normalize(transcript))
+        if not keys:
+            return None
+        labels = [self.examples[k][1] for k in keys]
+        latest = np.eye(len(ACTIONS))[labels[-1]]
+        uniform = np.full(len(ACTIONS), 1.0 / len(ACTIONS))
+        if len(set(labels)) == 1:
+            n = len(labels)
+            return (n * latest + MEMORY_DOUBT * uniform) / (n + MEMORY_DOUBT)
+        return MEMORY_CONFLICT_SHARE * latest + (1.0 - MEMORY_CONFLICT_SHARE) * uniform
+
     def predict_many(self, transcripts: list[str]) -> np.ndarray:
-        seqs = [self.encode(t, grow=False) for t in transcripts]
-        return self.net.predict_proba(Batch.from_sequences(seqs))
+        return np.array([self.distribution(t) for t in transcripts])
+
+    # -- learning --------------------------------------------------------------------------
 
     def observe(self, transcript: str) -> None:
-        """An unlabelled transcript: language signal for the local (USER-side) block."""
-        self.net.observe(Batch.from_sequences([self.encode(transcript, grow=True)]))
+        """An unlabelled transcript: its units join the vocabulary (the local block needs no
+        label); the labelled statistics do not change."""
+        self.encode(transcript, grow=True)
+        self.units.features(transcript, grow=True)
         self.unlabeled_seen += 1
 
-    def learn(self, transcript: str, label: str) -> float:
-        """One online update from a labelled interaction. Returns the loss before the update."""
+    def learn(self, transcript: str, label: str) -> float | None:
+        """One online update from a labelled interaction: the example joins the statistics,
+        the explicit layer is re-solved and ``refine_budget()`` refinement steps run. Returns
+        the refinement objective before its last step (None when no step ran)."""
         if label not in LABEL_INDEX:
             raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
         seq, y = self.encode(transcript, grow=True), LABEL_INDEX[label]
         key = len(self.examples)
         self.examples.append((seq, y))
-        # the new interaction plus `refresh` earlier ones (cyclic), gathered layer by layer
-        keys = [key, *self.refresh_keys(key)]
-        self.net.observe(Batch.from_sequences([seq]))
-        self.net.regather(self.batch_of(keys), keys)
-        loss = 0.0
-        for _ in range(self.config.update_steps):
-            batch = self.batch_of([key, *self.replay_sample(exclude=key)])
-            loss = self.net.train_step(batch)
-        return loss
+        ids, w, _ = self.units.features(transcript, grow=True)
+        self.net.add(key, ids, w, y)
+        self.net.solve()
+        self.memory.setdefault(normalize(transcript), []).append(key)
+        return self.net.refine(self.refine_budget())
+
+    def refine_budget(self) -> int:
+        """Refinement steps after one label: ``refine_steps``, fewer when the examples are many
+        (at most ``refine_rows`` example-passes), at least one. Counted in steps, not time, so
+        the result is deterministic."""
+        c = self.config
+        n = max(len(self.net.rows), 1)
+        return max(1, min(c.refine_steps, c.refine_rows // n)) if c.refine_steps > 0 else 0
+
+    def refine(self, steps: int) -> float | None:
+        """``steps`` more full-batch refinement steps over every labelled example (the desktop
+        trainer runs many; the device runs ``refine_budget()`` per label inside ``learn``)."""
+        return self.net.refine(steps)
 
     @property
     def n_examples(self) -> int:
@@ -151,25 +203,11 @@ class SwitchModel:
         return key
 
     def relabel(self, key: int, label: str) -> bool:
-        """Change the label of example `key` (its index in ``examples``: learning order) and
-        re-gather its labelled-layer statistics under the new label: its contribution is
-        taken back from the class it was added to and added, computed now, to the new one.
-        Returns False when the label already was `label` (nothing changes).
-
-        Exactness: the labelled statistics are plain sums of each example's contribution as
-        last gathered; after ``relabel`` they are exactly (up to rounding) those sums with
-        this example's contribution gathered now, under the new label. That equals a model
-        that learned the corrected data directly when nothing else changed: the example is
-        the last one learned and no other example was re-gathered with it (``refresh`` = 0;
-        tests/test_relabel.py). Otherwise two things differ, both by design: (1) the
-        example's contribution is computed with the current layers, not those of its time
-        (as any refresh does), and (2) other examples were gathered while it had the old
-        label (W_B's attention targets use the class evidence of all labels; U_B and O see
-        the layers re-solved below them) and are not re-gathered here. ``regather_all``
-        removes both: afterwards the labelled statistics depend only on the current local
-        block (which never sees labels) and the current labels. What gradient steps
-        (``update_steps`` > 0, off by default) added to ``delta`` is not taken back.
-        """
+        """Change the label of example `key` (its index in ``examples``: learning order): its
+        counts move from the old action's statistics to the new one's (exact: plain sums), the
+        explicit layer is re-solved and ``refine_budget()`` refinement steps run. Returns False
+        when the label already was `label` (nothing changes). What earlier refinement steps
+        fitted to the old label is corrected by refinement, not taken back."""
         key = self._check_key(key)
         if label not in LABEL_INDEX:
             raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
@@ -178,88 +216,59 @@ class SwitchModel:
         if new == old:
             return False
         self.examples[key] = (seq, new)
-        self.net.regather(Batch.from_sequences([seq], [new]), [key], old_labels=[old])
+        self.net.relabel(key, new)
+        self.net.solve()
+        self.net.refine(self.refine_budget())
         return True
 
     def forget_example(self, key: int) -> None:
-        """Take example `key` out of the model: its labelled-layer contributions are taken back
-        (exact: plain sums), ``class_counts`` decremented, its slot is marked removed (keys of
-        the others do not change) and its token ids are dropped, so replay, refresh and the
-        checkpoint no longer hold it.
-
-        Its local (unlabelled) statistics are taken back too (``SwitchNet.unobserve``): W's
-        exactly (they depend only on the token ids and the comparison cache), U's as
-        recomputed with the current W. U's are approximate in how each n-gram bucket's mass is
-        spread over the input features (they were gathered with an older W); the bucket
-        masses themselves, the row count and the priming number come back exactly. Taking U
-        back, rather than leaving it, removes the evidence that the forgotten n-grams occurred,
-        which is what forgetting is asked for; ``rebuild`` remains the exact way."""
+        """Take example `key` out of the model: its counts leave the statistics (exact), its
+        slot is marked removed (keys of the others do not change), its token ids are dropped and
+        its transcript leaves the memory. Refinement steps then run on the remaining examples;
+        what earlier steps fitted to the forgotten one is pulled back toward the explicit
+        solution by them, not removed exactly (``rebuild`` is the exact way). Its units stay in
+        the vocabulary (ids are append-only) but carry no labelled evidence any more."""
         key = self._check_key(key)
         seq, y = self.examples[key]
-        self.net.forget([key], np.array([y]))
-        self.net.unobserve(Batch.from_sequences([seq]))
+        text = self.text_of(key)
+        self.net.remove(key)
+        self.net.solve()
+        keys = self.memory.get(text, [])
+        if key in keys:
+            keys.remove(key)
+        if not keys:
+            self.memory.pop(text, None)
         self.examples[key] = ([], y)
         self.removed.add(key)
+        self.net.refine(self.refine_budget())
 
     def regather_all(self) -> None:
-        """Re-gather the labelled-layer statistics of every example with the current layers
-        (one batch): afterwards they depend only on the local block and the current labels."""
-        keys = self.live_keys()
-        if keys:
-            self.net.regather(self.batch_of(keys), keys)
-
-    def batch_of(self, keys: list[int]) -> Batch:
-        return Batch.from_sequences([self.examples[i][0] for i in keys], [self.examples[i][1] for i in keys])
-
-    def refresh_keys(self, n: int) -> list[int]:
-        """The next `refresh` of the n earlier examples in cyclic order: their labelled-layer
-        statistics are re-gathered with the current lower layers (they go stale as the local
-        block learns); each update pays for a few, every example is refreshed once per sweep."""
-        live = n - sum(1 for r in self.removed if r < n)
-        k = min(self.config.refresh, live)
-        keys: list[int] = []
-        i = 0
-        while len(keys) < k:  # forgotten examples are skipped (without any, i == k)
-            key = (self.refresh_cursor + i) % n
-            i += 1
-            if key not in self.removed:
-                keys.append(key)
-        if n:
-            self.refresh_cursor = (self.refresh_cursor + i) % n
-        return keys
-
-    def replay_sample(self, exclude: int) -> list[int]:
-        """Indices of a replay mini-batch: `replay` earlier examples, seeded, without repeats."""
-        if not self.removed:
-            k = min(self.config.replay, exclude)
-            if k == 0:
-                return []
-            return sorted(self.rng.choice(exclude, size=k, replace=False).tolist())
-        pool = [i for i in range(exclude) if i not in self.removed]
-        k = min(self.config.replay, len(pool))
-        if k == 0:
-            return []
-        return sorted(pool[j] for j in self.rng.choice(len(pool), size=k, replace=False).tolist())
+        """Re-solve the explicit layer from the statistics (they are exact sums over the live
+        examples, so nothing needs re-gathering)."""
+        self.net.solve()
 
     # -- checkpoints ----------------------------------------------------------------------
 
     def save(self, path: str | Path, extra: dict | None = None) -> Path:
-        """Atomic checkpoint with everything needed to continue learning identically."""
+        """Atomic checkpoint with everything needed to continue learning identically: the
+        examples (character ids + labels), the unit vocabulary, delta and b. The statistics
+        are sums over the examples and are recomputed on load."""
         arrays = self.net.state_arrays()
         lengths = np.array([len(s) for s, _ in self.examples], dtype=np.int64)
         arrays["examples.ids"] = np.array([t for s, _ in self.examples for t in s], dtype=np.int64)
         arrays["examples.lengths"] = lengths
         arrays["examples.labels"] = np.array([y for _, y in self.examples], dtype=np.int64)
         arrays["examples.removed"] = np.array(sorted(self.removed), dtype=np.int64)
-        arrays["rng"] = np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), dtype=np.uint8)
+        arrays["units.vocabulary"] = np.frombuffer(json.dumps(self.units.to_json()).encode(), dtype=np.uint8)
         meta = {
             "kind": "edge-plm switch model",
+            "model_format": MODEL_FORMAT,
             "config": dataclasses.asdict(self.config),
             "vocabulary": self.tokenizer.to_json(),
-            "embedding_hash": embedding_hash(self.net.E),
             "seed": self.seed,
-            "counters": {**self.net.counters(), "labelled": self.n_examples,
-                         "unlabelled": self.unlabeled_seen, "refresh_cursor": self.refresh_cursor},
+            "counters": {"refine_steps": self.net.refine_steps_done, "n_active": self.net.n_active,
+                         "labelled": self.n_examples,
+                         "unlabelled": self.unlabeled_seen, "units": len(self.units)},
             **(extra or {}),
         }
         return checkpoint.save(path, arrays, meta)
@@ -269,27 +278,40 @@ class SwitchModel:
         arrays, meta = checkpoint.load(path)
         if meta.get("kind") != "edge-plm switch model":
             raise CheckpointError(f"{path} is not a switch-model checkpoint (kind={meta.get('kind')!r})")
+        fmt = meta.get("model_format", 1)
+        if fmt != MODEL_FORMAT:
+            raise CheckpointError(
+                f"{path} holds a switch model of format {fmt} (written by an older edge-plm: the character "
+                f"network); this edge-plm reads format {MODEL_FORMAT}. Rebuild the model from the database's "
+                f"labels (`edge-plm model rebuild`) or train a new one")
         try:
-            cfg_dict = dict(meta["config"])
+            known = {f.name for f in dataclasses.fields(PLMConfig)}
+            cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
             cfg_dict["widths"] = tuple(cfg_dict["widths"])
             config = PLMConfig(**cfg_dict)
             tok = CharTokenizer.from_json(meta["vocabulary"])
-            model = cls(config, tok, SwitchNet(config, len(tok)), int(meta["seed"]))
-            model.net.load_state(arrays, meta["counters"])
-            if embedding_hash(model.net.E) != meta["embedding_hash"]:
-                raise CheckpointError(f"{path}: embedding hash mismatch (vocabulary and codes disagree)")
+            units = cls._vocab(config, json.loads(arrays["units.vocabulary"].tobytes().decode()))
+            model = cls(config, tok, UnitNet(config), units, int(meta["seed"]))
             ids, lengths, labels = arrays["examples.ids"], arrays["examples.lengths"], arrays["examples.labels"]
             offsets = np.concatenate([[0], np.cumsum(lengths)])
             model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
-            if "examples.removed" in arrays:  # older checkpoints have none
-                model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
+            model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
+            if any(t < len(RESERVED) and j not in (0, len(s) - 2, len(s) - 1)
+                   for s, _ in model.examples for j, t in enumerate(s)):
+                raise ValueError("an example holds a reserved token inside its transcript")
+            for key in model.live_keys():
+                text = model.text_of(key)
+                f_ids, w, _ = units.features(text, grow=False)
+                model.net.add(key, f_ids, w, model.examples[key][1])
+                model.memory.setdefault(text, []).append(key)
+            model.net.solve()
+            model.net.load_state(arrays)
+            model.net.refine_steps_done = int(meta["counters"]["refine_steps"])
+            model.net.n_active = max(model.net.n_active, int(meta["counters"]["n_active"]))
             model.meta = meta
-            model.rng.bit_generator.state = json.loads(arrays["rng"].tobytes().decode())
             model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
-            model.refresh_cursor = int(meta["counters"].get("refresh_cursor", 0))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError) as exc:
             if isinstance(exc, CheckpointError):
                 raise
             raise CheckpointError(f"{path}: incompatible checkpoint: {exc}") from exc
         return model
-

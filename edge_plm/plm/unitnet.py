@@ -1,0 +1,252 @@
+"""The switch network over collision-free units: an explicit, class-balanced solution of the
+action layer, refined by full-batch gradient steps pulled toward it (docs/method.md).
+
+Local block: the state at a word's positions is the identity of the units (word-anchored
+character n-grams and the word, ``units.py``) ending there, read exactly from the unit vocabulary
+(the target identity the local layer's explicit solution is fitted to, without the blur of
+hashing thousands of n-grams into a few hundred soft detectors).
+Global block: count-scaled pooling with uniform attention (the W_B = 0 member of the global SAFFU
+layer), so the pooled state of a transcript is the bag of its units; it is L2-normalised,
+x = w / |w|_2, and the action distribution is p = softmax(x U + b).
+
+U = scale * B + delta:
+  B      the explicit solution of the labelled statistics: per action y, F[:, y] = the summed unit
+         weights (occurrences; a word counts ``word_weight``) of its examples divided by its number of examples (class balance: each action
+         counts as one example), B[j, y] = log(F[j, y] + a) - log(sum_d F[d, y] + a V), over the
+         V units that occur in labelled examples (a naive-Bayes log-likelihood; ``alpha`` = a),
+         rows centred over the actions; units never labelled have B = 0;
+  delta  what refinement adds: gradient steps on the class-weighted cross-entropy of every
+         labelled example (full batch) plus (l2 / 2) |delta|^2 + (l2 / 2) |b|^2, i.e. an L2 pull
+         toward the explicit solution. Deterministic: no sampling, a fixed number of steps.
+Actions that have no label yet get a large negative logit (a label never given is never
+predicted). The statistics are sums over the labelled examples, so adding, relabelling and
+forgetting an example are exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge_plm.plm import unit_kernels
+from edge_plm.plm.config import PLMConfig
+from edge_plm.plm.warmstart import check_nonnegative
+
+N_ACTIONS = 3
+ABSENT_LOGIT = -10.0
+
+
+def l2_normalise(w: np.ndarray) -> np.ndarray:
+    n = float(np.sqrt((w * w).sum()))
+    return w / n if n > 0 else w
+
+
+class UnitNet:
+    def __init__(self, config: PLMConfig):
+        c = config
+        self.config = c
+        cap = c.unit_cap
+        self.F = np.zeros((cap, N_ACTIONS))  # per action: summed weights of its examples' units
+        self.df = np.zeros(cap)  # number of labelled examples holding each unit
+        self.class_counts = np.zeros(N_ACTIONS)
+        self.base = np.zeros((cap, N_ACTIONS))
+        self.delta = np.zeros((cap, N_ACTIONS))
+        self.bias = np.zeros(N_ACTIONS)
+        # key -> (ids, weights, label, L2-normalised weights)
+        self.rows: dict[int, tuple[np.ndarray, np.ndarray, int, np.ndarray]] = {}
+        self.refine_steps_done = 0
+        # 1 + the largest unit id any labelled example ever held: rows at and beyond it have
+        # F = df = B = delta = 0 and zero gradient, so the solve and refinement skip them
+        self.n_active = 0
+        self._batch = None  # CSR of the labelled rows, rebuilt when they change
+
+    # -- statistics ------------------------------------------------------------------------
+
+    def add(self, key: int, ids: np.ndarray, weights: np.ndarray, label: int) -> None:
+        if key in self.rows:
+            raise ValueError(f"example {key} is already in the statistics")
+        if weights.size and weights.min() <= 0:
+            raise ValueError("unit weights must be positive")
+        self.rows[key] = (ids, weights, int(label), l2_normalise(weights))
+        if ids.size:
+            self.n_active = max(self.n_active, int(ids.max()) + 1)
+        self._count(ids, weights, int(label), 1.0)
+
+    def remove(self, key: int) -> None:
+        ids, w, label, _ = self.rows.pop(key)
+        self._count(ids, w, label, -1.0)
+
+    def relabel(self, key: int, label: int) -> None:
+        ids, w, old, x = self.rows[key]
+        self._count(ids, w, old, -1.0)
+        self.rows[key] = (ids, w, int(label), x)
+        self._count(ids, w, int(label), 1.0)
+
+    def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float) -> None:
+        """F gathers the unit weights (occurrences, words weighted), as naive Bayes counts."""
+        self.F[ids, label] += sign * w
+        self.df[ids] += sign
+        self.class_counts[label] += sign
+        if sign < 0:  # a take-back leaves rounding residue: floor it at zero
+            self.F[ids, label] = np.maximum(self.F[ids, label], 0.0)
+            self.F[ids[self.df[ids] <= 0.5], :] = 0.0
+            np.maximum(self.df, 0.0, out=self.df)
+            np.maximum(self.class_counts, 0.0, out=self.class_counts)
+        self._batch = None
+
+    def solve(self) -> None:
+        """B from the statistics (cheap: a log over the labelled units)."""
+        c = self.config
+        n = self.n_active
+        seen = np.flatnonzero(self.df[:n] > 0.5)
+        self.base[:n] = 0.0
+        present = self.class_counts > 0.5
+        if not seen.size or not present.any():
+            return
+        Fb = self.F[seen] / np.maximum(self.class_counts, 1.0) if c.class_balance else self.F[seen]
+        check_nonnegative("unit co-occurrence F", Fb)  # logs of counts: fail loudly otherwise
+        B = np.log(Fb + c.alpha) - np.log(Fb.sum(axis=0, keepdims=True) + c.alpha * len(seen))
+        B[:, ~present] = 0.0
+        B[:, present] -= B[:, present].mean(axis=1, keepdims=True)
+        self.base[seen] = B
+
+    # -- prediction ------------------------------------------------------------------------
+
+    def mask(self) -> np.ndarray:
+        return np.where(self.class_counts > 0.5, 0.0, ABSENT_LOGIT)
+
+    def logits(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        x = l2_normalise(weights)
+        U = self.config.logit_scale * self.base[ids] + self.delta[ids]
+        return x @ U + self.bias + self.mask()
+
+    def support(self, ids: np.ndarray, weights: np.ndarray, unknown: float, long: np.ndarray | None = None) -> float:
+        """Share of the transcript's support-counting unit weight (``long``: words and longer
+        n-grams; ``unknown``: that weight of units without an id) whose units occur in
+        labelled examples."""
+        w = weights if long is None else weights * long
+        total = float(w.sum()) + unknown
+        if total <= 0:
+            return 0.0
+        return float(w[self.df[ids] > 0.5].sum()) / total
+
+    def shrink(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
+               long: np.ndarray | None = None) -> float:
+        """support^support_power x agreement^agreement_power: the factor the logits are
+        multiplied by, so a transcript made of units never seen labelled comes out uniform over
+        all three actions, and one whose units pull different ways comes out unsure
+        (docs/policy.md)."""
+        c = self.config
+        shrink = self.support(ids, weights, unknown, long) ** c.support_power
+        if c.agreement_power:
+            shrink *= self.agreement(ids, weights) ** c.agreement_power
+        return shrink
+
+    def agreement(self, ids: np.ndarray, weights: np.ndarray) -> float:
+        """How much the units agree on the top action against the runner-up: each unit's share
+        d_j = x_j (U[j, top] - U[j, second]); (sum of d_j > 0 - sum of |d_j < 0|) / (sum |d_j|),
+        at least 0. "turn off the light" after "turn on the light" = ON: turn, the, light say
+        ON, off says OFF strongly -> low agreement, however sure the summed logits are."""
+        x = l2_normalise(weights)
+        U = self.config.logit_scale * self.base[ids] + self.delta[ids]
+        s = x @ U + self.bias + self.mask()
+        order = np.argsort(-s)
+        d = x * (U[:, order[0]] - U[:, order[1]])
+        total = float(np.abs(d).sum())
+        if total <= 0:
+            return 1.0
+        return max(0.0, float(d[d > 0].sum() + d[d < 0].sum()) / total)
+
+    def proba(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
+              long: np.ndarray | None = None) -> np.ndarray:
+        """softmax(shrink * logits): the mask of never-labelled actions is shrunk too."""
+        s = self.logits(ids, weights) * self.shrink(ids, weights, unknown, long)
+        s = s - s.max()
+        p = np.exp(s)
+        return p / p.sum()
+
+    # -- refinement ------------------------------------------------------------------------
+
+    def batch(self):
+        """(indptr, indices, values, labels, sample weights) of every labelled example."""
+        if self._batch is None:
+            keys = sorted(self.rows)
+            lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
+            indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+            indices = np.concatenate([self.rows[k][0] for k in keys] or [np.zeros(0, np.int64)]).astype(np.int64)
+            values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
+            labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
+            self._batch = (indptr, indices, values, labels, self.sample_weights(labels))
+        return self._batch
+
+    def sample_weights(self, labels: np.ndarray) -> np.ndarray:
+        """Class-balanced weights (each action's examples weigh 1/3 in all), summing to 1."""
+        if not len(labels):
+            return np.zeros(0)
+        counts = np.bincount(labels, minlength=N_ACTIONS).astype(np.float64)
+        w = (1.0 / np.maximum(counts, 1.0))[labels] if self.config.class_balance else np.ones(len(labels))
+        return w / w.sum()
+
+    def objective(self, delta: np.ndarray | None = None, bias: np.ndarray | None = None,
+                  kernel: str | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+        """(loss, d loss / d delta[:n_active], d loss / d bias) of the refinement objective (the
+        gradient of the rows beyond n_active is l2 * delta there, which is zero)."""
+        c = self.config
+        n = self.n_active
+        delta = (self.delta if delta is None else delta)[:n]
+        bias = self.bias if bias is None else bias
+        indptr, indices, values, labels, sw = self.batch()
+        U = c.logit_scale * self.base[:n] + delta
+        lam = self.l2()
+        dD = lam * delta
+        fn = unit_kernels.BACKENDS[kernel or c.kernel]
+        loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
+        loss += 0.5 * lam * (float((delta * delta).sum()) + float(bias @ bias))
+        return loss, dD, db + lam * bias
+
+    def l2(self) -> float:
+        """The pull toward the explicit solution: ``l2``, divided by n / l2_n0 once there are
+        more than l2_n0 labelled examples (the loss is a weighted mean, so this keeps the
+        pull's weight against the summed evidence constant beyond l2_n0, as in a sum-loss
+        regulariser; 0 = no decay)."""
+        c = self.config
+        n = len(self.rows)
+        return c.l2 * min(1.0, c.l2_n0 / n) if c.l2_n0 > 0 and n > 0 else c.l2
+
+    def refine(self, steps: int) -> float | None:
+        """``steps`` full-batch gradient steps (learning rate ``refine_lr``) on delta and b.
+        Returns the objective before the last step (None when there is nothing to fit)."""
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0, got {steps}")
+        if len(self.rows) == 0 or steps == 0:
+            return None
+        lr = self.config.refine_lr
+        loss = None
+        n = self.n_active
+        for _ in range(steps):
+            loss, dD, db = self.objective()
+            self.delta[:n] -= lr * dD
+            self.bias -= lr * db
+            self.refine_steps_done += 1
+        return loss
+
+    # -- state -----------------------------------------------------------------------------
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """delta's active rows only (the rest are zero), so a checkpoint grows with the units
+        labelled, not with the cap."""
+        return {"units.delta": self.delta[: self.n_active], "units.bias": self.bias}
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        for name in ("units.delta", "units.bias"):
+            if name not in arrays:
+                raise KeyError(f"checkpoint lacks array {name!r}")
+        delta, bias = arrays["units.delta"], arrays["units.bias"]
+        if delta.ndim != 2 or delta.shape[1] != self.delta.shape[1] or delta.shape[0] > self.delta.shape[0]:
+            raise ValueError(f"checkpoint array 'units.delta' has shape {delta.shape}, config allows "
+                             f"at most {self.delta.shape}")
+        if bias.shape != self.bias.shape:
+            raise ValueError(f"checkpoint array 'units.bias' has shape {bias.shape}, config needs {self.bias.shape}")
+        self.delta[:] = 0.0
+        self.delta[: len(delta)] = delta
+        self.bias = np.array(bias, dtype=np.float64)
+        self.n_active = max(self.n_active, len(delta))

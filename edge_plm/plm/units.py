@@ -1,0 +1,140 @@
+"""Collision-free units of the switch's local block: word-anchored character n-grams and
+whole words, in a vocabulary grown online (DESIGN.md §2.2, docs/method.md "Units").
+
+A transcript (normalised as by the tokenizer) is split into words; each word, padded with one
+space on either side (" lamp "), gives its character n-grams of lengths ``min_n``..``max_n``
+(n-grams never cross a word boundary: they are anchored to a word), and the word itself is a
+unit ``"w:lamp"``. Every distinct string has its own id: no hashing, so two n-grams never share
+a unit. Ids are handed out in order of first arrival and never change (append-only), so
+statistics indexed by unit id stay valid while the vocabulary grows, and a checkpoint stores the
+strings in id order.
+
+The vocabulary is capped (``cap`` units, which bounds the parameters that depend on it). Once it
+is full, units first heard after that are not added: they are treated like units of a text the
+model has not heard (ignored by the prediction and counted as unsupported by the confidence).
+With potato's cap of 60,000 a household fills it after tens of thousands of distinct
+utterances; the dev set's 708 utterances use about 10,000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from edge_plm.plm.tokenizer import normalize
+
+WORD_PREFIX = "w:"
+SOUND_PREFIX = "s:"
+BIGRAM_PREFIX = "b:"
+_SOUNDEX = {**dict.fromkeys("bfpv", "1"), **dict.fromkeys("cgjkqsxz", "2"), **dict.fromkeys("dt", "3"),
+            "l": "4", **dict.fromkeys("mn", "5"), "r": "6"}
+
+
+def soundex(word: str) -> str:
+    """American Soundex of a word (first letter + 3 digits; digits and apostrophes dropped):
+    words that sound alike share it ("of", "off"), so a misheard word can still meet its unit."""
+    letters = [ch for ch in word if ch.isalpha()]
+    if not letters:
+        return word
+    out, last = [letters[0]], _SOUNDEX.get(letters[0], "")
+    for ch in letters[1:]:
+        code = _SOUNDEX.get(ch, "")
+        if code and code != last:
+            out.append(code)
+        if ch not in "hw":
+            last = code
+    return ("".join(out) + "000")[:4]
+
+
+def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams: bool = False) -> list[str]:
+    """Units of ``text`` in reading order, with repeats (the n-grams of each word, then it, then
+    with ``sound`` its Soundex key; with ``bigrams`` each pair of adjacent words at the end)."""
+    if not 1 <= min_n <= max_n:
+        raise ValueError(f"need 1 <= min_n <= max_n, got {min_n}, {max_n}")
+    out: list[str] = []
+    words = normalize(text).split()
+    for word in words:
+        padded = f" {word} "
+        for n in range(min_n, max_n + 1):
+            out.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
+        out.append(WORD_PREFIX + word)
+        if sound:
+            out.append(SOUND_PREFIX + soundex(word))
+    if bigrams:
+        out.extend(f"{BIGRAM_PREFIX}{a} {b}" for a, b in zip(words, words[1:]))
+    return out
+
+
+def is_long(unit: str, support_min_n: int) -> bool:
+    """Units that count for the support of a transcript: words and n-grams of at least
+    ``support_min_n`` characters (short n-grams like " t" occur in almost any text)."""
+    if unit.startswith((WORD_PREFIX, BIGRAM_PREFIX)):
+        return True
+    return not unit.startswith(SOUND_PREFIX) and len(unit) >= support_min_n
+
+
+class UnitVocab:
+    """Append-only map unit string -> id, capped at ``cap`` units."""
+
+    def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = (),
+                 support_min_n: int = 4, sound_weight: float = 0.0, bigram_weight: float = 0.0):
+        if cap <= 0:
+            raise ValueError(f"unit cap must be positive, got {cap}")
+        if word_weight <= 0:
+            raise ValueError(f"word weight must be positive, got {word_weight}")
+        self.cap, self.min_n, self.max_n, self.word_weight = int(cap), int(min_n), int(max_n), float(word_weight)
+        self.support_min_n = int(support_min_n)
+        self.sound_weight = float(sound_weight)
+        self.bigram_weight = float(bigram_weight)
+        self._weight = {WORD_PREFIX: self.word_weight, SOUND_PREFIX: self.sound_weight, BIGRAM_PREFIX: self.bigram_weight}
+        self.units: list[str] = []
+        self.index: dict[str, int] = {}
+        self._long = np.zeros(0, dtype=bool)  # per id: counts for the support (is_long)
+        for u in units:
+            self.add(u)
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    @property
+    def full(self) -> bool:
+        return len(self.units) >= self.cap
+
+    def add(self, unit: str) -> int:
+        """The id of ``unit``, appended when new; -1 when new and the vocabulary is full."""
+        i = self.index.get(unit)
+        if i is not None:
+            return i
+        if self.full:
+            return -1
+        self.index[unit] = len(self.units)
+        self.units.append(unit)
+        if len(self._long) < len(self.units):  # grown in blocks, not per unit
+            self._long = np.concatenate([self._long, np.zeros(max(1024, len(self._long)), dtype=bool)])
+        self._long[len(self.units) - 1] = is_long(unit, self.support_min_n)
+        return len(self.units) - 1
+
+    def long_mask(self, ids: np.ndarray) -> np.ndarray:
+        """For each id: does the unit count for the support (``is_long``)."""
+        return self._long[ids]
+
+    def features(self, text: str, grow: bool) -> tuple[np.ndarray, np.ndarray, float]:
+        """(ids, weights, unknown): the distinct known units of ``text`` in increasing id
+        order with their weights (occurrences; a word unit counts ``word_weight``), and the
+        total weight of the support-counting (``is_long``) units that have no id (never heard,
+        or heard after the cap). ``grow`` adds new units (while there is room)."""
+        acc: dict[int, float] = {}
+        unknown = 0.0
+        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0, bigrams=self.bigram_weight > 0):
+            w = self._weight.get(u[:2], 1.0) if u[1:2] == ":" else 1.0
+            i = self.add(u) if grow else self.index.get(u, -1)
+            if i < 0:
+                unknown += w if is_long(u, self.support_min_n) else 0.0
+            else:
+                acc[i] = acc.get(i, 0.0) + w
+        ids = np.array(sorted(acc), dtype=np.int64)
+        return ids, np.array([acc[i] for i in ids.tolist()], dtype=np.float64), unknown
+
+    def to_json(self) -> list[str]:
+        return list(self.units)
