@@ -1,14 +1,17 @@
-"""Desktop training of a switch model (`edge-plm train switch`, DESIGN.md §2.6).
+"""Desktop training of a switch model (`edge-plm train switch`, docs/design.md §2.6).
 
 The recipe, on a labelled JSONL file (lines as `edge-plm replay` / `export` write them):
 
 1. **Explicit warm start** — every labelled line goes through ``SwitchModel.learn`` in file
-   order (the device's own online path: statistics, explicit re-solve, re-gathered replay
-   slice); lines without a label are ``observe``d (language signal only).
-2. **Frozen embeddings** — epochs of gradient steps (Adam on the model's ``delta``) over all
-   labelled examples, in a seeded order, with early stopping on the validation file.
-3. **Thawed embeddings** — the same with the bit-cipher codes trainable, at a smaller rate.
-   Skipped for a model that cannot thaw.
+   order (the device's own online path: statistics, explicit re-solve and the few refinement
+   steps the device runs per label); lines without a label are ``observe``d (their units join
+   the vocabulary).
+2. **Refinement** — epochs of ``epoch_steps`` full-batch refinement steps
+   (``SwitchModel.refine``: gradient steps on the model's ``delta`` over every labelled example,
+   pulled toward the explicit solution), far more than a board spends, with early stopping on
+   the validation file.
+3. **Thawed embeddings** — the same with trainable embeddings, for a model that can thaw
+   (the unit network has no codes to thaw: skipped).
 
 Early stopping: after the warm start and after every epoch the model is scored on ``--val``
 (balanced accuracy, ties broken by the lower class-weighted loss). The best model so far is
@@ -17,13 +20,13 @@ Early stopping: after the warm start and after every epoch the model is scored o
 Without ``--val`` there is no early stopping: the last epoch is the model.
 
 Everything that touches the model's internals goes through ``gradient_epoch`` (one epoch of
-gradient steps) and ``SwitchModel.learn`` / ``observe`` / ``save`` / ``load``, so a new model
+refinement) and ``SwitchModel.learn`` / ``observe`` / ``save`` / ``load``, so a new model
 internal only needs that one function changed.
 
 Resumable: ``OUT/last.npz`` is the model after the last finished epoch and ``OUT/train_log.json``
 the log with the run's position (phase, epoch, best score, steps); ``resume=True`` continues from
-them. Deterministic: the epoch order is seeded by (seed, phase, epoch), so a run cut into parts
-by ``--steps`` and ``--resume`` ends with the same model as one uninterrupted run.
+them. Deterministic: refinement is full batch (no sampling), so a run cut into parts by ``--steps``
+and ``--resume`` ends with the same model as one uninterrupted run.
 """
 
 from __future__ import annotations
@@ -56,9 +59,7 @@ class TrainDataError(ValueError):
 class SwitchTrainConfig:
     model_config: str = "potato"
     seed: int = 0
-    batch_size: int = 32
-    lr_frozen: float = 0.003  # Adam rate with frozen embeddings
-    lr_thawed: float = 0.001  # ... and with thawed embeddings (smaller: the codes move)
+    epoch_steps: int = 20  # full-batch refinement steps per epoch
     max_epochs: int = 30  # per phase
     patience: int = 4  # epochs without a better validation score before a phase stops
     steps: int | None = None  # total gradient steps (checked at epoch boundaries)
@@ -89,16 +90,11 @@ def read_training_lines(path: str | Path) -> list[tuple[str, str | None]]:
 
 # --- the one function that touches the model's gradient machinery ------------------------
 
-def gradient_epoch(model: SwitchModel, keys: list[int], lr: float, batch_size: int,
-                   seed: tuple[int, ...]) -> tuple[float, int]:
-    """One epoch of gradient steps over the labelled examples `keys` of `model`, in an order
-    seeded by `seed`, mini-batches of `batch_size`. Returns (mean loss before each step, steps)."""
-    order = np.random.default_rng(list(seed)).permutation(np.asarray(keys, dtype=np.int64))
-    losses = []
-    for i in range(0, len(order), batch_size):
-        losses.append(model.net.train_step(model.batch_of(order[i:i + batch_size].tolist()), lr=lr))
-    model.net.optimizer.lr = model.config.lr  # the device's online rate stays the config's
-    return float(np.mean(losses)) if losses else 0.0, len(losses)
+def gradient_epoch(model: SwitchModel, steps: int) -> tuple[float, int]:
+    """One epoch: `steps` full-batch refinement steps over every labelled example of `model`
+    (``SwitchModel.refine``). Returns (the objective before the last step, steps taken)."""
+    loss = model.refine(steps)
+    return (0.0 if loss is None else float(loss)), (steps if loss is not None else 0)
 
 
 def can_thaw(model: SwitchModel) -> bool:
@@ -198,7 +194,6 @@ class SwitchTrainer:
             _write_json(log_path, log)
         start = time.perf_counter() - elapsed
         st = log["state"]
-        keys = model.live_keys()
         while not st["done"]:
             if st["phase"] >= len(PHASES) or (PHASES[st["phase"]] == "thawed" and not can_thaw(model)):
                 st["done"] = True
@@ -209,8 +204,7 @@ class SwitchTrainer:
                 break
             phase = PHASES[st["phase"]]
             set_embeddings(model, phase == "thawed")
-            lr = cfg.lr_frozen if phase == "frozen" else cfg.lr_thawed
-            loss, n = gradient_epoch(model, keys, lr, cfg.batch_size, (cfg.seed, st["phase"], st["epoch"]))
+            loss, n = gradient_epoch(model, cfg.epoch_steps)
             set_embeddings(model, False)
             st["steps"] += n
             st["epoch"] += 1
