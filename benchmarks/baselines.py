@@ -1,4 +1,4 @@
-"""Baseline learning curves for the switch task (DESIGN.md section 4 table).
+"""Baseline learning curves for the switch task (docs/design.md section 4 table).
 
 Usage (from the repo root):
 
@@ -11,9 +11,9 @@ Baselines:
   * keyword  -- lower-cased words ([a-z0-9']+); "on" present -> ON, "off" present -> OFF,
                 both or neither -> NOOP.  Needs no training (flat curve).
                 (--keyword-both OFF lets "off" win when both occur: that variant
-                gives DESIGN.md's .788; the both -> NOOP rule gives .778.)
+                gives docs/design.md's .788; the both -> NOOP rule gives .778.)
   * nb       -- CountVectorizer(word 1-2 grams) + MultinomialNB(alpha=0.1).
-                alpha=0.1 reproduces DESIGN.md's row; sklearn's default alpha=1.0
+                alpha=0.1 reproduces docs/design.md's row; sklearn's default alpha=1.0
                 is much worse on small budgets (--nb-alpha 1).
   * svm      -- the same features as lr, LinearSVC(C=1.0, class_weight="balanced").
   * char nb  -- CountVectorizer(char_wb 2-5) + CountVectorizer(words), hstacked,
@@ -21,7 +21,7 @@ Baselines:
                 sample weights (each class weighs the same in the counts).
   * lr       -- TfidfVectorizer(word 1-2) + TfidfVectorizer(char_wb 2-5), hstacked,
                 LogisticRegression(default C=1.0, max_iter=10000,
-                class_weight="balanced").  Balanced weighting reproduces DESIGN.md's
+                class_weight="balanced").  Balanced weighting reproduces docs/design.md's
                 row (within .007); unweighted (--lr-class-weight none) is far lower.
 
 If the training prefix contains only one class the scikit-learn learners cannot
@@ -31,7 +31,7 @@ Scores are balanced accuracy (mean recall over the classes present in the test
 file), averaged over the training orders.  --order-scheme spec (default) uses
 curves.train_orders (order 0 = file order, order i = numpy.random.default_rng(i)
 .permutation(n)); --order-scheme pyrandom uses curves.pyrandom_orders
-(random.Random(i).shuffle, i = 0..k-1), the scheme DESIGN.md's table was made with.
+(random.Random(i).shuffle, i = 0..k-1), the scheme docs/design.md's table was made with.
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", dest="json_out", help="also write results as JSON here")
     ap.add_argument("--order-scheme", choices=sorted(ORDER_SCHEMES), default="spec",
                     help="spec: order 0 = file order, order i = default_rng(i).permutation; "
-                         "pyrandom: random.Random(i).shuffle, i=0..k-1 (DESIGN.md's table)")
+                         "pyrandom: random.Random(i).shuffle, i=0..k-1 (docs/design.md's table)")
     ap.add_argument("--keyword-both", choices=["NOOP", "OFF"], default="NOOP",
                     help="keyword rule label when both 'on' and 'off' occur")
     ap.add_argument("--nb-alpha", type=float, default=0.1, help="MultinomialNB smoothing")

@@ -1,4 +1,4 @@
-"""Training throughput of the Numba kernels vs the NumPy reference path (DESIGN.md §5: Numba
+"""Training throughput of the Numba kernels vs the NumPy reference path (docs/design.md §5: Numba
 >= 3x NumPy at equal results).
 
 Same data, same starting point, same fixed batches, same number of steps: a potato SwitchNet is

@@ -1,4 +1,4 @@
-"""Latency of the switch model on one core (DESIGN.md §5): parameters, predict ms and
+"""Latency of the switch model on one core (docs/design.md §5): parameters, predict ms and
 online-update ms per configuration, measured over the switch-dev train file fed through
 ``SwitchModel.learn`` (the device's path: predict the transcript, then learn its label).
 

@@ -1,4 +1,4 @@
-"""Online-learning throughput of the Numba kernels vs the NumPy reference (DESIGN.md §5).
+"""Online-learning throughput of the Numba kernels vs the NumPy reference (docs/design.md §5).
 
 The device learns through ``SwitchModel.learn`` (explicit statistics gathered layer by layer,
 re-solved, plus the cyclic re-gather of earlier examples; gradient steps per the config). This

@@ -1,4 +1,4 @@
-"""Start-to-ready time and resident memory of `edge-plm run` (DESIGN.md §5: <= 3 s with a warm
+"""Start-to-ready time and resident memory of `edge-plm run` (docs/design.md §5: <= 3 s with a warm
 Numba cache, <= 300 MB with pocketsphinx).
 
 Starts the real service (`edge-plm run --config ...`) with mock GPIO, the pocketsphinx backend

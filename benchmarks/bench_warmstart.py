@@ -1,4 +1,4 @@
-"""Explicit warm start vs random start (DESIGN.md §2.3) on the switch-dev data.
+"""Explicit warm start vs random start (docs/design.md §2.3) on the switch-dev data.
 
 Same architecture (a potato SwitchNet over the train file's characters), same loss (the
 class-weighted cross-entropy of SwitchNet.loss, with the train file's class counts), same Adam

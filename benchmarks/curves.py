@@ -1,4 +1,4 @@
-"""Shared harness for learning-curve benchmarks (DESIGN.md section 4).
+"""Shared harness for learning-curve benchmarks (docs/design.md section 4).
 
 A learning curve is balanced accuracy on a fixed test file after a learner has
 seen the first ``n`` training examples, for several budgets ``n`` and averaged
@@ -12,7 +12,7 @@ Orders (``train_orders``):
 
 ``pyrandom_orders`` is a second, documented scheme: order ``i`` for ``i = 0 .. k-1``
 is ``list(range(n))`` shuffled in place by ``random.Random(i).shuffle`` (no
-identity order).  It is the scheme DESIGN.md's baseline table was measured with
+identity order).  It is the scheme docs/design.md's baseline table was measured with
 (it reproduces the naive-Bayes row exactly); use it only to reproduce that table.
 
 Budgets (``budgets_for``): a budget of ``None`` or one at or beyond the size of the
@@ -70,7 +70,7 @@ def train_orders(n: int, k: int = 5) -> list[list[int]]:
 def pyrandom_orders(n: int, k: int = 5) -> list[list[int]]:
     """Orders ``random.Random(i).shuffle(list(range(n)))`` for ``i = 0 .. k-1``.
 
-    Reproduces the orders behind DESIGN.md's baseline table; the harness
+    Reproduces the orders behind docs/design.md's baseline table; the harness
     default is ``train_orders``.
     """
     if k < 1:

@@ -1,6 +1,6 @@
 """The loop: audio -> endpointing -> ASR -> learner.predict -> policy -> devices -> store -> learner.
 
-`Controller` does the I/O around the pure `Policy` (DESIGN.md §1, §3):
+`Controller` does the I/O around the pure `Policy` (docs/design.md §1, §3):
 
     for item in source:                       # Utterance (endpointed by its source) or InputFailure
         controller.handle(item)               # ASR, predict, decide, relay/LED, store a row
@@ -541,7 +541,7 @@ class SessionResult:
     rollbacks: int = 0
 
     def summary(self) -> dict:
-        """The ``edge-plm replay --json`` object (DESIGN.md §4), exact keys and types."""
+        """The ``edge-plm replay --json`` object (docs/design.md §4), exact keys and types."""
         ok = [r.outcome.latency for r in self.lines if r.outcome.error is None]
         return {
             "interactions": len(self.lines),

@@ -1,4 +1,4 @@
-"""Budgeted online evaluation (the `edge-plm eval` contract, DESIGN.md §4).
+"""Budgeted online evaluation (the `edge-plm eval` contract, docs/design.md §4).
 
 Starts from an empty model (or a checkpoint: ``init``), feeds TRAIN in file order through
 ``SwitchModel.learn`` (the same online-update path the device uses: explicit re-solve plus the

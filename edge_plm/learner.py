@@ -1,6 +1,6 @@
 """Online learning on the replay buffer: holdout slice, model versions, automatic rollback.
 
-The `Learner` owns the live `SwitchModel` (DESIGN.md §2.6, §3 "Online learning safety"):
+The `Learner` owns the live `SwitchModel` (docs/design.md §2.6, §3 "Online learning safety"):
 
 - `predict(text)` — the model's distribution over ON / OFF / NOOP.
 - `on_label(interaction_id, text, label)` — a label arrived for an interaction. A deterministic

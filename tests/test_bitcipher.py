@@ -1,4 +1,4 @@
-"""Bit-cipher embeddings (DESIGN.md §2.1) and the character tokenizer (§2.7)."""
+"""Bit-cipher embeddings (docs/design.md §2.1) and the character tokenizer (§2.7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`edge-plm eval --json`: the DESIGN.md §4 contract, through the real CLI app."""
+"""`edge-plm eval --json`: the docs/design.md §4 contract, through the real CLI app."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SAFFU blocks and the switch net (DESIGN.md §2.2, §2.4, §2.5): comparison cache, the
+"""SAFFU blocks and the switch net (docs/design.md §2.2, §2.4, §2.5): comparison cache, the
 multi-context width rule, attention masks, padding invariance, and finite-difference checks of
 every gradient on both backends."""
 

@@ -1,4 +1,4 @@
-"""Explicit warm start of a softmax layer (DESIGN.md §2.3)."""
+"""Explicit warm start of a softmax layer (docs/design.md §2.3)."""
 
 from __future__ import annotations
 

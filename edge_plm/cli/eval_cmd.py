@@ -1,5 +1,5 @@
 """`edge-plm eval`: learning curve of a model (empty, or a checkpoint with --init) fed a labelled
-file (DESIGN.md §4)."""
+file (docs/design.md §4)."""
 
 from __future__ import annotations
 

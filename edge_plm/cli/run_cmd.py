@@ -1,4 +1,4 @@
-"""`edge-plm run` (the service), `edge-plm replay` (DESIGN.md §4) and `edge-plm demo`.
+"""`edge-plm run` (the service), `edge-plm replay` (docs/design.md §4) and `edge-plm demo`.
 
 Thin commands: everything they do is in `edge_plm.controller` and `edge_plm.learner`.
 Logs go to stdout for `run` (journald) and to stderr for `replay`/`demo`, so that

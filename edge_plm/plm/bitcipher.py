@@ -1,4 +1,4 @@
-"""Bit-cipher embeddings (DESIGN.md §2.1): deterministic, non-negative, low-dimensional.
+"""Bit-cipher embeddings (docs/design.md §2.1): deterministic, non-negative, low-dimensional.
 
 Token rank r (its id: reserved tokens first, then characters by frequency / arrival) gets the
 r-th non-zero bit vector of length b in the order "all weight-1 codes, then all weight-2

@@ -1,4 +1,4 @@
-"""Cached comparisons C = E E^T (DESIGN.md §2.4).
+"""Cached comparisons C = E E^T (docs/design.md §2.4).
 
 With frozen embeddings a comparison depends only on the two token ids, so it is read from a
 V x V table. The table remembers the hash of the E it was built from; ``table(E)`` rebuilds it

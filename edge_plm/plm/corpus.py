@@ -1,4 +1,4 @@
-"""Streaming corpus reading and length-bucketed next-token batches (DESIGN.md §2.5).
+"""Streaming corpus reading and length-bucketed next-token batches (docs/design.md §2.5).
 
 Memory is independent of corpus size: the file is read in *windows* of whole paragraphs
 (about ``window_chars`` characters, split at blank lines), each window is turned into

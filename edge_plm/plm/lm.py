@@ -1,4 +1,4 @@
-"""SAFFU next-token language model (DESIGN.md §2.2-§2.6; shapes in ``lm_config.py``).
+"""SAFFU next-token language model (docs/design.md §2.2-§2.6; shapes in ``lm_config.py``).
 
 ``SaffuLM`` holds the bit-cipher embedding E, the comparison cache C = E E^T
 (``ComparisonCache``: rebuilt whenever E changes, the rebuild time counted there), and the

@@ -2,7 +2,7 @@
 
 One prediction: the context is the last K tokens of the current paragraph (slot k = k tokens
 back, slot 0 = the most recent token = the query). Branch B = the smallest width >= K
-(multi-context, DESIGN.md §2.5); every branch has its own W_B (heads x B x B) and U_B
+(multi-context, docs/design.md §2.5); every branch has its own W_B (heads x B x B) and U_B
 (heads*bits x hidden); the output O (hidden x V) is shared:
 
     c   = C[x_k, x_0]                     cached comparisons, C = E E^T   (K,)

@@ -1,4 +1,4 @@
-"""Explicit warm start of the SAFFU language model (DESIGN.md §2.3), bottom-up, in one
+"""Explicit warm start of the SAFFU language model (docs/design.md §2.3), bottom-up, in one
 streaming pass over a warm slice, reusing ``CooccurrenceStats``.
 
 Per batch of the slice (one branch B), with the layers below already solved:

@@ -1,4 +1,4 @@
-"""SAFFU blocks, NumPy reference implementation (DESIGN.md §2.2, §2.4, §2.5).
+"""SAFFU blocks, NumPy reference implementation (docs/design.md §2.2, §2.4, §2.5).
 
 One SAFFU unit, for a context X (K x b, rows are non-negative codes) and its query row q:
     c = X q                       comparisons, read from the cache C = E E^T by token id

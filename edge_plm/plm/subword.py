@@ -5,7 +5,7 @@ Both are lossless (decode(encode(text)) == text for text of known symbols; byte-
 any text) and renumber their tokens by frequency on the training split: ids 0..2 are
 reserved (``<pad>``, ``<unk>``, ``<bos>``), then tokens from most to least frequent (ties by
 the token's own id/character), because the bit-cipher gives the sparsest codes to the lowest
-ids (DESIGN.md §2.1). Vocabularies are built in streaming passes (``texts`` is any iterable)
+ids (docs/design.md §2.1). Vocabularies are built in streaming passes (``texts`` is any iterable)
 and are saved with the model as JSON (``to_json`` / ``tokenizer_from_json``).
 """
 

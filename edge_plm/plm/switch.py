@@ -1,5 +1,5 @@
 """The switch network: two SAFFU blocks and an action output, warm-started explicitly and
-refined online by gradient steps (DESIGN.md §2.2-§2.6).
+refined online by gradient steps (docs/design.md §2.2-§2.6).
 
 Parameters are ``base + delta``: ``base`` is the explicit solution of the accumulated
 co-occurrence statistics (re-solved cheaply whenever statistics grow), ``delta`` is what

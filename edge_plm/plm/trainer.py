@@ -1,5 +1,5 @@
 """Desktop trainer of the SAFFU language model: explicit warm start -> frozen embeddings ->
-thawed embeddings (DESIGN.md §2.6), streaming, checkpointed, resumable.
+thawed embeddings (docs/design.md §2.6), streaming, checkpointed, resumable.
 
 Phases
   warm    one streaming pass over the first ``warm_tokens`` tokens of the training split

@@ -1,5 +1,5 @@
 """Collision-free units of the switch's local block: word-anchored character n-grams and
-whole words, in a vocabulary grown online (DESIGN.md §2.2, docs/method.md "Units").
+whole words, in a vocabulary grown online (docs/design.md §2.2, docs/method.md "Units").
 
 A transcript (normalised as by the tokenizer) is split into words; each word, padded with one
 space on either side (" lamp "), gives its character n-grams of lengths ``min_n``..``max_n``

@@ -1,4 +1,4 @@
-"""Explicit warm start of a softmax layer from generalized co-occurrence (DESIGN.md §2.3).
+"""Explicit warm start of a softmax layer from generalized co-occurrence (docs/design.md §2.3).
 
 For non-negative inputs H (M x D) and non-negative targets Y (M x N):
     F   = H^T Y                                   (accumulated, one pass, shardable)
@@ -114,7 +114,7 @@ class CooccurrenceStats:
         return self.norm_sum / self.rows if self.rows else 1.0
 
     def norm_report(self) -> dict:
-        """Distribution of |H_m|_1, not just its mean (DESIGN.md §2.3)."""
+        """Distribution of |H_m|_1, not just its mean (docs/design.md §2.3)."""
         mean = self.priming_number
         var = self.norm_sq_sum / self.rows - mean**2 if self.rows else 0.0
         return {
