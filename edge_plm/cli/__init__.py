@@ -25,9 +25,24 @@ import typer
 app = typer.Typer(
     help="edge-plm: a voice switch that learns from its owner, on the device.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from edge_plm import __version__  # noqa: PLC0415
+
+        typer.echo(f"edge-plm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """edge-plm: a voice switch that learns from its owner, on the device."""
 
 _DEBUG = bool(os.environ.get("EDGE_PLM_DEBUG"))
 
