@@ -107,7 +107,8 @@ def main() -> None:
     warm.train_step(batches[0])
 
     payload = header()
-    payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(), steps=args.steps, batch=args.batch,
+    payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(),
+                   steps=args.steps, batch=args.batch,
                    batches=len(batches), repeats=args.repeats, warm_start_s=warm_s,
                    data=str(args.data / "switch-dev-train.jsonl"))
     payload["frozen"] = compare(start, batches, args.steps, args.repeats, thaw=False)

@@ -30,7 +30,7 @@ CORPUS = Path("/work/shared/data/tinyshakespeare.txt")
 sys.path.insert(0, str(ROOT.parent))
 
 from edge_plm.plm.lm_config import get_lm_config  # noqa: E402
-from edge_plm.plm.trainer import Evaluator, Trainer, set_threads  # noqa: E402
+from edge_plm.plm.trainer import Trainer, set_threads  # noqa: E402
 
 
 def machine() -> dict:

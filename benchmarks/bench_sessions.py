@@ -25,7 +25,6 @@ Prints a markdown table; writes benchmarks/results/sessions[-<tag>].json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path

@@ -120,7 +120,8 @@ def main() -> None:
             runs[f"random sigma={sigma:g} seed={seed}"] = train(net, sets, schedule, checkpoints)
 
     payload = header()
-    payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(), batch=args.batch, checkpoints=checkpoints,
+    payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(),
+                   batch=args.batch, checkpoints=checkpoints,
                    sigmas=sigmas, seeds=args.seeds, lr=cfg.lr,
                    data={"train": str(args.data / "switch-dev-train.jsonl"),
                          "test": str(args.data / "switch-dev-test.jsonl")},

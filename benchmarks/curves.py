@@ -25,7 +25,6 @@ prefix, in order) and the result holds one label per test text.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np

@@ -27,7 +27,6 @@ Writes benchmarks/results/faults-<scenario>.json (through bench_faults.py).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -43,7 +42,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import machine  # noqa: E402
 
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 HOUSEHOLDS = ROOT / "benchmarks" / "data" / "households"

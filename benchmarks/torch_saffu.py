@@ -19,7 +19,6 @@ def make_step(ctx, lengths, targets, E, C, W, U, O, threads: int):
     U_t = t(U).requires_grad_(True)
     O_t = t(O).requires_grad_(True)
     N, B = ctx.shape
-    H = W.shape[0]
     valid = torch.arange(B)[None, :] < len_t[:, None]
     c = torch.where(valid, C_t[ctx_t, ctx_t[:, :1]], torch.zeros(()))
     X = E_t[ctx_t] * valid[..., None]

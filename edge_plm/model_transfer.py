@@ -7,10 +7,11 @@ this edge-plm's checkpoint format, with a character vocabulary whose codes match
 ``SwitchModel.load`` and ``check_compatible``). It may be of another configuration than
 ``model.config`` (the round trip: a potato device imports an orange model trained on a desktop);
 the device then runs the imported configuration, and ``config_changed`` says so: ``model.config``
-is what a rebuild or a new start uses, so set it to keep the imported configuration. It is scored on the holdout slice next to the active model (on the same
-rows); when it scores lower it is refused unless ``force``. Accepted, it becomes the active
-version (gate ``"import"``; its metrics record the source file, its SHA-256 and how it was
-trained). The running service picks it up at its next sync (as after `model rollback`).
+is what a rebuild or a new start uses, so set it to keep the imported configuration. It is
+scored on the holdout slice next to the active model (on the same rows); when it scores lower
+it is refused unless ``force``. Accepted, it becomes the active version (gate ``"import"``;
+its metrics record the source file, its SHA-256 and how it was trained). The running service
+picks it up at its next sync (as after `model rollback`).
 
 The imported model holds no map from this database's interactions to its examples: `forget`
 and `label` cannot take an interaction back out of it (they still act on the database, and

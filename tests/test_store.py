@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from edge_plm.policy import Action, LabelSource
-from edge_plm.store import (BUSY_TIMEOUT_MS, BusyError, 
+from edge_plm.store import (BUSY_TIMEOUT_MS, BusyError,
     SCHEMA_VERSION, NotFoundError, ReplayStore, SchemaError, StoreError, clean_text,
     row_to_interaction,
 )

@@ -18,7 +18,8 @@ def eval_command(
     train: Path = typer.Option(..., "--train", help="Labelled JSONL fed in file order."),
     test: Path = typer.Option(..., "--test", help="Labelled JSONL scored after each budget."),
     budgets: str = typer.Option("10,20,50,100,200", help="Comma-separated numbers of examples (0: before any label)."),
-    model_config: Optional[str] = typer.Option(None, "--model-config", help="Model configuration (default potato; with --init: the checkpoint's)."),
+    model_config: Optional[str] = typer.Option(
+        None, "--model-config", help="Model configuration (default potato; with --init: the checkpoint's)."),
     init: Optional[Path] = typer.Option(None, "--init", help="Start from this switch-model checkpoint instead of an empty model."),
     config: Optional[str] = typer.Option(None, "--config", hidden=True, help="Deprecated alias of --model-config."),
     seed: int = typer.Option(0, help="Seed of the replay sampling."),

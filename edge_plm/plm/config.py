@@ -13,7 +13,7 @@ The switch model (``edge_plm.plm.switch``) is two SAFFU blocks and an output lay
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_plm.plm.saffu import branch_for
 from edge_plm.plm.subword import BOS, PAD
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
 
-import asr_transcripts
+import asr_transcripts  # noqa: E402
 
 
 def main() -> None:
