@@ -75,8 +75,11 @@ class PLMConfig:
 
 CONFIGS: dict[str, PLMConfig] = {
     "potato": PLMConfig(name="potato"),
+    # orange: room for a household that talks a lot (600K parameters), 6-grams and word pairs,
+    # twice the refinement per label; on switch-dev its curve equals potato's (BENCHMARKS.md §8)
     "orange": PLMConfig(name="orange", bits=32, window=5, heads=5, local_hidden=512, hidden_ngram=5,
-                        widths=(16, 32, 64, 128, 256)),
+                        widths=(16, 32, 64, 128, 256), unit_cap=200_000, unit_max_n=6,
+                        bigram_weight=1.0, refine_steps=20, refine_rows=20_000),
 }
 
 
