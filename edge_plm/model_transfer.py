@@ -32,7 +32,9 @@ from edge_plm.plm.dialogue import SwitchModel
 from edge_plm.store import ReplayStore
 
 # the fields that shape the network's arrays: a checkpoint must agree on all of them
-STRUCTURE = ("bits", "window", "heads", "local_hidden", "hidden_ngram", "widths", "shared_u2")
+# the fields that decide what a unit id means and how many there are (the unit network)
+STRUCTURE = ("unit_cap", "unit_min_n", "unit_max_n", "bigram_weight", "sound_weight", "word_weight",
+             "support_min_n")
 
 
 class ImportRefused(Exception):

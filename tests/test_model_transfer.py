@@ -96,16 +96,13 @@ def test_import_an_orange_model_into_a_potato_device(db, tmp_path):
 
 def test_import_rejects_foreign_checkpoints(db, tmp_path):
     before = _active(db)
-    odd = SwitchModel.empty("potato", bits=16)  # a potato of another structure
+    odd = SwitchModel.empty("potato", unit_max_n=4)  # a potato of another structure
     odd.learn("lamp on", "ON")
     res = cli("model", "import", str(odd.save(tmp_path / "odd.npz")), "--db", db)
-    assert res.exit_code == 2 and "another potato structure: bits=16" in res.stderr
+    assert res.exit_code == 2 and "another potato structure: unit_max_n=4" in res.stderr
     from edge_plm.plm.config import PLMConfig
-    from edge_plm.plm.switch import SwitchNet
-    from edge_plm.plm.tokenizer import CharTokenizer
 
-    cfg = PLMConfig(name="banana")
-    banana = SwitchModel(cfg, CharTokenizer(), SwitchNet(cfg, 8)).save(tmp_path / "banana.npz")
+    banana = SwitchModel.empty(PLMConfig(name="banana")).save(tmp_path / "banana.npz")
     res = cli("model", "import", str(banana), "--db", db)
     assert res.exit_code == 2 and "'banana', which this edge-plm does not run" in res.stderr
     lm = tmp_path / "lm.npz"  # another kind of edge-plm checkpoint
