@@ -109,7 +109,10 @@ class SwitchModel:
         if evidence_prior < 0:
             raise ValueError(f"evidence_prior must be >= 0, got {evidence_prior}")
         scores, shrink = self.scores(transcript)
-        if prior_strength:
+        if prior_strength and self.remembered(transcript) is None:
+            # a remembered transcript is decided by its own labels: the household's class
+            # frequencies are evidence about unknown wording only, not about what the person
+            # said this exact transcript means
             scores = scores + prior_strength * np.log(self.net.class_counts + 1.0)
         y = softmax(scores * shrink)
         if evidence_prior:

@@ -40,12 +40,9 @@ def lines() -> list[dict]:
     out = []
     for label, patterns in (("ON", ON), ("OFF", OFF), ("NOOP", NOOP)):
         for p in patterns:
+            # a device-bearing pattern with every device (the full cross product): the
+            # commonest commands ("turn on the light") are then in the data word for word
             texts = [p.format(d=d) for d in DEVICES] if "{d}" in p else [p]
-            # a device-bearing pattern contributes every fourth device, rotated per pattern,
-            # so each device appears with several patterns without the full cross product
-            if "{d}" in p:
-                k = patterns.index(p) % 4
-                texts = texts[k::4]
             out.extend({"text": t, "label": label, "source": "template"} for t in texts)
     return out
 
