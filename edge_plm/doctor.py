@@ -349,14 +349,25 @@ def check_database(s: Settings) -> Check:
 
 
 # --- Numba cache ------------------------------------------------------------------------------
+def _device_kernel_module():
+    """The module of the Numba kernels the device's switch model runs (the unit network's)."""
+    from edge_plm.plm import unit_kernels  # noqa: PLC0415
+
+    return unit_kernels
+
+
 def kernel_names() -> list[str]:
-    """The cached Numba kernels (dispatchers with cache=True) in edge_plm.plm.kernels."""
+    """The cached Numba kernels (dispatchers with cache=True) the device's model runs."""
     from numba.core.registry import CPUDispatcher  # noqa: PLC0415
 
-    from edge_plm.plm import kernels  # noqa: PLC0415
-
+    kernels = _device_kernel_module()
     return sorted(n for n, f in vars(kernels).items()
                   if isinstance(f, CPUDispatcher) and getattr(f, "_cache", None) is not None)
+
+
+def kernel_index_glob(name: str) -> str:
+    """The file name pattern of a kernel's Numba cache index (``<module>.<kernel>-*.nbi``)."""
+    return f"{_device_kernel_module().__name__.rsplit('.', 1)[-1]}.{name}-*.nbi"
 
 
 def _cached_kernels(cache_dir: Path | None) -> tuple[list[str], list[str]]:
@@ -365,8 +376,7 @@ def _cached_kernels(cache_dir: Path | None) -> tuple[list[str], list[str]]:
     another version counts as missing); otherwise look for the index files."""
     from numba.core import config as nb_config  # noqa: PLC0415
 
-    from edge_plm.plm import kernels  # noqa: PLC0415
-
+    kernels = _device_kernel_module()
     names = kernel_names()
     ours = (cache_dir is None and not nb_config.CACHE_DIR) or (
         cache_dir is not None and nb_config.CACHE_DIR and Path(nb_config.CACHE_DIR) == cache_dir)
@@ -380,7 +390,7 @@ def _cached_kernels(cache_dir: Path | None) -> tuple[list[str], list[str]]:
                 ours = False
         if not ours:
             root = cache_dir if cache_dir is not None else Path(kernels.__file__).parent / "__pycache__"
-            hit = bool(glob.glob(str(root / "**" / f"kernels.{name}-*.nbi"), recursive=True))
+            hit = bool(glob.glob(str(root / "**" / kernel_index_glob(name)), recursive=True))
         if hit:
             cached.append(name)
     return cached, [n for n in names if n not in cached]
@@ -409,9 +419,7 @@ def check_numba_cache(env: Mapping[str, str] | None = None) -> Check:
         cache_dir = None
         where = "NUMBA_CACHE_DIR unset (cache next to the package)"
         try:
-            from edge_plm.plm import kernels  # noqa: PLC0415
-
-            pkg_cache = Path(kernels.__file__).parent / "__pycache__"
+            pkg_cache = Path(_device_kernel_module().__file__).parent / "__pycache__"
         except Exception as exc:
             return Check("numba_cache", FAIL, f"the Numba kernels cannot be imported: {exc}",
                          "reinstall edge-plm (install.sh)")
@@ -439,9 +447,7 @@ def warm_numba_cache(config: str = "potato") -> dict[str, Any]:
     from edge_plm.plm.dialogue import SwitchModel  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    # update_steps=1: the gradient kernels are compiled too (the desktop trainer and thawed
-    # updates use them), not only the forward kernels of the default explicit-only update
-    model = SwitchModel.empty(config, seed=0, update_steps=1)
+    model = SwitchModel.empty(config, seed=0)  # learn runs the refinement kernel
     model.observe("what time is it")
     for text, label in (("turn on the light", "ON"), ("turn off the light", "OFF"),
                         ("play some music", "NOOP")):

@@ -330,7 +330,8 @@ def test_forget_reaches_a_running_service_end_to_end(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(f'[paths]\nstate_dir = "{state_dir}"\n[audio]\nsource = "text"\n'
                       '[gpio]\npin_factory = "mock"\n[policy]\nask_window_s = 0.05\n'
-                      'override_window_s = 0.05\n[model]\nversion_every = 1000\n')
+                      'override_window_s = 0.05\n[model]\nversion_every = 1000\n'
+                      'start = "empty"\n')  # asks, so labels come quickly (a starting model acts)
     db_path = state_dir / "edge-plm.db"
     proc = subprocess.Popen([sys.executable, "-c", "from edge_plm.cli import main; main()",
                              "run", "--config", str(config)], stdin=subprocess.PIPE,
