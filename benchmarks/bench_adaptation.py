@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from edge_plm.controller import build_replay, read_session, run_session
+from edge_plm.replay import build_replay, read_session, run_session
 from edge_plm.settings import Settings
 
 SESSION = Path(__file__).resolve().parent / "data" / "adaptation-session.jsonl"

@@ -231,7 +231,7 @@ def _rss_mb() -> float:
 
 
 def soak(args) -> dict:
-    from edge_plm.controller import SessionLine, build_replay, run_session
+    from edge_plm.replay import SessionLine, build_replay, run_session
     from edge_plm.policy import Action
     from edge_plm.settings import Settings
 

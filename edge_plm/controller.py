@@ -30,9 +30,8 @@
   0600 in a 0700 directory.
 - `stop` closes the open interaction, then LED off, switch released and relay to its safe state.
 
-`run_session` replays a labelled session (``edge-plm replay``/``demo``) on MockFactory pins with
-a `SimulatedPerson` and a simulated clock (nothing sleeps): the person's corrections are made
-by driving the mock pin of their switch, so the real `PersonSwitch` code path labels them.
+Replaying a labelled session through this loop (simulated person, clock, runner) is
+`edge_plm.replay`.
 """
 
 from __future__ import annotations
@@ -41,24 +40,21 @@ import errno
 import logging
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edge_plm.device import Devices
-from edge_plm.evaluation import percentiles
-from edge_plm.learner import Learner, LearnerConfig
-from edge_plm.jsonl import JsonlError, label_of, read_objects
-from edge_plm.policy import Action, Decision, Policy, Resolution, SimulatedPerson
+from edge_plm.learner import Learner
+from edge_plm.policy import Action, Decision, Policy, Resolution
 from edge_plm.policy import Prediction as PolicyPrediction
 from edge_plm.settings import Settings
-from edge_plm.store import ReplayStore, StorageError, private_dir
+from edge_plm.store import ReplayStore, StorageError
 from edge_plm.transcript import cap_transcript
-from edge_plm.voice.asr import AsrBackend, AsrError, PocketSphinxASR, TextASR
+from edge_plm.voice.asr import AsrBackend, AsrError, TextASR
 from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
 from edge_plm.voice.endpoint import Endpointer
 
@@ -427,286 +423,5 @@ class Controller:
             log.info("controller stopped; relay in its safe state")
 
 
-# --- session replay ---------------------------------------------------------------------------
-class SessionError(ValueError):
-    """A session file is missing or has a bad line."""
-
-
-class ReplayStorageError(StorageError):
-    """A replay stopped because an interaction or a label could not be stored."""
-
-    def __init__(self, line: int, total: int, reason: str) -> None:
-        self.line, self.total = line, total
-        super().__init__(f"replay stopped at line {line} of {total}: {reason} (the lines "
-                         "before it were stored)")
-
-
-@dataclass(frozen=True)
-class SessionLine:
-    """One line of a session: what was said (text or a WAV) and what the person wanted
-    (None: not known, e.g. an exported interaction the device never got a label for; the
-    simulated person then does nothing)."""
-
-    wish: Action | None
-    text: str | None = None
-    audio: Path | None = None
-
-
-def read_session(path: str | Path) -> list[SessionLine]:
-    """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``.
-
-    With both keys the audio is what is played (the text is the reference transcript).
-    ``"label": null`` (what `edge-plm export` writes for an interaction without a label) is
-    accepted: the simulated person does nothing after that line.
-    """
-    path = Path(path)
-    lines = []
-    try:
-        for no, row in read_objects(path, "session file"):
-            label = None if "label" in row and row["label"] is None else label_of(path, no, row)
-            audio = row.get("audio")
-            text = row.get("text")
-            if audio is not None and not isinstance(audio, str):
-                raise SessionError(f'{path}:{no}: "audio" must be a file name')
-            if text is not None and not isinstance(text, str):
-                raise SessionError(f'{path}:{no}: "text" must be a string')
-            if audio is None and text is None:
-                raise SessionError(f'{path}:{no}: needs "text" or "audio"')
-            lines.append(SessionLine(None if label is None else Action(label), text,
-                                     (path.parent / audio) if audio else None))
-    except JsonlError as exc:
-        raise SessionError(str(exc)) from exc
-    if not lines:
-        raise SessionError(f"{path}: no lines")
-    return lines
-
-
-class SimClock:
-    """A settable clock in seconds for replays: nothing sleeps, time jumps."""
-
-    def __init__(self, t: float = 0.0) -> None:
-        self.t = float(t)
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-    def set(self, t: float) -> None:
-        if t < self.t:
-            raise ValueError("the simulated clock cannot go back")
-        self.t = t
-
-
-@dataclass(frozen=True)
-class LineResult:
-    """One replayed line: the wish, what the device did, and the stored row's id."""
-
-    index: int
-    wish: Action | None  # None: the person's wish is not known (they do nothing)
-    outcome: Outcome
-    relay_before: bool
-    relay_after: bool  # right after the device responded
-    flips: int
-    relay_final: bool  # after the person's reaction
-
-    @property
-    def asked(self) -> bool:
-        return self.outcome.decision is Decision.ASK
-
-    @property
-    def acted(self) -> bool:
-        return self.outcome.decision is Decision.ACT
-
-    @property
-    def acted_wrong(self) -> bool:
-        """Acted, and the action was not what the person wanted (unknown wish: never)."""
-        return (self.acted and self.wish is not None
-                and self.outcome.prediction != self.wish.value)
-
-    @property
-    def missed(self) -> bool:
-        """An ON/OFF wish that got neither an action nor a question (incl. input errors)."""
-        return (self.wish in (Action.ON, Action.OFF)) and not (self.asked or self.acted)
-
-
-@dataclass
-class SessionResult:
-    """All replayed lines plus the store rows they produced."""
-
-    lines: list[LineResult] = field(default_factory=list)
-    labels: int = 0
-    versions: list[str] = field(default_factory=list)
-    rollbacks: int = 0
-
-    def summary(self) -> dict:
-        """The ``edge-plm replay --json`` object (docs/design.md §4), exact keys and types."""
-        ok = [r.outcome.latency for r in self.lines if r.outcome.error is None]
-        return {
-            "interactions": len(self.lines),
-            "asked": sum(r.asked for r in self.lines),
-            "acted": sum(r.acted for r in self.lines),
-            "acted_wrong": sum(r.acted_wrong for r in self.lines),
-            "missed": sum(r.missed for r in self.lines),
-            "labels": int(self.labels),
-            "latency_ms": {
-                "asr": percentiles([x.asr for x in ok if x.asr is not None]),
-                "model": percentiles([x.model for x in ok if x.model is not None]),
-                "total": percentiles([x.total for x in ok if x.total is not None]),
-            },
-        }
-
-    def parts(self, n: int = 4) -> list[dict[str, int]]:
-        """Counts per consecutive part of the session (e.g. quarters) to show learning."""
-        out = []
-        size = len(self.lines)
-        for k in range(n):
-            chunk = self.lines[k * size // n:(k + 1) * size // n]
-            out.append({"lines": len(chunk), "asked": sum(r.asked for r in chunk),
-                        "acted_right": sum(r.acted and not r.acted_wrong for r in chunk),
-                        "acted_wrong": sum(r.acted_wrong for r in chunk),
-                        "missed": sum(r.missed for r in chunk),
-                        "errors": sum(r.outcome.error is not None for r in chunk)})
-        return out
-
-
-def _flip_switch(devices: Devices, factory_pin, mode: str, clock: SimClock) -> None:
-    """Move the person's (mock) switch once, as a hand would: the real PersonSwitch reacts."""
-    if mode == "momentary":
-        factory_pin.drive_low() if devices.switch.cfg.pull_up else factory_pin.drive_high()
-        clock.advance(0.2)
-        factory_pin.drive_high() if devices.switch.cfg.pull_up else factory_pin.drive_low()
-    elif factory_pin.state:
-        factory_pin.drive_low()
-    else:
-        factory_pin.drive_high()
-
-
-def run_session(lines: list[SessionLine], controller: Controller, clock: SimClock,
-                person: SimulatedPerson | None = None, endpointer: Endpointer | None = None,
-                gap_s: float | None = None, progress: Callable[[], None] | None = None
-                ) -> SessionResult:
-    """Replay `lines` through `controller` (built on MockFactory pins and `clock`).
-
-    Each line: the clock jumps `gap_s` (default: longer than both windows, so the previous
-    interaction resolves by itself), the utterance is handled, and the simulated person flips
-    the mock switch if the relay is not where they want it (after their reaction time).
-    """
-    person = person or SimulatedPerson()
-    cfg = controller.settings.policy
-    gap = gap_s if gap_s is not None else max(cfg.ask_window_s, cfg.override_window_s) + 1.0
-    devices = controller.devices
-    pin = devices.factory.pin(devices.switch.cfg.pin)
-    result = SessionResult()
-    first_id: int | None = None
-    for i, line in enumerate(lines):
-        clock.advance(gap)
-        controller.pump()
-        if line.audio is not None:
-            item = next(iter(wav_inputs([line.audio], endpointer)))
-        else:
-            item = text_utterance(line.text or "")
-        before = devices.relay.is_on
-        failures = controller.storage_failures
-        outcome = controller.handle(item)
-        if controller.storage_failures > failures or not outcome.stored:
-            raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error
-                                     or outcome.error or "not stored")
-        if first_id is None and outcome.interaction_id is not None:
-            first_id = outcome.interaction_id
-        after = devices.relay.is_on
-        flips = [] if line.wish is None else person.react(line.wish, before, after, clock())
-        for flip in flips:
-            clock.set(max(clock(), flip.at))
-            _flip_switch(devices, pin, devices.switch.cfg.mode, clock)
-            failures = controller.storage_failures
-            controller.pump()
-            if controller.storage_failures > failures:
-                raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
-            if devices.relay.is_on != flip.desired:
-                log.warning("line %d: after the simulated flip the relay is %s, the person "
-                            "wanted %s", i + 1, devices.relay.is_on, flip.desired)
-        result.lines.append(LineResult(i, line.wish, outcome, before, after, len(flips),
-                                       devices.relay.is_on))
-        if progress:
-            progress()
-    clock.advance(gap)
-    controller.pump()
-    ids = {r.outcome.interaction_id for r in result.lines if r.outcome.interaction_id}
-    labelled = controller.store.interactions(labeled=True)
-    result.labels = sum(1 for row in labelled if row.id in ids)
-    result.versions = [e.version for e in controller.learner.events]
-    result.rollbacks = sum(e.status == "rolled_back" for e in controller.learner.events)
-    return result
-
-
-@dataclass
-class Replay:
-    """Everything a replay needs, built on MockFactory pins and a simulated clock."""
-
-    controller: Controller
-    clock: SimClock
-    store: ReplayStore
-    endpointer: Endpointer
-    tmpdir: tempfile.TemporaryDirectory | None = None
-
-    def close(self) -> None:
-        try:
-            self.controller.stop()
-        finally:
-            self.store.close()
-            if self.tmpdir is not None:
-                self.tmpdir.cleanup()
-
-
-def replay_asr(lines: list[SessionLine]) -> AsrBackend | None:
-    """The ASR for replaying `lines`: PocketSphinx when any line has audio (with cepstral mean
-    adaptation off, so the same clip always gives the same words), else None (text only)."""
-    if not any(line.audio for line in lines):
-        return None
-    return PocketSphinxASR(adapt_cmn=False)
-
-
-def build_replay(settings: Settings, db: str | Path | None, seed: int | None = None,
-                 asr: AsrBackend | None = None, learner_cfg: LearnerConfig | None = None,
-                 epoch: float | None = None) -> Replay:
-    """A controller for replays: given (or temporary) DB, mock GPIO, simulated clock.
-
-    Checkpoints go next to the DB (``<db dir>/checkpoints``) unless ``paths.checkpoints_dir``
-    is set. The store's timestamps are the simulated clock offset to the wall time at start.
-    """
-    from gpiozero.pins.mock import MockFactory  # noqa: PLC0415
-
-    tmp = None
-    if db is None:
-        tmp = tempfile.TemporaryDirectory(prefix="edge-plm-replay-")
-        db = Path(tmp.name) / "edge-plm.db"
-    db = Path(db).expanduser().resolve()  # absolute: checkpoint paths are stored in the DB
-    paths = replace(settings.paths, database=str(db),
-                    checkpoints_dir=settings.paths.checkpoints_dir
-                    or str(db.parent / "checkpoints"))
-    model = settings.model if seed is None else replace(settings.model, seed=seed)
-    settings = replace(settings, paths=paths, model=model,
-                       gpio=replace(settings.gpio, pin_factory="mock"))
-    clock = SimClock(0.0)
-    start = time.time() if epoch is None else epoch
-    wall = lambda: start + clock()  # noqa: E731
-    store = ReplayStore(db, clock=wall)
-    try:
-        lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
-        learner = Learner.open(store, lcfg, private_dir(paths.checkpoints_path()), clock=wall)
-        devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
-                                      install_exit_handlers=False)
-    except BaseException:
-        store.close()
-        if tmp is not None:
-            tmp.cleanup()
-        raise
-    controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall)
-    return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp)
-
-
-__all__ = ["Controller", "InputFailure", "Latency", "LineResult", "Outcome", "Replay",
-           "ReplayStorageError", "SessionError", "SessionLine", "SessionResult", "SimClock", "build_replay",
-           "read_session", "run_session", "text_utterance", "wav_inputs"]
+__all__ = ["Controller", "InputFailure", "Latency", "Outcome", "storage_failure", "text_utterance",
+           "wav_inputs"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from edge_plm.cli import app
-from edge_plm.controller import SessionLine, build_replay, run_session
+from edge_plm.replay import SessionLine, build_replay, run_session
 from edge_plm.policy import Action
 from edge_plm.settings import Settings
 

@@ -16,7 +16,7 @@ import pytest
 
 from _data_util import cli, copy_db, js, populate, query
 from edge_plm import inspection as q
-from edge_plm.controller import SessionLine
+from edge_plm.replay import SessionLine
 from edge_plm.learner import Learner, LearnerConfig
 from edge_plm.policy import Action
 from edge_plm.settings import ModelConfig

@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_plm.controller import (
-    InputFailure, SessionLine, build_replay, read_session, run_session, text_utterance,
-    wav_inputs,
-)
+from edge_plm.controller import InputFailure, text_utterance, wav_inputs
+
+from edge_plm.replay import SessionLine, build_replay, read_session, run_session
 from edge_plm.learner import LearnerConfig
 from edge_plm.policy import Action, SimulatedPerson
 from edge_plm.settings import PolicyConfig, Settings

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from edge_plm.controller import (ReplayStorageError, SessionLine, build_replay, read_session,
-                                 run_session, text_utterance)
+from edge_plm.controller import text_utterance
+
+from edge_plm.replay import ReplayStorageError, SessionLine, build_replay, read_session, run_session
 from edge_plm.learner import LearnerConfig
 from edge_plm.policy import Action
 from edge_plm.settings import Settings

@@ -106,7 +106,7 @@ def describe(exc: BaseException) -> tuple[int, str]:
 def _known_errors() -> tuple[type[BaseException], ...]:
     """Error types whose message is meant for a person (each module's own error class)."""
     out: list[type[BaseException]] = []
-    for module, name in (("edge_plm.controller", "SessionError"),
+    for module, name in (("edge_plm.replay", "SessionError"),
                          ("edge_plm.evaluation", "DataError"),
                          ("edge_plm.inspection", "DataError"),
                          ("edge_plm.voice.asr", "AsrError"),

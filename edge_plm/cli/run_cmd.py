@@ -205,7 +205,7 @@ def _replay_settings(start: str | None):
 
 
 def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, settings=None):
-    from edge_plm.controller import build_replay, replay_asr, run_session
+    from edge_plm.replay import build_replay, replay_asr, run_session
     from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.settings import Settings
 
@@ -238,7 +238,7 @@ def replay_command(
 ) -> None:
     """Run a logged session through the real loop with a simulated person (mock GPIO)."""
     _logging(sys.stderr, logging.WARNING)
-    from edge_plm.controller import SessionError, read_session
+    from edge_plm.replay import SessionError, read_session
 
     settings = _replay_settings(start)
     try:
@@ -297,7 +297,7 @@ def demo_command(
     from rich.console import Console
     from rich.progress import Progress
 
-    from edge_plm.controller import read_session
+    from edge_plm.replay import read_session
 
     settings = _replay_settings(start)
     console = Console()
