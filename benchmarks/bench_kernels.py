@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import (DEFAULT_DATA, describe, header, markdown_table, pin_one_core,  # noqa: E402
+from benchinfo import (DEFAULT_DATA, describe, header, markdown_table, pin_one_core, shown,  # noqa: E402
                        warm_start, write_result)
 
 if "--all-threads" not in sys.argv:
@@ -110,7 +110,7 @@ def main() -> None:
     payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(),
                    steps=args.steps, batch=args.batch,
                    batches=len(batches), repeats=args.repeats, warm_start_s=warm_s,
-                   data=str(args.data / "switch-dev-train.jsonl"))
+                   data=shown(args.data / "switch-dev-train.jsonl"))
     payload["frozen"] = compare(start, batches, args.steps, args.repeats, thaw=False)
     payload["thawed"] = compare(start, batches, args.steps, args.repeats, thaw=True)
     path = write_result("kernels", payload)

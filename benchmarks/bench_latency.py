@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import DEFAULT_DATA, describe, header, markdown_table, pin_one_core, write_result  # noqa: E402
+from benchinfo import DEFAULT_DATA, describe, header, markdown_table, pin_one_core, shown, write_result  # noqa: E402
 
 pin_one_core()
 
@@ -137,7 +137,7 @@ def main() -> None:
     if args.limit:
         rows = rows[: args.limit]
     payload = header()
-    payload["data"] = str(args.data / "switch-dev-train.jsonl")
+    payload["data"] = shown(args.data / "switch-dev-train.jsonl")
     payload["results"] = [measure(c, rows, inits.get(c)) for c in args.configs.split(",")]
     if args.memory:
         for r in payload["results"]:

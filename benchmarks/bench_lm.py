@@ -26,8 +26,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
-CORPUS = Path("/work/shared/data/tinyshakespeare.txt")
 sys.path.insert(0, str(ROOT.parent))
+sys.path.insert(0, str(ROOT))
+from benchinfo import DEFAULT_DATA, shown  # noqa: E402
+
+CORPUS = DEFAULT_DATA / "tinyshakespeare.txt"
 
 from edge_plm.plm.lm_config import get_lm_config  # noqa: E402
 from edge_plm.plm.trainer import Trainer, set_threads  # noqa: E402
@@ -44,7 +47,8 @@ def peak_mb() -> float:
 
 def save(name: str, obj: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / name).write_text(json.dumps(obj, indent=1))
+    text = json.dumps(obj, indent=1).replace(json.dumps(str(CORPUS)), json.dumps(shown(CORPUS)))
+    (RESULTS / name).write_text(text)
     print(json.dumps(obj, indent=1)[:3000])
 
 
@@ -202,7 +206,7 @@ def report() -> str:
     L += [f"Machine: {m.get('cores')} cores ({m.get('cpu')}), Python {m.get('python')}; **shared and busy** "
           f"(load average {m.get('loadavg_at_start')} at start, 2-core box): timings are pessimistic and noisy. "
           "BLAS and Numba limited to 1 thread unless stated (oversubscribed OpenBLAS threads were 30x slower "
-          "here). Data: /work/shared/data/tinyshakespeare.txt, last 10% (111,537 chars) = validation, "
+          f"here). Data: {shown(CORPUS)}, last 10% (111,537 chars) = validation, "
           "paragraph-level context (a paragraph's tokens see only their own paragraph, at most max(widths) back).", ""]
     if init:
         L += ["### (a) Validation perplexity at step 0: explicit warm start vs random initialisation (orange)", "",

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import (DEFAULT_DATA, describe, header, markdown_table, pin_one_core,  # noqa: E402
+from benchinfo import (DEFAULT_DATA, describe, header, markdown_table, pin_one_core, shown,  # noqa: E402
                       warm_start, write_result)
 
 pin_one_core()
@@ -123,8 +123,8 @@ def main() -> None:
     payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(),
                    batch=args.batch, checkpoints=checkpoints,
                    sigmas=sigmas, seeds=args.seeds, lr=cfg.lr,
-                   data={"train": str(args.data / "switch-dev-train.jsonl"),
-                         "test": str(args.data / "switch-dev-test.jsonl")},
+                   data={"train": shown(args.data / "switch-dev-train.jsonl"),
+                         "test": shown(args.data / "switch-dev-test.jsonl")},
                    runs={k: {"curve": {str(s): v for s, v in r["curve"].items()},
                              **{kk: vv for kk, vv in r.items() if kk != "curve"}} for k, r in runs.items()})
     # summary rows: warm, and mean +- std over seeds per sigma

@@ -19,6 +19,12 @@ RESULTS = REPO / "benchmarks" / "results"
 THREAD_VARS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def shown(path: str | Path) -> str:
+    """`path` as a results file records it: relative to the repository root (data outside the
+    repository reads ``../shared/data/...``), never a path of the machine that ran it."""
+    return os.path.relpath(Path(path).resolve(), REPO)
+
+
 def pin_one_core() -> None:
     for var in THREAD_VARS:
         os.environ[var] = "1"
