@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import DEFAULT_DATA, header, markdown_table, write_result  # noqa: E402
-from curves import load_jsonl  # noqa: E402
+from curves import load_switch_dev  # noqa: E402
 
 from edge_plm.plm.dialogue import SwitchModel  # noqa: E402
 from edge_plm.settings import Settings  # noqa: E402
@@ -55,12 +55,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--asr", action="store_true", help="ASR transcripts (benchmarks/data/*.asr.jsonl)")
     args = ap.parse_args(argv)
-    if args.asr:
-        here = Path(__file__).resolve().parent / "data"
-        train, test = load_jsonl(here / "switch-dev-train.asr.jsonl"), load_jsonl(here / "switch-dev-test.asr.jsonl")
-    else:
-        train = load_jsonl(Path(args.data) / "switch-dev-train.jsonl")
-        test = load_jsonl(Path(args.data) / "switch-dev-test.jsonl")
+    train, test = load_switch_dev(args.data, args.asr)
     s = Settings()
     model = SwitchModel.empty(s.model.config)
     for r in train:

@@ -25,6 +25,7 @@ prefix, in order) and the result holds one label per test text.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -50,6 +51,14 @@ def load_jsonl(path) -> list[dict]:
             label_of(path, lineno, row)
         rows.append(row)
     return rows
+
+
+def load_switch_dev(data, asr: bool = False) -> tuple[list[dict], list[dict]]:
+    """(train, test) of switch-dev: the clean files in `data`, or with `asr` the pocketsphinx
+    transcripts of the same utterances in benchmarks/data/ (asr_transcripts.py)."""
+    folder = Path(__file__).resolve().parent / "data" if asr else Path(data)
+    suffix = ".asr.jsonl" if asr else ".jsonl"
+    return load_jsonl(folder / f"switch-dev-train{suffix}"), load_jsonl(folder / f"switch-dev-test{suffix}")
 
 
 def train_orders(n: int, k: int = 5) -> list[list[int]]:

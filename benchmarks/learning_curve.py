@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from curves import ORDER_SCHEMES, load_jsonl  # noqa: E402
+from curves import ORDER_SCHEMES, load_switch_dev  # noqa: E402
 
 from edge_plm.evaluation import load_init, run_eval  # noqa: E402
 
@@ -69,12 +69,7 @@ def main() -> None:
     ap.add_argument("--init", help="start every order from this checkpoint (adds budget 0)")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
-    if args.asr:
-        here = Path(__file__).resolve().parent / "data"
-        train, test = load_jsonl(here / "switch-dev-train.asr.jsonl"), load_jsonl(here / "switch-dev-test.asr.jsonl")
-    else:
-        train = load_jsonl(Path(args.data) / "switch-dev-train.jsonl")
-        test = load_jsonl(Path(args.data) / "switch-dev-test.jsonl")
+    train, test = load_switch_dev(args.data, args.asr)
     orders = ORDER_SCHEMES[args.order_scheme](len(train), args.orders)
     overrides = parse_overrides(args.set)
     t0 = time.time()

@@ -881,7 +881,7 @@ class Learner:
                                 window: _Window) -> str:
         """After a rollback: the labels back onto the last good model (see `new_version`)."""
         diff = self._apply_difference()
-        self._regather(self.model)
+        self.model.regather_all()  # exact sums: re-solving the explicit layer is enough
         after = self.score(self.model)
         metrics = {"gate": "relearned", "rolled_back_candidate": rolled,
                    "holdout_n": after.n, "balanced_accuracy": after.balanced_accuracy,
@@ -891,22 +891,6 @@ class Learner:
                    "interactions": [window.first_id, window.last_id],
                    "holdout_classes": after.per_class}
         return self._save_active(metrics)
-
-    @staticmethod
-    def _regather(model: SwitchModel, chunk: int = 8) -> None:
-        """Re-gather every labelled statistic with the current layers (the model's
-        `regather_all`, in chunks of `chunk` examples so that the transient arrays stay
-        small: in chunks of 64 the first re-gather left 14 MB more resident, in chunks of 8
-        under 1 MB)."""
-        net, batch_of = getattr(model, "net", None), getattr(model, "batch_of", None)
-        if net is None or batch_of is None or not hasattr(net, "regather"):
-            if hasattr(model, "regather_all"):
-                model.regather_all()
-            return
-        keys = model.live_keys()
-        for i in range(0, len(keys), chunk):
-            part = keys[i:i + chunk]
-            net.regather(batch_of(part), part)
 
     def _reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
         """The active version again (and its key map), from its checkpoint (from memory if
