@@ -137,7 +137,7 @@ def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
     if c < cfg.ask_threshold:
         return Decision.IGNORE
     if c >= cfg.act_threshold:
-        return Decision.IGNORE if prediction.action is Action.NOOP else Decision.ACT
+        return Decision.IGNORE if prediction.action.state is None else Decision.ACT  # confident NOOP
     return Decision.ASK
 
 
@@ -299,7 +299,7 @@ class SimulatedPerson:
     @staticmethod
     def wanted_state(wants: Action, before: bool) -> bool:
         """The relay state the person wants after saying something meaning `wants`."""
-        return before if wants is Action.NOOP else bool(wants.state)
+        return before if wants.state is None else wants.state
 
     def react(self, wants: Action, before: bool, after: bool, now: float) -> list[SimulatedFlip]:
         """Flips the person makes, given the relay state before the utterance and after the
