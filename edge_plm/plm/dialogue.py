@@ -1,10 +1,10 @@
 """The switch model as the device uses it: learn / predict / relabel / forget / save / load.
 
 A transcript is a dialogue ``USER: <transcript> <sep> DEVICE:``; the prediction is the
-distribution over the action tokens (`edge_plm.actions`) that may follow ``DEVICE:``. The network is
-``unitnet.UnitNet`` over the collision-free units of ``units.py`` (docs/method.md). ``learn``
-adds the interaction to the explicit statistics, re-solves the explicit layer and runs a
-bounded number of full-batch refinement steps (``refine``), all deterministic: the same
+distribution over the action tokens (`edge_plm.actions`) that may follow ``DEVICE:``. The
+network is ``unitnet.UnitNet`` over the collision-free units of ``units.py`` (docs/method.md).
+``learn`` adds the interaction to the explicit statistics, re-solves the explicit layer and
+runs a bounded number of full-batch refinement steps (``refine``), all deterministic: the same
 interactions in the same order give the same model, byte for byte.
 
 Corrections stick: the model remembers which labelled examples had each exact (normalised)
