@@ -7,8 +7,11 @@ Everything else (tokenizer, switch network, store constraints, JSONL reader, pol
 evaluation) reads this module, so adding an action is one line here.
 
 Adding or reordering actions changes the model: the reserved token ids and the class indices
-move, so switch-model checkpoints of the old set cannot be read, and an existing replay buffer
-needs a schema migration for its CHECK constraints.
+move, so switch-model checkpoints of the old set (the shipped starting model too) would read
+their character ids shifted. With such a change, bump ``MODEL_FORMAT`` in `edge_plm.plm.dialogue`
+(old checkpoints are then refused with a clear message) and rebuild the starting model; an
+existing replay buffer keeps its old CHECK constraints until a store migration rebuilds them
+(a new database gets the new ones).
 
 A leaf module: it imports nothing from edge_plm (`edge_plm.plm` may import it).
 """
