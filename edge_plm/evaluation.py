@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_plm.actions import ACTIONS
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.transcript import DEFAULT_MAX_CHARS, cap_transcript
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.dialogue import SwitchModel
-from edge_plm.plm.tokenizer import ACTIONS
 
 
 class DataError(ValueError):
@@ -25,7 +25,7 @@ class DataError(ValueError):
 
 
 def read_labelled_jsonl(path: str | Path) -> list[dict]:
-    """Lines {"text": str, "label": "ON"|"OFF"|"NOOP"}; other keys ignored. A text longer than
+    """Lines {"text": str, "label": an action such as "ON"}; other keys ignored. A text longer than
     the transcript cap (`edge_plm.transcript`) is cut as the loop would cut it."""
     rows = []
     try:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-LABELS = ("ON", "OFF", "NOOP")
+from edge_plm.actions import ACTIONS as LABELS
 
 
 class JsonlError(ValueError):
@@ -37,7 +37,7 @@ def read_objects(path: str | Path, what: str = "file",
 
 
 def label_of(path: str | Path, no: int, row: dict) -> str:
-    """The line's "label", which must be one of ON, OFF, NOOP."""
+    """The line's "label", which must be one of the actions (`edge_plm.actions`)."""
     if row.get("label") not in LABELS:
         raise JsonlError(f'{path}:{no}: "label" must be one of {", ".join(LABELS)}, got {row.get("label")!r}')
     return row["label"]

@@ -1,88 +1,11 @@
 """Act / ask / ignore: the decision state machine and the label rules. No I/O, no gpiozero.
 
 The `Policy` takes events (an utterance's prediction, the relay's state, switch flips, the
-passage of time) and returns decisions and labels; the controller does the I/O. Times are
-plain float seconds from whatever clock the controller uses.
-
-Decision (thresholds from `PolicyConfig`; ``c`` = confidence of the predicted action):
-
-=======================  ==========================  =========================================
-confidence               predicted ON / OFF          predicted NOOP
-=======================  ==========================  =========================================
-c >= act_threshold       ACT (drive relay)           IGNORE (confident NOOP)
-ask <= c < act           ASK ("I'm not sure")        ASK
-c < ask_threshold        IGNORE (too unsure)         IGNORE
-=======================  ==========================  =========================================
-
-Each decision opens a window for the person's reaction: ``ask_window_s`` after ASK,
-``override_window_s`` after ACT and IGNORE. Both ends are inclusive (a flip at exactly
-``opened + window`` still counts); the window expires when ``now > opened + window``.
-The first flip inside the window resolves the interaction; later flips are plain manual use.
-
-Label rules (``flip`` = the state the person switched the relay to; sources as in the store):
-
-====================================================  ==============  ===========
-what happened                                         label           source
-====================================================  ==============  ===========
-ASK, flip within the ask window                       flip            asked
-ASK, no flip, p(S) < ambiguity_floor or              NOOP            asked
-p(NOOP) >= p(S)
-ASK, no flip, p(S) >= floor and p(S) > p(NOOP)        (none)          (none)
-ASK about ON/OFF while the relay already was in it,   (none)          (none)
-no flip (the person could not say "yes" by flipping)
-ACT that changed the relay, flip back (revert)        NOOP            override
-ACT that did not change the relay (already there),    flip            override
-flip to the other state
-ACT, flip to the state the device chose (only when    action          confirmed
-the switch and relay disagree; cannot happen with
-the relay-referenced switch)
-ACT that changed the relay, no flip within the        action          confirmed
-override window
-ACT that did not change the relay, no flip            (none)          (none)
-ACT refused by the relay's rate limit, flip           flip            manual
-ACT refused by the relay's rate limit, no flip        (none)          (none)
-IGNORE, flip within the override window (a miss)      flip            manual
-IGNORE, no flip, p(S) < ambiguity_floor or           NOOP            confirmed
-p(NOOP) >= p(S)
-IGNORE, no flip, p(S) >= floor and p(S) > p(NOOP)     (none)          (none)
-new utterance while a window is still open            (none)          (none)
-flip while no window is open (plain manual use)       no label for any utterance
-====================================================  ==============  ===========
-
-``S`` is the action matching the relay's state when the person spoke (ON if it was on) and
-``p(S)`` the probability the model gave it (`Prediction.prob_bound`; without a distribution,
-an upper bound from the top action's confidence).
-
-Why these choices:
-
-- No flip after ASK or IGNORE -> NOOP only when the model found S unlikely. A no-flip outcome is
-  evidence only where a flip could have shown otherwise: with the relay in S, a person who
-  wanted S has no reason to flip ("turn off the light" while it is off), so "no flip" says the
-  wish was S *or* NOOP and cannot separate them. The model's own distribution is the only
-  prior there is: when it gave S less than ``ambiguity_floor`` (default 0.2), or NOOP at least
-  as much as S (the likelier of the two consistent labels; ties go to NOOP because most of what
-  a device hears is not a command — an empty model, 1/3 each, would otherwise never get a NOOP
-  label), the row is labelled NOOP; otherwise it stays unlabelled. Labelling every no-flip NOOP (the earlier
-  rule) turned 13 of 50 OFF wishes of a 425-line replay into NOOP labels, and the model
-  drifted towards NOOP; see docs/policy.md for the floors measured.
-
-- Revert after an ACT -> NOOP, not the flipped-to state: the relay is binary, so after the
-  device switched it, the person's flip can only restore the previous state. The likely story
-  is that the utterance was not a command at all (chatter, TV) and the device should not have
-  acted; a command for the state the relay already had ("off" while off) is the rarer case.
-- Confident ON while the relay is already ON: the device "acts" (nothing toggles). Left alone,
-  the outcome is "ON or nothing" — chatter while the lamp is on looks exactly the same — so it
-  gives no label (the same ambiguity as a no-flip ASK). Confirming it as ON turned chatter into
-  ON/OFF labels: in a 425-line replay 98 of them, and the model then acted on chatter. A flip
-  means the person wanted the other state, so the label is the flipped-to state (override).
-- Asked about ON while the relay is already ON and no flip: "yes, ON" and "nothing" look the
-  same from the switch, so no label rather than a possibly wrong NOOP. (Same for OFF.)
-- Rate-limited ACT: the action never reached the relay, so "left alone" confirms nothing and
-  NOOP is not known either; only a flip (source manual) gives a label.
-- Two utterances in quick succession: the earlier interaction is closed first, *without a
-  label*: the person was still talking, so neither "left alone" nor "did not answer" holds (a
-  rephrased command after an ASK is the typical case). The row keeps its transcript.
-- A flip with no open window is ordinary use of the switch and labels nothing.
+passage of time) and returns decisions and labels; the controller does the I/O. Times are plain
+float seconds from whatever clock the controller uses. `decide` is the decision table; the label
+rules (which outcome gives which label, from which source) are in `Policy.on_flip`,
+`Policy.tick` and `Policy._no_flip`. The tables, the reasons for each rule and the replays that
+chose them are in docs/policy.md.
 
 `SimulatedPerson` produces the flips a real person would make (used by ``edge-plm replay``).
 """
@@ -95,25 +18,27 @@ from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 
+from edge_plm import actions
 from edge_plm.settings import PolicyConfig
 
 
-class Action(str, Enum):
-    """What an utterance asks of the switch."""
-
-    ON = "ON"
-    OFF = "OFF"
-    NOOP = "NOOP"
+class _Action(str, Enum):
+    """What an utterance asks of the switch: one member per action of `edge_plm.actions`."""
 
     @classmethod
     def from_state(cls, on: bool) -> Action:
-        """ON for a relay state of True, OFF for False."""
-        return cls.ON if on else cls.OFF
+        """The action that drives the relay to `on` (ON for True, OFF for False)."""
+        return cls(actions.for_state(on))
 
     @property
     def state(self) -> bool | None:
-        """The relay state this action asks for (None for NOOP)."""
-        return {Action.ON: True, Action.OFF: False, Action.NOOP: None}[self]
+        """The relay state this action asks for (None: leave the relay as it is, NOOP)."""
+        return actions.RELAY_STATE[self.value]
+
+
+#: The actions of the registry as an enum: ``Action.ON``, ``Action.OFF``, ``Action.NOOP``.
+Action = _Action("Action", [(a, a) for a in actions.ACTIONS], module=__name__, qualname="Action")
+Action.__doc__ = "What an utterance asks of the switch (the actions of `edge_plm.actions`)."
 
 
 class Decision(str, Enum):
@@ -212,7 +137,7 @@ def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
     if c < cfg.ask_threshold:
         return Decision.IGNORE
     if c >= cfg.act_threshold:
-        return Decision.IGNORE if prediction.action is Action.NOOP else Decision.ACT
+        return Decision.IGNORE if prediction.action.state is None else Decision.ACT  # confident NOOP
     return Decision.ASK
 
 
@@ -374,7 +299,7 @@ class SimulatedPerson:
     @staticmethod
     def wanted_state(wants: Action, before: bool) -> bool:
         """The relay state the person wants after saying something meaning `wants`."""
-        return before if wants is Action.NOOP else bool(wants.state)
+        return before if wants.state is None else wants.state
 
     def react(self, wants: Action, before: bool, after: bool, now: float) -> list[SimulatedFlip]:
         """Flips the person makes, given the relay state before the utterance and after the

@@ -6,6 +6,8 @@ State (database, checkpoints, models) lives under `paths.state_dir`: /var/lib/ed
 service (systemd's $STATE_DIRECTORY), else the XDG data dir (~/.local/share/edge-plm).
 
 Every section is a dataclass; unknown keys are an error (a typo must not be silently ignored).
+A key's one-line help is its field's ``metadata["help"]`` (`setting`); `edge_plm.config_file`
+writes it next to the key in the generated config file.
 """
 
 from __future__ import annotations
@@ -16,10 +18,24 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 class ConfigError(ValueError):
     """The configuration file is unreadable or holds an invalid value."""
+
+
+def setting(default: Any, text: str) -> Any:
+    """A config key with its built-in default and the one-line help shown in the generated
+    config file (``metadata["help"]``). A list default is copied for every instance."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": text})
+    return field(default=default, metadata={"help": text})
+
+
+def help_of(f: dataclasses.Field) -> str:
+    """The help text of a config key ("" when it has none)."""
+    return f.metadata.get("help", "")
 
 
 def default_state_dir() -> Path:
@@ -31,12 +47,12 @@ def default_state_dir() -> Path:
 
 @dataclass
 class PathsConfig:
-    state_dir: str = ""  # empty: default_state_dir()
-    database: str = ""  # empty: <state_dir>/edge-plm.db
-    models_dir: str = ""  # empty: <state_dir>/models (installed ASR models)
-    checkpoints_dir: str = ""  # empty: <state_dir>/checkpoints
-    keep_audio: bool = False  # privacy: audio is not kept unless configured
-    audio_dir: str = ""  # empty: <state_dir>/audio
+    state_dir: str = setting("", "empty: default_state_dir()")
+    database: str = setting("", "empty: <state_dir>/edge-plm.db")
+    models_dir: str = setting("", "empty: <state_dir>/models (installed ASR models)")
+    checkpoints_dir: str = setting("", "empty: <state_dir>/checkpoints")
+    keep_audio: bool = setting(False, "privacy: audio is not kept unless configured")
+    audio_dir: str = setting("", "empty: <state_dir>/audio")
 
     def state(self) -> Path:
         return Path(self.state_dir) if self.state_dir else default_state_dir()
@@ -56,44 +72,45 @@ class PathsConfig:
 
 @dataclass
 class AudioConfig:
-    source: str = "microphone"  # microphone | wav | text
-    device: str = ""  # sounddevice device name or index; empty = system default
-    sample_rate: int = 16000  # rate the ASR sees; capture at another rate is resampled
+    source: str = setting("microphone", "microphone | wav | text")
+    device: str = setting("", "sounddevice device name or index; empty = system default")
+    sample_rate: int = setting(16000, "rate the ASR sees; capture at another rate is resampled")
     block_ms: int = 30
-    energy_threshold_db: float = -40.0  # dBFS above which a block counts as speech
-    silence_tail_ms: int = 600  # end the utterance after this much silence
+    energy_threshold_db: float = setting(-40.0, "dBFS above which a block counts as speech")
+    silence_tail_ms: int = setting(600, "end the utterance after this much silence")
     max_utterance_ms: int = 8000
     min_utterance_ms: int = 200
 
 
 @dataclass
 class AsrConfig:
-    backend: str = "auto"  # auto | vosk | pocketsphinx | text ; auto = vosk if a model is installed
-    vosk_model: str = ""  # model directory (or a name under paths.models_dir)
-    vosk_grammar: list[str] = field(default_factory=list)  # optional phrase list
+    backend: str = setting("auto", "auto | vosk | pocketsphinx | text ; auto = vosk if a model is installed")
+    vosk_model: str = setting("", "model directory (or a name under paths.models_dir)")
+    vosk_grammar: list[str] = setting([], "optional phrase list")
     language: str = "en"
-    max_transcript_chars: int = 500  # longer transcripts are cut (logged warning); 0 = no cap
+    max_transcript_chars: int = setting(500, "longer transcripts are cut (logged warning); 0 = no cap")
 
 
 @dataclass
 class GpioConfig:
-    pin_factory: str = "auto"  # auto (GPIOZERO_PIN_FACTORY, else real GPIO; run refuses none) | mock | lgpio | rpigpio | native ...
+    pin_factory: str = setting("auto", "auto (GPIOZERO_PIN_FACTORY, else real GPIO; run refuses none) "
+                                       "| mock | lgpio | rpigpio | native ...")
     relay_pin: int = 17
     relay_active_high: bool = True
-    relay_safe_state: bool = False  # state on start, stop and crash
+    relay_safe_state: bool = setting(False, "state on start, stop and crash")
     switch_pin: int = 27
-    switch_mode: str = "toggle"  # toggle | momentary
+    switch_mode: str = setting("toggle", "toggle | momentary")
     switch_pull_up: bool = True
     switch_bounce_ms: int = 50
-    led_pin: int = 22  # "I'm not sure" signal; -1 disables
-    buzzer_pin: int = -1  # optional active buzzer: two short beeps when asking; -1 = none
-    min_toggle_interval_ms: int = 1000  # relay rate limit
+    led_pin: int = setting(22, '"I\'m not sure" signal; -1 disables')
+    buzzer_pin: int = setting(-1, "optional active buzzer: two short beeps when asking; -1 = none")
+    min_toggle_interval_ms: int = setting(1000, "relay rate limit")
 
 
 @dataclass
 class PolicyConfig:
-    act_threshold: float = 0.80  # confidence at or above which the device acts
-    ask_threshold: float = 0.35  # between ask and act: ask; below: ignore (treated as NOOP)
+    act_threshold: float = setting(0.80, "confidence at or above which the device acts")
+    ask_threshold: float = setting(0.35, "between ask and act: ask; below: ignore (treated as NOOP)")
     ask_window_s: float = 8.0
     override_window_s: float = 10.0
     # after ASK / IGNORE with no flip, label NOOP only if the model gave the relay's current
@@ -110,8 +127,8 @@ class ModelConfig:
     seed: int = 0
     replay_size: int = 8
     holdout_fraction: float = 0.2
-    holdout_min: int = 10  # holdout rows needed before a candidate is judged at all
-    version_every: int = 10  # learned labels between candidate versions (at least) ...
+    holdout_min: int = setting(10, "holdout rows needed before a candidate is judged at all")
+    version_every: int = setting(10, "learned labels between candidate versions (at least) ...")
     # ... or this share of the labels the model holds, when more: the cost of versioning per
     # label (checkpoint + holdout pass, both proportional to the model) stays constant
     version_growth: float = 0.05
@@ -203,47 +220,68 @@ def problems(s: Settings) -> list[str]:
     One function for `config check`, `run` and every command that loads a config (`load`
     calls it), so that what `check` accepts is what the service can start with.
     """
-    out: list[str] = []
+    out = _non_finite(s)
+    if out:
+        return out  # the range checks below assume finite numbers
+    for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems):
+        out += step(s)
+    return out
+
+
+class _Problems(list):
+    """The messages of one validation step: `need` adds one when its condition fails."""
+
+    def need(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.append(message)
+
+
+def _non_finite(s: Settings) -> list[str]:
+    out = []
     for name in ("paths", "audio", "asr", "gpio", "policy", "model"):
         section = getattr(s, name)
         for f in dataclasses.fields(section):
             value = getattr(section, f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 out.append(f"{name}.{f.name} must be a finite number, got {value}")
-    if out:
-        return out  # the range checks below assume finite numbers
+    return out
 
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            out.append(message)
 
-    a = s.audio
-    need(a.source in ("microphone", "wav", "text"),
-         "audio.source must be 'microphone', 'wav' or 'text'")
-    need(a.sample_rate > 0, f"audio.sample_rate must be > 0, got {a.sample_rate}")
-    need(0 < a.block_ms <= 1000, f"audio.block_ms must be in 1..1000, got {a.block_ms}")
-    need(a.energy_threshold_db <= 0,
-         f"audio.energy_threshold_db is in dBFS and must be <= 0, got {a.energy_threshold_db}")
-    need(a.silence_tail_ms >= 0, f"audio.silence_tail_ms must be >= 0, got {a.silence_tail_ms}")
-    need(a.max_utterance_ms > 0, f"audio.max_utterance_ms must be > 0, got {a.max_utterance_ms}")
-    need(0 <= a.min_utterance_ms <= a.max_utterance_ms,
-         f"audio.min_utterance_ms must be in 0..audio.max_utterance_ms ({a.max_utterance_ms}), "
-         f"got {a.min_utterance_ms}")
+def _audio_problems(s: Settings) -> list[str]:
+    a, out = s.audio, _Problems()
+    out.need(a.source in ("microphone", "wav", "text"),
+             "audio.source must be 'microphone', 'wav' or 'text'")
+    out.need(a.sample_rate > 0, f"audio.sample_rate must be > 0, got {a.sample_rate}")
+    out.need(0 < a.block_ms <= 1000, f"audio.block_ms must be in 1..1000, got {a.block_ms}")
+    out.need(a.energy_threshold_db <= 0,
+             f"audio.energy_threshold_db is in dBFS and must be <= 0, got {a.energy_threshold_db}")
+    out.need(a.silence_tail_ms >= 0, f"audio.silence_tail_ms must be >= 0, got {a.silence_tail_ms}")
+    out.need(a.max_utterance_ms > 0, f"audio.max_utterance_ms must be > 0, got {a.max_utterance_ms}")
+    out.need(0 <= a.min_utterance_ms <= a.max_utterance_ms,
+             f"audio.min_utterance_ms must be in 0..audio.max_utterance_ms ({a.max_utterance_ms}), "
+             f"got {a.min_utterance_ms}")
+    return out
 
-    need(s.asr.backend in ("auto", "vosk", "pocketsphinx", "text"),
-         "asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
-    need(s.asr.max_transcript_chars >= 0,
-         f"asr.max_transcript_chars must be >= 0 (0: no cap), got {s.asr.max_transcript_chars}")
 
-    g = s.gpio
+def _asr_problems(s: Settings) -> list[str]:
+    out = _Problems()
+    out.need(s.asr.backend in ("auto", "vosk", "pocketsphinx", "text"),
+             "asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
+    out.need(s.asr.max_transcript_chars >= 0,
+             f"asr.max_transcript_chars must be >= 0 (0: no cap), got {s.asr.max_transcript_chars}")
+    return out
+
+
+def _gpio_problems(s: Settings) -> list[str]:
+    g, out = s.gpio, _Problems()
     lo, hi = GPIO_PINS[0], GPIO_PINS[-1]
     for name, optional in (("relay_pin", False), ("switch_pin", False), ("led_pin", True),
                            ("buzzer_pin", True)):
         pin = getattr(g, name)
         if optional and pin == -1:
             continue
-        need(pin in GPIO_PINS, f"gpio.{name} must be a BCM GPIO number {lo}..{hi}"
-                               f"{' or -1 (none)' if optional else ''}, got {pin}")
+        out.need(pin in GPIO_PINS, f"gpio.{name} must be a BCM GPIO number {lo}..{hi}"
+                                   f"{' or -1 (none)' if optional else ''}, got {pin}")
     used: dict[int, str] = {}
     for name in ("relay_pin", "switch_pin", "led_pin", "buzzer_pin"):
         pin = getattr(g, name)
@@ -252,39 +290,45 @@ def problems(s: Settings) -> list[str]:
         if pin in used:
             out.append(f"gpio.{used[pin]} and gpio.{name} are both pin {pin}; each needs its own")
         used.setdefault(pin, name)
-    need(g.switch_mode in ("toggle", "momentary"), "gpio.switch_mode must be 'toggle' or 'momentary'")
-    need(g.switch_bounce_ms >= 0, f"gpio.switch_bounce_ms must be >= 0, got {g.switch_bounce_ms}")
-    need(g.min_toggle_interval_ms >= 0,
-         f"gpio.min_toggle_interval_ms must be >= 0, got {g.min_toggle_interval_ms}")
+    out.need(g.switch_mode in ("toggle", "momentary"), "gpio.switch_mode must be 'toggle' or 'momentary'")
+    out.need(g.switch_bounce_ms >= 0, f"gpio.switch_bounce_ms must be >= 0, got {g.switch_bounce_ms}")
+    out.need(g.min_toggle_interval_ms >= 0,
+             f"gpio.min_toggle_interval_ms must be >= 0, got {g.min_toggle_interval_ms}")
+    return out
 
-    p = s.policy
-    need(0.0 <= p.ask_threshold <= p.act_threshold <= 1.0,
-         "policy: need 0 <= ask_threshold <= act_threshold <= 1, got ask_threshold "
-         f"{p.ask_threshold}, act_threshold {p.act_threshold}")
-    need(0.0 <= p.ambiguity_floor <= 1.0,
-         f"policy.ambiguity_floor must be in [0, 1], got {p.ambiguity_floor}")
-    need(p.ask_window_s > 0, f"policy.ask_window_s must be > 0, got {p.ask_window_s}")
-    need(p.override_window_s >= 0,
-         f"policy.override_window_s must be >= 0, got {p.override_window_s}")
 
-    m = s.model
+def _policy_problems(s: Settings) -> list[str]:
+    p, out = s.policy, _Problems()
+    out.need(0.0 <= p.ask_threshold <= p.act_threshold <= 1.0,
+             "policy: need 0 <= ask_threshold <= act_threshold <= 1, got ask_threshold "
+             f"{p.ask_threshold}, act_threshold {p.act_threshold}")
+    out.need(0.0 <= p.ambiguity_floor <= 1.0,
+             f"policy.ambiguity_floor must be in [0, 1], got {p.ambiguity_floor}")
+    out.need(p.ask_window_s > 0, f"policy.ask_window_s must be > 0, got {p.ask_window_s}")
+    out.need(p.override_window_s >= 0,
+             f"policy.override_window_s must be >= 0, got {p.override_window_s}")
+    return out
+
+
+def _model_problems(s: Settings) -> list[str]:
+    m, out = s.model, _Problems()
     known = _known_model_configs()
-    need(m.config in known, f"model.config {m.config!r} is not a known model configuration "
-                            f"(known: {', '.join(known)})")
-    need(m.seed >= 0, f"model.seed must be >= 0, got {m.seed}")
-    need(m.replay_size >= 0, f"model.replay_size must be >= 0, got {m.replay_size}")
-    need(0.0 <= m.holdout_fraction < 1.0,
-         f"model.holdout_fraction must be in [0, 1), got {m.holdout_fraction}")
-    need(m.holdout_min >= 1 and m.version_every >= 1,
-         "model.holdout_min and model.version_every must be >= 1")
-    need(m.rollback_margin >= 0, f"model.rollback_margin must be >= 0, got {m.rollback_margin}")
-    need(0.0 <= m.version_growth <= 1.0,
-         f"model.version_growth must be in [0, 1], got {m.version_growth}")
-    need(m.keep_checkpoints >= 2,
-         "model.keep_checkpoints must be >= 2 (the active version and its parent)")
-    need(m.checkpoints_max_mb > 0, f"model.checkpoints_max_mb must be > 0, got {m.checkpoints_max_mb}")
-    need(m.prior_strength >= 0 and m.evidence_prior >= 0,
-         "model.prior_strength and model.evidence_prior must be >= 0")
+    out.need(m.config in known, f"model.config {m.config!r} is not a known model configuration "
+                                f"(known: {', '.join(known)})")
+    out.need(m.seed >= 0, f"model.seed must be >= 0, got {m.seed}")
+    out.need(m.replay_size >= 0, f"model.replay_size must be >= 0, got {m.replay_size}")
+    out.need(0.0 <= m.holdout_fraction < 1.0,
+             f"model.holdout_fraction must be in [0, 1), got {m.holdout_fraction}")
+    out.need(m.holdout_min >= 1 and m.version_every >= 1,
+             "model.holdout_min and model.version_every must be >= 1")
+    out.need(m.rollback_margin >= 0, f"model.rollback_margin must be >= 0, got {m.rollback_margin}")
+    out.need(0.0 <= m.version_growth <= 1.0,
+             f"model.version_growth must be in [0, 1], got {m.version_growth}")
+    out.need(m.keep_checkpoints >= 2,
+             "model.keep_checkpoints must be >= 2 (the active version and its parent)")
+    out.need(m.checkpoints_max_mb > 0, f"model.checkpoints_max_mb must be > 0, got {m.checkpoints_max_mb}")
+    out.need(m.prior_strength >= 0 and m.evidence_prior >= 0,
+             "model.prior_strength and model.evidence_prior must be >= 0")
     start = _start_problem(m)
     if start:
         out.append(start)

@@ -45,12 +45,14 @@ from urllib.parse import quote
 
 import sqlite_utils
 
+from edge_plm import actions
+
 log = logging.getLogger(__name__)
 
-LABELS = ("ON", "OFF", "NOOP")
+LABELS = actions.ACTIONS
 LABEL_SOURCES = ("asked", "override", "confirmed", "manual")
 DECISIONS = ("act", "ask", "ignore")
-ACTIONS = ("ON", "OFF")
+ACTIONS = actions.DRIVING  # what the device can do to the relay
 MODEL_STATUSES = ("candidate", "active", "rolled_back", "retired")
 
 
@@ -161,7 +163,7 @@ def retry_busy(fn: Callable[[], Any], timeout_ms: int = BUSY_TIMEOUT_MS) -> Any:
 def _v1(db: sqlite_utils.Database) -> None:
     """Initial schema: meta, interactions, model_versions."""
     db["meta"].create({"key": str, "value": str}, pk="key")
-    db.execute("""
+    db.execute(f"""
         CREATE TABLE interactions (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids are never reused after a delete
             ts REAL NOT NULL,
@@ -169,12 +171,12 @@ def _v1(db: sqlite_utils.Database) -> None:
             asr_backend TEXT,
             asr_confidence REAL,
             audio_path TEXT,
-            prediction TEXT CHECK (prediction IN ('ON', 'OFF', 'NOOP')),
+            prediction TEXT CHECK (prediction IN ({actions.sql_in(LABELS)})),
             confidence REAL,
             distribution TEXT,
             decision TEXT CHECK (decision IN ('act', 'ask', 'ignore')),
-            action TEXT CHECK (action IN ('ON', 'OFF')),
-            label TEXT CHECK (label IN ('ON', 'OFF', 'NOOP')),
+            action TEXT CHECK (action IN ({actions.sql_in(ACTIONS)})),
+            label TEXT CHECK (label IN ({actions.sql_in(LABELS)})),
             label_source TEXT CHECK (label_source IN ('asked', 'override', 'confirmed', 'manual')),
             label_ts REAL,
             model_version TEXT,

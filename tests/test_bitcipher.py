@@ -10,7 +10,7 @@ import pytest
 
 from edge_plm.plm.bitcipher import bit_cipher, code_patterns, embedding_hash, min_bits, radial_refine
 from edge_plm.plm.tokenizer import (
-    ACTION_IDS, DEVICE, NOOP, OFF, ON, PAD, RESERVED, SEP, UNK, USER, CharTokenizer, normalize,
+    ACTION_IDS, DEVICE, PAD, RESERVED, SEP, UNK, USER, CharTokenizer, normalize,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def test_normalize(raw, expected):
 def test_reserved_ids():
     tok = CharTokenizer()
     assert len(tok) == len(RESERVED) == 8
-    assert (PAD, UNK, USER, DEVICE, SEP, ON, OFF, NOOP) == tuple(range(8))
+    assert (PAD, UNK, USER, DEVICE, SEP, *ACTION_IDS) == tuple(range(8))
     assert [tok.tokens[i] for i in ACTION_IDS] == ["ON", "OFF", "NOOP"]
     assert tok.index["<pad>"] == PAD and tok.index["<unk>"] == UNK
     # characters start after the reserved block

@@ -107,3 +107,43 @@ def test_check_accepts_a_good_config(tmp_path):
     config.write_text('[gpio]\nrelay_pin = 5\nswitch_pin = 6\nled_pin = -1\n[model]\nseed = 3\n')
     proc = _run("config", "check", "--config", str(config))
     assert proc.returncode == 0 and proc.stdout.startswith("ok:"), proc.stderr
+
+
+def test_generated_config_takes_each_keys_help_from_its_field_metadata(monkeypatch):
+    """The help shown next to a key is its field's metadata["help"]; no source is parsed (a
+    zipapp or frozen install without settings.py's source still gets the help)."""
+    import dataclasses
+    import inspect
+
+    from edge_plm import settings
+    from edge_plm.config_file import sections, toml_value
+
+    def no_source(obj):
+        raise OSError("no source")
+
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    text = default_config_toml()
+    helped = 0
+    for _name, section in sections():
+        for f in dataclasses.fields(section):
+            line = f"# {f.name} = {toml_value(getattr(section, f.name))}"
+            if settings.help_of(f):
+                helped += 1
+                assert f"{line}  # {settings.help_of(f)}\n" in text
+            else:
+                assert f"{line}\n" in text
+    assert helped >= 20
+    assert "# keep_audio = false  # privacy: audio is not kept unless configured" in text
+    assert Settings().asr.vosk_grammar == [] and Settings().asr.vosk_grammar is not Settings().asr.vosk_grammar
+
+
+def test_problems_come_in_section_order():
+    s = Settings()
+    s.audio.sample_rate = 0
+    s.asr.backend = "nope"
+    s.gpio.switch_mode = "nope"
+    s.policy.ask_window_s = 0.0
+    s.model.seed = -1
+    found = problems(s)
+    assert [m.split(" ", 1)[0] for m in found] == [
+        "audio.sample_rate", "asr.backend", "gpio.switch_mode", "policy.ask_window_s", "model.seed"]

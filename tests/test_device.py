@@ -10,7 +10,9 @@ import time
 import pytest
 from gpiozero.pins.mock import MockFactory
 
-from edge_plm.device import Devices, FlipEvent, PersonSwitch, Relay, RelayConfig, SwitchConfig
+from edge_plm import actions
+from edge_plm.device import (MAIN_RELAY, Devices, FlipEvent, PersonSwitch, Relay, RelayConfig, SwitchConfig,
+                             SwitchConfigError)
 from edge_plm.device import relay as relay_mod
 from edge_plm.device.led import AskBuzzer, NoLed, StatusLed, make_ask_buzzer, make_status_led
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
@@ -453,3 +455,56 @@ def test_devices_ask_signals_led_and_buzzer(clock):
     plain.ask()  # LED only
     assert plain.led.asking
     plain.close()
+
+
+def test_two_named_relays_driven_independently_by_the_registry(clock):
+    """A two-relay configuration on MockFactory: the main relay (gpio.relay_pin) and a named
+    second one, each driven by the registry's relay states, both in their safe state on close."""
+    cfg = GpioConfig(pin_factory="mock", relay_pin=17, min_toggle_interval_ms=0)
+    fan = RelayConfig(pin=23, active_high=False, safe_state=False, min_toggle_interval_ms=0)
+    devices = Devices.from_config(cfg, clock=clock, install_exit_handlers=False,
+                                  extra_relays={"fan": fan})
+    main_pin, fan_pin = devices.factory.pin(17), devices.factory.pin(23)
+    assert list(devices.relays) == [MAIN_RELAY, "fan"] and devices.relay is devices.relays[MAIN_RELAY]
+    assert (main_pin.state, fan_pin.state) == (False, True)  # both off; the fan is active-low
+
+    def states():
+        return devices.relays[MAIN_RELAY].is_on, devices.relays["fan"].is_on
+
+    assert devices.drive("ON", "fan") and states() == (False, True) and fan_pin.state is False
+    assert devices.drive("ON") and states() == (True, True) and main_pin.state is True
+    assert devices.drive("OFF", "fan") and states() == (True, False) and fan_pin.state is True
+    for relay in (MAIN_RELAY, "fan"):  # an action without a relay state changes nothing
+        assert actions.RELAY_STATE["NOOP"] is None
+        assert devices.drive("NOOP", relay) and states() == (True, False)
+    with pytest.raises(KeyError, match="no relay named 'lamp'"):
+        devices.drive("ON", "lamp")
+    with pytest.raises(ValueError, match="action must be one of ON, OFF, NOOP"):
+        devices.drive("DIM", "fan")
+    devices.drive("ON", "fan")
+    devices.close()
+    assert devices.relays[MAIN_RELAY].closed and devices.relays["fan"].closed
+    # safe state (off) written last on each pin: low for the main relay, high for the active-low fan
+    assert (main_pin.states[-1].state, fan_pin.states[-1].state) == (False, True)
+
+
+def test_named_relays_need_their_own_pins_and_names(clock):
+    with pytest.raises(ValueError, match="relay 'fan' needs its own pin, but pin 27"):
+        Devices.from_config(GpioConfig(pin_factory="mock"), clock=clock, install_exit_handlers=False,
+                            extra_relays={"fan": RelayConfig(pin=27)})
+    with pytest.raises(ValueError, match="'main' is the configured relay"):
+        Devices.from_config(GpioConfig(pin_factory="mock"), clock=clock, install_exit_handlers=False,
+                            extra_relays={"main": RelayConfig(pin=23)})
+
+
+def test_a_second_relay_is_closed_when_a_later_device_fails(clock):
+    factory = MockFactory()
+    cfg = GpioConfig(switch_mode="bogus")  # the switch refuses its config after the relays exist
+    with pytest.raises(SwitchConfigError, match="bogus"):
+        Devices.from_config(cfg, clock=clock, factory=factory, install_exit_handlers=False,
+                            extra_relays={"fan": RelayConfig(pin=23, active_high=False)})
+    # both relays were released (gpiozero returns a closed output to an input) in their safe state
+    for pin, off_level in ((17, False), (23, True)):
+        assert factory.pin(pin).function == "input"
+        assert factory.pin(pin).states[-1].state is off_level
+    factory.close()

@@ -1,10 +1,10 @@
 """The switch model as the device uses it: learn / predict / relabel / forget / save / load.
 
 A transcript is a dialogue ``USER: <transcript> <sep> DEVICE:``; the prediction is the
-distribution over the three action tokens that may follow ``DEVICE:``. The network is
-``unitnet.UnitNet`` over the collision-free units of ``units.py`` (docs/method.md). ``learn``
-adds the interaction to the explicit statistics, re-solves the explicit layer and runs a
-bounded number of full-batch refinement steps (``refine``), all deterministic: the same
+distribution over the action tokens (`edge_plm.actions`) that may follow ``DEVICE:``. The
+network is ``unitnet.UnitNet`` over the collision-free units of ``units.py`` (docs/method.md).
+``learn`` adds the interaction to the explicit statistics, re-solves the explicit layer and
+runs a bounded number of full-batch refinement steps (``refine``), all deterministic: the same
 interactions in the same order give the same model, byte for byte.
 
 Corrections stick: the model remembers which labelled examples had each exact (normalised)
@@ -25,14 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_plm.actions import ACTIONS, INDEX
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.config import PLMConfig, get_config
-from edge_plm.plm.tokenizer import ACTIONS, RESERVED, CharTokenizer, normalize
+from edge_plm.plm.tokenizer import RESERVED, CharTokenizer, normalize
 from edge_plm.plm.unitnet import UnitNet
 from edge_plm.plm.units import UnitVocab
 
-LABEL_INDEX = {a: i for i, a in enumerate(ACTIONS)}
+LABEL_INDEX = INDEX  # action name -> class index
 
 
 def softmax(s: np.ndarray) -> np.ndarray:

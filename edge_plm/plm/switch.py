@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge_plm.actions import N_ACTIONS
 from edge_plm.plm import kernels
 from edge_plm.plm.bitcipher import bit_cipher
 from edge_plm.plm.cache import ComparisonCache
@@ -34,7 +35,6 @@ from edge_plm.plm.optim import Adam, clip_by_global_norm
 from edge_plm.plm.saffu import branch_for, local_windows
 from edge_plm.plm.warmstart import CooccurrenceStats
 
-N_ACTIONS = 3
 PARAM_NAMES = ("W", "U", "W2", "U2", "O")
 STAGES = PARAM_NAMES  # explicit solution order, bottom-up
 LABELLED_STAGES = ("W2", "U2", "O")

@@ -6,10 +6,11 @@ Normalisation (``normalize``), applied to every transcript before tokenising:
      (punctuation carries almost nothing in ASR output, and ASR engines differ in it);
   3. runs of whitespace collapse to one space; leading/trailing spaces are removed.
 
-Ids 0..7 are reserved (``RESERVED``): padding, unknown, the dialogue markers and the three
-actions. Characters get the following ids, in the order they are added. A vocabulary can
-*grow* (``add``) as new characters appear online; ids of known tokens never change, so their
-bit-cipher codes never change either. ``encode(..., grow=False)`` maps unseen characters to
+The first ids are reserved (``RESERVED``): padding, unknown, the dialogue markers, then the
+actions' tokens in class order (`edge_plm.actions`: ids 0..7 with ON, OFF, NOOP). Characters
+get the following ids, in the order they are added. A vocabulary can *grow* (``add``) as new
+characters appear online; ids of known tokens never change, so their bit-cipher codes never
+change either. ``encode(..., grow=False)`` maps unseen characters to
 ``<unk>`` instead of growing.
 """
 
@@ -19,10 +20,13 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-PAD, UNK, USER, DEVICE, SEP, ON, OFF, NOOP = range(8)
-RESERVED = ("<pad>", "<unk>", "USER:", "DEVICE:", "<sep>", "ON", "OFF", "NOOP")
-ACTIONS = ("ON", "OFF", "NOOP")
-ACTION_IDS = (ON, OFF, NOOP)
+from edge_plm import actions
+
+PAD, UNK, USER, DEVICE, SEP = range(5)
+MARKERS = ("<pad>", "<unk>", "USER:", "DEVICE:", "<sep>")
+RESERVED = MARKERS + actions.TOKENS
+ACTIONS = actions.ACTIONS  # the action names, in class order (re-exported for callers)
+ACTION_IDS = tuple(range(len(MARKERS), len(RESERVED)))  # in class order
 
 
 def normalize(text: str) -> str:

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge_plm.actions import N_ACTIONS
 from edge_plm.plm import unit_kernels
 from edge_plm.plm.config import PLMConfig
 from edge_plm.plm.warmstart import check_nonnegative
 
-N_ACTIONS = 3
 ABSENT_LOGIT = -10.0
 
 
