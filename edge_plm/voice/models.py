@@ -170,16 +170,20 @@ def install_vosk_model(archive_zip: str | Path, sha256: str, models_dir: str | P
             _extract(zf, members, tmp, archive)
             staged = _staged_model(tmp, name, single_top, archive)
             _swap_in(staged, target)
-        except zipfile.BadZipFile as exc:
-            raise ModelError(f"{archive}: corrupt zip member ({exc}); nothing installed") from exc
-        except OSError as exc:
-            raise ModelError(f"{archive}: cannot unpack into {models_dir}: "
-                             f"{exc.strerror or exc}; nothing installed") from exc
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ModelError(_unpack_failure(archive, models_dir, exc)) from exc
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp)
     log.info("installed vosk model %s (%s)", target, expected[:12])
     return target
+
+
+def _unpack_failure(archive: Path, models_dir: Path, exc: Exception) -> str:
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"{archive}: corrupt zip member ({exc}); nothing installed"
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return f"{archive}: cannot unpack into {models_dir}: {reason}; nothing installed"
 
 
 def _verified_checksum(archive: Path, sha256: str) -> str:
