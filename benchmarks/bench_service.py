@@ -1,11 +1,13 @@
 """Start-to-ready time and resident memory of `edge-plm run` (docs/design.md §5: <= 3 s with a warm
-Numba cache, <= 300 MB with pocketsphinx).
+Numba cache).
 
-Starts the real service (`edge-plm run --config ...`) with mock GPIO, the pocketsphinx backend
-loaded and a text source on stdin (this machine has no microphone), waits for the systemd
-readiness message on a NOTIFY_SOCKET, feeds utterances, then reads the process's peak resident
-set (VmHWM) before stopping it with SIGTERM. The first run warms the Numba cache; the second is
-the one reported as "warm".
+Starts the real service (`edge-plm run --config ...`) with mock GPIO and a text source on stdin
+(this machine has no microphone), waits for the systemd readiness message on a NOTIFY_SOCKET,
+feeds utterances, then reads the process's peak resident set (VmHWM) before stopping it with
+SIGTERM. A text source needs no recogniser, so no ASR is loaded (`pocketsphinx_loaded` in the
+results says so); the memory of the whole loop with pocketsphinx is measured on a `replay` of the
+demo (BENCHMARKS.md §5). The first run warms the Numba cache; the second is the one reported as
+"warm".
 
 Usage (from the repo root): python3 benchmarks/bench_service.py [--lines 20]
 Writes benchmarks/results/service.json.
