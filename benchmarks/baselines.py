@@ -9,20 +9,16 @@ Usage (from the repo root):
 
 Baselines:
   * keyword  -- lower-cased words ([a-z0-9']+); "on" present -> ON, "off" present -> OFF,
-                both or neither -> NOOP.  Needs no training (flat curve).
-                (--keyword-both OFF lets "off" win when both occur: that variant
-                gives docs/design.md's .788; the both -> NOOP rule gives .778.)
-  * nb       -- CountVectorizer(word 1-2 grams) + MultinomialNB(alpha=0.1).
-                alpha=0.1 reproduces docs/design.md's row; sklearn's default alpha=1.0
-                is much worse on small budgets (--nb-alpha 1).
+                both or neither -> NOOP (--keyword-both OFF: "off" wins when both occur).
+                Needs no training (flat curve).
+  * nb       -- CountVectorizer(word 1-2 grams) + MultinomialNB(alpha=0.1; --nb-alpha).
   * svm      -- the same features as lr, LinearSVC(C=1.0, class_weight="balanced").
   * char nb  -- CountVectorizer(char_wb 2-5) + CountVectorizer(words), hstacked,
                 MultinomialNB(alpha=0.1, fit_prior=False) fitted with class-balanced
                 sample weights (each class weighs the same in the counts).
   * lr       -- TfidfVectorizer(word 1-2) + TfidfVectorizer(char_wb 2-5), hstacked,
                 LogisticRegression(default C=1.0, max_iter=10000,
-                class_weight="balanced").  Balanced weighting reproduces docs/design.md's
-                row (within .007); unweighted (--lr-class-weight none) is far lower.
+                class_weight="balanced"; --lr-class-weight none for unweighted).
 
 If the training prefix contains only one class the scikit-learn learners cannot
 be fitted; they then predict that class for every test text.

@@ -191,8 +191,6 @@ def main():
     {"init": cmd_init, "curve": cmd_curve, "speed": _speed, "medium": cmd_medium}[args.cmd](args)
 
 
-
-
 def report() -> str:
     """benchmarks/results/lm.md from whatever JSON results exist."""
     def load(n):
@@ -209,78 +207,108 @@ def report() -> str:
           f"here). Data: {shown(CORPUS)}, last 10% (111,537 chars) = validation, "
           "paragraph-level context (a paragraph's tokens see only their own paragraph, at most max(widths) back).", ""]
     if init:
-        L += ["### (a) Validation perplexity at step 0: explicit warm start vs random initialisation (orange)", "",
-              "`python benchmarks/bench_lm.py init --seeds 3`", "",
-              "| start | val loss (nats/char) | val ppl |", "|---|---|---|",
-              f"| explicit warm start ({init['warm']['warm_tokens']:,} tokens, {init['warm']['warm_seconds']:.0f} s) | "
-              f"{init['warm']['val_loss']:.3f} | {init['warm']['val_ppl']:.2f} |",
-              f"| uniform (zero parameters) | {init['uniform_loss']:.3f} | {np.exp(init['uniform_loss']):.2f} |"]
-        for r in init["random"]:
-            L.append(f"| random {r['scheme']} seed {r['seed']} | {r['val_loss']:.3f} | {r['val_ppl']:.2f} |")
-        L.append("")
+        L += _init_section(init)
     if warm and cold:
-        L += ["### (b) Validation loss vs training wall-clock, same budget (orange, 300 s each, run concurrently)", "",
-              "`python benchmarks/bench_lm.py curve --start warm --budget 300` and `--start cold` "
-              "(cold = same trainer, Xavier-normal random parameters seed 0, no warm start). Training time "
-              "includes the warm start and the thaw-phase cache rebuilds, not evaluation "
-              "(20K-char validation subset every 100 steps; phase ends use the full split).", "",
-              "| train s | warm: step | warm: val loss | cold: step | cold: val loss |", "|---|---|---|---|---|"]
-        we, ce = [e for e in warm["evals"]], [e for e in cold["evals"]]
-        for t in (0, 30, 60, 90, 120, 150, 180, 210, 240, 270, 300):
-            w = max((e for e in we if e["train_seconds"] <= t + 1e-9), key=lambda e: e["train_seconds"], default=None)
-            c = max((e for e in ce if e["train_seconds"] <= t + 1e-9), key=lambda e: e["train_seconds"], default=None)
-            fmt = lambda e: (f"{e['step']}", f"{e['val_loss']:.3f}") if e else ("-", "- (warm start running)")  # noqa
-            L.append(f"| {t} | {' | '.join(fmt(w))} | {' | '.join(fmt(c))} |")
-        L += ["", "| run | phase | step | train s | val loss (full split) | val ppl |", "|---|---|---|---|---|---|"]
-        for name, log in (("warm", warm), ("cold", cold)):
-            for tag, r in log["phases"].items():
-                L.append(f"| {name} | {tag} | {r['step']} | {r['train_seconds']:.0f} | {r['val_loss']:.3f} | {r['val_ppl']:.2f} |")
-        for name, log in (("warm", warm), ("cold", cold)):
-            s = log["summary"]
-            L.append(f"\n{name}: {s['tokens']:,} training tokens, {s['tokens_per_second']:.0f} tokens/s in the "
-                     f"optimisation loop, thaw at step {s['thaw_step']}, cache rebuilt {s['cache_rebuilds']} times "
-                     f"({s['cache_rebuild_seconds']:.3f} s, counted), peak RSS {log['peak_rss_mb']:.0f} MB.")
-        L.append("")
-        L += ["### (d) Char-level validation loss next to nanoGPT's CPU Shakespeare-char reference", "",
-              "| model | parameters | val loss | training wall-clock |", "|---|---|---|---|",
-              "| nanoGPT shakespeare-char, CPU settings (README) | ~0.8M | ~1.88 | ~3 min on a laptop CPU (per its README) |",
-              f"| SAFFU LM orange, warm start + freeze + thaw | {warm['params']:,} (+{warm['params_with_embedding'] - warm['params']:,} "
-              f"embedding) | {warm['summary']['final_val_loss']:.3f} | {warm['summary']['train_seconds']:.0f} s train "
-              f"(busy 2-core box, 1 thread) |", "",
-              "Not comparable in context: our contexts stop at paragraph boundaries (<=128 chars back), nanoGPT's "
-              "run over 256 chars across speeches; nanoGPT's number is not re-measured here. **Ours is far behind** "
-              "(see 'what is missing').", ""]
+        L += _curve_sections(warm, cold)
     if speed:
-        L += ["### (c) Training throughput of one branch: Numba vs NumPy reference vs PyTorch CPU", "",
-              "`python benchmarks/bench_lm.py speed` — forward + backward of one bucketed batch (128 samples, "
-              "orange shapes: 8 heads, b=16, hidden 512, V=68), best of repeated runs, same thread count for "
-              "BLAS, Numba and torch (`torch.set_num_threads`).", "",
-              "| threads | width | Numba tok/s | NumPy tok/s | PyTorch tok/s | Numba / NumPy | Numba / PyTorch |",
-              "|---|---|---|---|---|---|---|"]
-        rows = speed["rows"]
-        for th in sorted({r["threads"] for r in rows}):
-            for B in sorted({r["width"] for r in rows}):
-                g = {r["backend"]: r["tokens_per_s_best"] for r in rows if r["threads"] == th and r["width"] == B}
-                if len(g) == 3:
-                    L.append(f"| {th} | {B} | {g['numba']:,.0f} | {g['numpy']:,.0f} | {g['torch']:,.0f} | "
-                             f"{g['numba'] / g['numpy']:.2f}x | {g['numba'] / g['torch']:.2f}x |")
-        L.append("")
+        L += _speed_section(speed)
     if med:
-        s = med["summary"]
-        L += ["### medium (BPE 16K) smoke run", "",
-              "`python benchmarks/bench_lm.py medium --steps 30`", "",
-              f"vocabulary {med['vocab']:,}, {med['params']:,} parameters (+{med['params_with_embedding'] - med['params']:,} "
-              f"embedding), widths {med['config']['widths']}; tokenizer training {med['tokenizer_seconds']:.0f} s; warm start "
-              f"{med['warm_start']['seconds']:.0f} s on {med['warm_start']['tokens']:,} tokens; "
-              f"val loss after warm start {med['phases']['warm']['val_loss']:.3f} nats/token "
-              f"(ppl {med['phases']['warm']['val_ppl']:.1f}), after {s['steps']} steps {s['final_val_loss']:.3f}; "
-              f"{s['tokens_per_second']:.0f} tokens/s; {s['cache_rebuilds']} cache builds ({s['cache_rebuild_seconds']:.1f} s); "
-              f"peak RSS {med['peak_rss_mb']:.0f} MB.", ""]
-    L += ["### (e) Peak memory (max RSS of the benchmark process)", "", "| run | peak RSS MB |", "|---|---|"]
-    for name, log in (("orange warm run", warm), ("orange cold run", cold), ("medium smoke run", med)):
+        L += _medium_section(med)
+    L += _memory_section({"orange warm run": warm, "orange cold run": cold, "medium smoke run": med})
+    return "\n".join(L) + "\n"
+
+
+def _init_section(init: dict) -> list[str]:
+    """(a) validation perplexity at step 0."""
+    L = ["### (a) Validation perplexity at step 0: explicit warm start vs random initialisation (orange)", "",
+         "`python benchmarks/bench_lm.py init --seeds 3`", "",
+         "| start | val loss (nats/char) | val ppl |", "|---|---|---|",
+         f"| explicit warm start ({init['warm']['warm_tokens']:,} tokens, {init['warm']['warm_seconds']:.0f} s) | "
+         f"{init['warm']['val_loss']:.3f} | {init['warm']['val_ppl']:.2f} |",
+         f"| uniform (zero parameters) | {init['uniform_loss']:.3f} | {np.exp(init['uniform_loss']):.2f} |"]
+    for r in init["random"]:
+        L.append(f"| random {r['scheme']} seed {r['seed']} | {r['val_loss']:.3f} | {r['val_ppl']:.2f} |")
+    L.append("")
+    return L
+
+
+def _curve_sections(warm: dict, cold: dict) -> list[str]:
+    """(b) loss against wall-clock, warm and cold; (d) next to nanoGPT."""
+    L = ["### (b) Validation loss vs training wall-clock, same budget (orange, 300 s each, run concurrently)", "",
+         "`python benchmarks/bench_lm.py curve --start warm --budget 300` and `--start cold` "
+         "(cold = same trainer, Xavier-normal random parameters seed 0, no warm start). Training time "
+         "includes the warm start and the thaw-phase cache rebuilds, not evaluation "
+         "(20K-char validation subset every 100 steps; phase ends use the full split).", "",
+         "| train s | warm: step | warm: val loss | cold: step | cold: val loss |", "|---|---|---|---|---|"]
+    we, ce = [e for e in warm["evals"]], [e for e in cold["evals"]]
+    for t in (0, 30, 60, 90, 120, 150, 180, 210, 240, 270, 300):
+        w = max((e for e in we if e["train_seconds"] <= t + 1e-9), key=lambda e: e["train_seconds"], default=None)
+        c = max((e for e in ce if e["train_seconds"] <= t + 1e-9), key=lambda e: e["train_seconds"], default=None)
+        fmt = lambda e: (f"{e['step']}", f"{e['val_loss']:.3f}") if e else ("-", "- (warm start running)")  # noqa
+        L.append(f"| {t} | {' | '.join(fmt(w))} | {' | '.join(fmt(c))} |")
+    L += ["", "| run | phase | step | train s | val loss (full split) | val ppl |", "|---|---|---|---|---|---|"]
+    for name, log in (("warm", warm), ("cold", cold)):
+        for tag, r in log["phases"].items():
+            L.append(f"| {name} | {tag} | {r['step']} | {r['train_seconds']:.0f} | {r['val_loss']:.3f} | {r['val_ppl']:.2f} |")
+    for name, log in (("warm", warm), ("cold", cold)):
+        s = log["summary"]
+        L.append(f"\n{name}: {s['tokens']:,} training tokens, {s['tokens_per_second']:.0f} tokens/s in the "
+                 f"optimisation loop, thaw at step {s['thaw_step']}, cache rebuilt {s['cache_rebuilds']} times "
+                 f"({s['cache_rebuild_seconds']:.3f} s, counted), peak RSS {log['peak_rss_mb']:.0f} MB.")
+    L.append("")
+    L += ["### (d) Char-level validation loss next to nanoGPT's CPU Shakespeare-char reference", "",
+          "| model | parameters | val loss | training wall-clock |", "|---|---|---|---|",
+          "| nanoGPT shakespeare-char, CPU settings (README) | ~0.8M | ~1.88 | ~3 min on a laptop CPU (per its README) |",
+          f"| SAFFU LM orange, warm start + freeze + thaw | {warm['params']:,} (+{warm['params_with_embedding'] - warm['params']:,} "
+          f"embedding) | {warm['summary']['final_val_loss']:.3f} | {warm['summary']['train_seconds']:.0f} s train "
+          f"(busy 2-core box, 1 thread) |", "",
+          "Not comparable in context: our contexts stop at paragraph boundaries (<=128 chars back), nanoGPT's "
+          "run over 256 chars across speeches; nanoGPT's number is not re-measured here. **Ours is far behind** "
+          "(see 'what is missing').", ""]
+    return L
+
+
+def _speed_section(speed: dict) -> list[str]:
+    """(c) training throughput of one branch."""
+    L = ["### (c) Training throughput of one branch: Numba vs NumPy reference vs PyTorch CPU", "",
+         "`python benchmarks/bench_lm.py speed` — forward + backward of one bucketed batch (128 samples, "
+         "orange shapes: 8 heads, b=16, hidden 512, V=68), best of repeated runs, same thread count for "
+         "BLAS, Numba and torch (`torch.set_num_threads`).", "",
+         "| threads | width | Numba tok/s | NumPy tok/s | PyTorch tok/s | Numba / NumPy | Numba / PyTorch |",
+         "|---|---|---|---|---|---|---|"]
+    rows = speed["rows"]
+    for th in sorted({r["threads"] for r in rows}):
+        for B in sorted({r["width"] for r in rows}):
+            g = {r["backend"]: r["tokens_per_s_best"] for r in rows if r["threads"] == th and r["width"] == B}
+            if len(g) == 3:
+                L.append(f"| {th} | {B} | {g['numba']:,.0f} | {g['numpy']:,.0f} | {g['torch']:,.0f} | "
+                         f"{g['numba'] / g['numpy']:.2f}x | {g['numba'] / g['torch']:.2f}x |")
+    L.append("")
+    return L
+
+
+def _medium_section(med: dict) -> list[str]:
+    """The medium (BPE 16K) smoke run."""
+    s = med["summary"]
+    L = ["### medium (BPE 16K) smoke run", "",
+         "`python benchmarks/bench_lm.py medium --steps 30`", "",
+         f"vocabulary {med['vocab']:,}, {med['params']:,} parameters (+{med['params_with_embedding'] - med['params']:,} "
+         f"embedding), widths {med['config']['widths']}; tokenizer training {med['tokenizer_seconds']:.0f} s; warm start "
+         f"{med['warm_start']['seconds']:.0f} s on {med['warm_start']['tokens']:,} tokens; "
+         f"val loss after warm start {med['phases']['warm']['val_loss']:.3f} nats/token "
+         f"(ppl {med['phases']['warm']['val_ppl']:.1f}), after {s['steps']} steps {s['final_val_loss']:.3f}; "
+         f"{s['tokens_per_second']:.0f} tokens/s; {s['cache_rebuilds']} cache builds ({s['cache_rebuild_seconds']:.1f} s); "
+         f"peak RSS {med['peak_rss_mb']:.0f} MB.", ""]
+    return L
+
+
+def _memory_section(runs: dict) -> list[str]:
+    """(e) peak memory of each run there is."""
+    L = ["### (e) Peak memory (max RSS of the benchmark process)", "", "| run | peak RSS MB |", "|---|---|"]
+    for name, log in runs.items():
         if log:
             L.append(f"| {name} | {log['peak_rss_mb']:.0f} |")
-    return "\n".join(L) + "\n"
+    return L
 
 
 if __name__ == "__main__":

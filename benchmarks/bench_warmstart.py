@@ -72,6 +72,40 @@ def train(net: SwitchNet, sets: dict, schedule: list[np.ndarray], checkpoints: l
     return {"curve": curve, "train_seconds": time.perf_counter() - t0}
 
 
+def random_start(empty: SwitchNet, sigma: float, seed: int) -> SwitchNet:
+    """A copy of `empty` with ``base`` = 0 and ``delta`` ~ N(0, sigma) (seeded)."""
+    net = copy.deepcopy(empty)
+    r = np.random.default_rng(1000 + seed)
+    for k in net.base:
+        net.base[k][...] = 0.0
+        net.delta[k][...] = r.normal(0.0, sigma, net.delta[k].shape)
+    net.delta["W2"] *= net.w2_mask
+    if getattr(net.config, "shared_u2", False):  # one U_B shared by all branches
+        net.delta["U2"][:] = net.delta["U2"][0]
+    if isinstance(getattr(net, "_effective", None), dict):
+        net._effective.clear()  # the net caches base + delta: we wrote them directly
+    return net
+
+
+def summarise(runs: dict, sigmas: list[float], seeds: int, steps: list[int]) -> tuple[list[list[str]], dict]:
+    """Table rows and summary: warm, and mean +- std over the seeds of each sigma."""
+    groups = {"warm (explicit solution)": ["warm"]}
+    for sigma in sigmas:
+        groups[f"random N(0, {sigma:g}), {seeds} seeds"] = [f"random sigma={sigma:g} seed={s}" for s in range(seeds)]
+    table, summary = [], {}
+    for label, keys in groups.items():
+        for split in ("train", "test"):
+            row = [label, split]
+            for s in steps:
+                for metric in ("loss", "balanced_accuracy"):
+                    vals = np.array([runs[k]["curve"][s][split][metric] for k in keys])
+                    summary.setdefault(label, {}).setdefault(split, {}).setdefault(str(s), {})[metric] = \
+                        {"mean": float(vals.mean()), "std": float(vals.std())}
+                    row.append(f"{vals.mean():.3f}" + (f" ± {vals.std():.3f}" if len(vals) > 1 else ""))
+            table.append(row)
+    return table, summary
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -107,17 +141,8 @@ def main() -> None:
     runs["warm"]["solve_seconds"] = warm_seconds
     for sigma in sigmas:
         for seed in range(args.seeds):
-            net = copy.deepcopy(empty)
-            r = np.random.default_rng(1000 + seed)
-            for k in net.base:
-                net.base[k][...] = 0.0
-                net.delta[k][...] = r.normal(0.0, sigma, net.delta[k].shape)
-            net.delta["W2"] *= net.w2_mask
-            if getattr(net.config, "shared_u2", False):  # one U_B shared by all branches
-                net.delta["U2"][:] = net.delta["U2"][0]
-            if isinstance(getattr(net, "_effective", None), dict):
-                net._effective.clear()  # the net caches base + delta: we wrote them directly
-            runs[f"random sigma={sigma:g} seed={seed}"] = train(net, sets, schedule, checkpoints)
+            runs[f"random sigma={sigma:g} seed={seed}"] = train(random_start(empty, sigma, seed), sets,
+                                                                schedule, checkpoints)
 
     payload = header()
     payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(),
@@ -127,23 +152,8 @@ def main() -> None:
                          "test": shown(args.data / "switch-dev-test.jsonl")},
                    runs={k: {"curve": {str(s): v for s, v in r["curve"].items()},
                              **{kk: vv for kk, vv in r.items() if kk != "curve"}} for k, r in runs.items()})
-    # summary rows: warm, and mean +- std over seeds per sigma
     steps = [0, *checkpoints]
-    groups = {"warm (explicit solution)": ["warm"]}
-    for sigma in sigmas:
-        groups[f"random N(0, {sigma:g}), {args.seeds} seeds"] = [f"random sigma={sigma:g} seed={s}" for s in range(args.seeds)]
-    table, summary = [], {}
-    for label, keys in groups.items():
-        for split in ("train", "test"):
-            row = [label, split]
-            for s in steps:
-                for metric in ("loss", "balanced_accuracy"):
-                    vals = np.array([runs[k]["curve"][s][split][metric] for k in keys])
-                    summary.setdefault(label, {}).setdefault(split, {}).setdefault(str(s), {})[metric] = \
-                        {"mean": float(vals.mean()), "std": float(vals.std())}
-                    row.append(f"{vals.mean():.3f}" + (f" ± {vals.std():.3f}" if len(vals) > 1 else ""))
-            table.append(row)
-    payload["summary"] = summary
+    table, payload["summary"] = summarise(runs, sigmas, args.seeds, steps)
     path = write_result("warmstart", payload)
     print(describe(payload))
     print(f"\n{args.config} ({payload['params']:,} parameters), Adam lr {cfg.lr}, mini-batches of {args.batch} "

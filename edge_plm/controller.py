@@ -1,37 +1,10 @@
-"""The loop: audio -> endpointing -> ASR -> learner.predict -> policy -> devices -> store -> learner.
+"""The device's loop: each input becomes one stored interaction; resolved ones teach the learner.
 
-`Controller` does the I/O around the pure `Policy` (docs/design.md §1, §3):
-
-    for item in source:                       # Utterance (endpointed by its source) or InputFailure
-        controller.handle(item)               # ASR, predict, decide, relay/LED, store a row
-    # meanwhile, every ~100 ms (a thread in `run`, explicit calls in `run_session`):
-    controller.pump()                         # switch flips and window expiry -> labels -> learner
-
-- Every input becomes one row of ``interactions`` with its latency breakdown in ms:
-  ``audio`` (reading/capturing the utterance), ``asr``, ``model`` (predict), ``actuator``
-  (relay/LED) and ``total`` (audio + everything `handle` did, including policy and store).
-- Bad input never stops the loop: a corrupt/unreadable WAV (`InputFailure`), an empty
-  utterance (no speech, nothing recognised) and an ASR error are logged and stored as an
-  interaction with ``error`` set; the policy never sees them. Unexpected exceptions in one
-  input are logged with a traceback and the loop continues.
-- Storage failures (disk full, I/O error, read-only database: `StorageError`) are never
-  reported as done: the utterance is not acted on (its row is stored before the policy runs),
-  the label is not learned (it is stored before the learner sees it), one ``ERROR`` line is
-  logged, and `Controller.storage_failures` counts them (`run` shows it in its systemd
-  ``STATUS=``; a replay stops with an error at the first one).
-- Transcripts longer than ``asr.max_transcript_chars`` are cut there (at a word boundary when
-  there is one) with a logged warning, before the model or the store sees them.
-- Labels: when the policy resolves an interaction with a label, the label is stored with its
-  source and handed to `Learner.on_label` (holdout or update, then versioning); without a
-  label the transcript is `Learner.observe`d.
-- The person's switch drives the relay (it is the light switch); a flip the relay's rate
-  limit refuses is applied as soon as the limit allows.
-- Audio is written to ``paths.audio_path()`` only when ``paths.keep_audio`` is set: files
-  0600 in a 0700 directory.
-- `stop` closes the open interaction, then LED off, switch released and relay to its safe state.
-
-Replaying a labelled session through this loop (simulated person, clock, runner) is
-`edge_plm.replay`.
+`Controller.handle` takes one `Utterance` (or `InputFailure`) through listen -> transcribe ->
+predict -> decide -> act/ask -> record; `Controller.pump` (about every 100 ms) applies the
+person's switch flips and expired windows, whose labels go to the store and the learner.
+Bad input, storage failures, kept audio and stopping: docs/loop.md. Replaying a labelled
+session through this loop: `edge_plm.replay`.
 """
 
 from __future__ import annotations
@@ -44,19 +17,24 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge_plm.device import Devices
 from edge_plm.learner import Learner
-from edge_plm.policy import Action, Decision, Policy, Resolution
+from edge_plm.policy import Action, Decision, Policy, Resolution, Step
 from edge_plm.policy import Prediction as PolicyPrediction
 from edge_plm.settings import Settings
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.transcript import cap_transcript
-from edge_plm.voice.asr import AsrBackend, AsrError, TextASR
+from edge_plm.voice.asr import AsrBackend, AsrError, TextASR, Transcript
 from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
 from edge_plm.voice.endpoint import Endpointer
+
+if TYPE_CHECKING:
+    from edge_plm.plm.dialogue import Prediction
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +115,45 @@ class Outcome:
     stored: bool = True  # False: the interaction (or part of it) could not be stored
 
 
+class Stopwatch:
+    """The latency breakdown of one input in ms, filled stage by stage."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.ms: dict[str, float] = {}
+
+    def record(self, stage: str, ms: float) -> None:
+        self.ms[stage] = ms
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block as stage `name` (also when it raises)."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = (time.perf_counter() - t) * 1e3
+
+    def stop(self) -> Latency:
+        """The breakdown, with the total: the audio plus everything since the input arrived."""
+        total = self.ms.get("audio", 0.0) + (time.perf_counter() - self.start) * 1e3
+        return Latency(**self.ms, total=total)
+
+
+class _Rejected(Exception):
+    """An input without a usable transcript: stored as an error row, never seen by the policy."""
+
+    def __init__(self, error: str, asr_backend: str | None = None, keep_audio: bool = False):
+        super().__init__(error)
+        self.error = error
+        self.asr_backend = asr_backend
+        self.keep_audio = keep_audio
+
+
+def _clamp(p: float) -> float:
+    return min(1.0, max(0.0, float(p)))
+
+
 # --- the controller -------------------------------------------------------------------------
 class Controller:
     """One device's loop. Thread-safe: `handle`, `pump` and `stop` share one lock."""
@@ -167,15 +184,15 @@ class Controller:
     def handle(self, item: Item) -> Outcome:
         """Process one input end to end; never raises for bad input."""
         with self._lock:
-            t0 = time.perf_counter()
+            watch = Stopwatch()
             self.handled += 1
             self.pump()
             try:
+                watch.record("audio", float(item.audio_ms))
                 if isinstance(item, InputFailure):
                     log.error("input failed (%s): %s", item.source, item.error)
-                    return self._error_row("", item.error, Latency(audio=item.audio_ms), t0,
-                                           asr_backend=None)
-                return self._handle_utterance(item, t0)
+                    return self._error_row(_Rejected(item.error), watch)
+                return self._handle_utterance(item, watch)
             except Exception as exc:
                 if storage_failure(exc):  # disk full, I/O error, read-only: say so, do nothing
                     self._storage_failed("interaction", exc)
@@ -183,55 +200,82 @@ class Controller:
                                    Latency(), stored=False)
                 # a bug or a failing component: record it, keep running
                 log.exception("interaction failed unexpectedly")
-                return self._error_row("", f"internal error: {type(exc).__name__}: {exc}",
-                                       Latency(), t0, asr_backend=None)
+                watch.ms.clear()  # the stages may not have finished: only the total is known
+                return self._error_row(
+                    _Rejected(f"internal error: {type(exc).__name__}: {exc}"), watch)
 
-    def _handle_utterance(self, utt: Utterance, t0: float) -> Outcome:
-        audio_ms = float(utt.audio_ms)
-        is_text = utt.text is not None
-        asr = self.text_asr if is_text else self.asr
-        if not is_text and len(utt.samples) == 0:
+    def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
+        """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
+        try:
+            asr = self._listen(utt)
+            with watch.stage("asr"):
+                transcript = self._transcribe(asr, utt)
+            text = self._usable_text(transcript, utt)
+        except _Rejected as rejected:
+            return self._error_row(rejected, watch, utt)
+        with watch.stage("model"):
+            pred = self.learner.predict(text)
+        iid = self._record_prediction(text, transcript, pred, watch)
+        step, now = self._decide(iid, text, pred)
+        with watch.stage("actuator"):
+            driven = self._act_or_ask(iid, step, now)
+        return self._record_decision(iid, utt, text, pred, step, driven, watch.stop())
+
+    def _listen(self, utt: Utterance) -> AsrBackend:
+        """The ASR for this utterance (the text source's own for text); rejects empty audio."""
+        if utt.text is not None:
+            return self.text_asr
+        if len(utt.samples) == 0:
             msg = f"empty utterance: no speech in the audio ({utt.path or utt.source})"
             log.error(msg)
-            return self._error_row("", msg, Latency(audio=audio_ms), t0, asr_backend=None)
-        if asr is None:
+            raise _Rejected(msg)
+        if self.asr is None:
             msg = "no ASR backend configured for audio input"
             log.error(msg)
-            return self._error_row("", msg, Latency(audio=audio_ms), t0, asr_backend=None)
+            raise _Rejected(msg)
         if utt.truncated:
             log.warning("utterance was cut at max_utterance_ms; transcribing what was kept")
-        ta = time.perf_counter()
+        return self.asr
+
+    def _transcribe(self, asr: AsrBackend, utt: Utterance) -> Transcript:
         try:
-            tr = asr.transcribe_utterance(utt)
+            return asr.transcribe_utterance(utt)
         except AsrError as exc:
-            asr_ms = (time.perf_counter() - ta) * 1e3
             log.error("ASR failed (%s): %s", asr.name, exc)
-            return self._error_row("", f"ASR error: {exc}", Latency(audio=audio_ms, asr=asr_ms),
-                                   t0, asr_backend=asr.name, utt=utt)
-        asr_ms = (time.perf_counter() - ta) * 1e3
+            raise _Rejected(f"ASR error: {exc}", asr.name, keep_audio=True) from exc
+
+    def _usable_text(self, tr: Transcript, utt: Utterance) -> str:
+        """The transcript cut to ``asr.max_transcript_chars``; rejects an empty one."""
         text = cap_transcript(tr.text, self.settings.asr.max_transcript_chars)
         if not text:
-            msg = "empty utterance: nothing recognised" if not is_text else "empty transcript"
+            msg = "empty transcript" if utt.text is not None else "empty utterance: nothing recognised"
             log.error("%s (%s)", msg, utt.path or utt.source)
-            return self._error_row("", msg, Latency(audio=audio_ms, asr=asr_ms), t0,
-                                   asr_backend=tr.backend, utt=utt)
-        tm = time.perf_counter()
-        pred = self.learner.predict(text)
-        model_ms = (time.perf_counter() - tm) * 1e3
-        confidence = min(1.0, max(0.0, float(pred.confidence)))
-        iid = self.store.add_interaction(
+            raise _Rejected(msg, tr.backend, keep_audio=True)
+        return text
+
+    def _record_prediction(self, text: str, tr: Transcript, pred: Prediction,
+                           watch: Stopwatch) -> int:
+        """The interaction's row, stored before the policy runs (an unstored one is not acted on)."""
+        return self.store.add_interaction(
             ts=self._wall(), transcript=text, asr_backend=tr.backend,
-            asr_confidence=tr.confidence, prediction=pred.action, confidence=confidence,
-            distribution=pred.distribution, model_version=self.learner.version,
-            latency_audio_ms=audio_ms, latency_asr_ms=asr_ms, latency_model_ms=model_ms)
+            asr_confidence=tr.confidence, prediction=pred.action,
+            confidence=_clamp(pred.confidence), distribution=pred.distribution,
+            model_version=self.learner.version, latency_audio_ms=watch.ms["audio"],
+            latency_asr_ms=watch.ms["asr"], latency_model_ms=watch.ms["model"])
+
+    def _decide(self, iid: int, text: str, pred: Prediction) -> tuple[Step, float]:
+        """The policy's step for this utterance (closing the previous interaction), and when."""
         now = self._clock()
-        dist = {a: min(1.0, max(0.0, float(v))) for a, v in (pred.distribution or {}).items()}
+        dist = {a: _clamp(v) for a, v in (pred.distribution or {}).items()}
         step = self.policy.on_utterance(
-            iid, PolicyPrediction(Action(pred.action), confidence, dist or None),
+            iid, PolicyPrediction(Action(pred.action), _clamp(pred.confidence), dist or None),
             self.devices.relay.is_on, now)
         self._resolve_all(step.closed)
         self._open_texts[iid] = text
-        tx = time.perf_counter()
+        return step, now
+
+    def _act_or_ask(self, iid: int, step: Step, now: float) -> Action | None:
+        """Drive the relay and/or ask; returns the state driven (None: none, or refused)."""
         driven: Action | None = None
         if step.drive is not None:
             if self.devices.relay.set(bool(step.drive.state), now):
@@ -241,39 +285,43 @@ class Controller:
                 log.warning("interaction %d: relay refused %s (rate limit)", iid, step.drive.value)
         if step.ask:
             self.devices.ask()
-        actuator_ms = (time.perf_counter() - tx) * 1e3
-        total_ms = audio_ms + (time.perf_counter() - t0) * 1e3
-        latency = Latency(audio_ms, asr_ms, model_ms, actuator_ms, total_ms)
+        return driven
+
+    def _record_decision(self, iid: int, utt: Utterance, text: str, pred: Prediction, step: Step,
+                         driven: Action | None, latency: Latency) -> Outcome:
+        """The decision, the action and the rest of the latency into the interaction's row."""
         audio_path = self._keep_audio(iid, utt)
         self.store.update_interaction(
             iid, decision=step.decision.value, action=driven.value if driven else None,
-            latency_actuator_ms=actuator_ms, latency_total_ms=total_ms,
+            latency_actuator_ms=latency.actuator, latency_total_ms=latency.total,
             **({"audio_path": audio_path} if audio_path else {}))
+        confidence = _clamp(pred.confidence)
         log.info("#%d %r -> %s %.2f -> %s%s", iid, text, pred.action, confidence,
                  step.decision.value, f" {driven.value}" if driven else "")
         return Outcome(iid, text, step.decision, pred.action, confidence, driven, None, latency)
 
-    def _error_row(self, transcript: str, error: str, latency: Latency, t0: float,
-                   asr_backend: str | None, utt: Utterance | None = None) -> Outcome:
-        total = (latency.audio or 0.0) + (time.perf_counter() - t0) * 1e3
-        latency = replace(latency, total=total)
+    def _error_row(self, rejected: _Rejected, watch: Stopwatch,
+                   utt: Utterance | None = None) -> Outcome:
+        """An input without a usable transcript: stored with its error, never seen by the policy."""
+        latency = watch.stop()
+        error = rejected.error
         iid: int | None = None
         try:
-            iid = self.store.add_interaction(ts=self._wall(), transcript=transcript,
-                                             asr_backend=asr_backend, error=error,
+            iid = self.store.add_interaction(ts=self._wall(), transcript="",
+                                             asr_backend=rejected.asr_backend, error=error,
                                              model_version=self.learner.version,
                                              **latency.columns())
-            if utt is not None:
+            if utt is not None and rejected.keep_audio:
                 path = self._keep_audio(iid, utt)
                 if path:
                     self.store.update_interaction(iid, audio_path=path)
         except StorageError as exc:
             self._storage_failed("failed interaction", exc)
-            return Outcome(iid, transcript, None, None, None, None, error, latency, stored=False)
+            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
         except Exception:
             log.exception("could not store the failed interaction (%s)", error)
-            return Outcome(iid, transcript, None, None, None, None, error, latency, stored=False)
-        return Outcome(iid, transcript, None, None, None, None, error, latency)
+            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
+        return Outcome(iid, "", None, None, None, None, error, latency)
 
     def _storage_failed(self, what: str, exc: Exception) -> None:
         """One ERROR line (no traceback: nothing is wrong with the code), counted."""

@@ -1,21 +1,9 @@
 """Moving switch models between a device and a desktop (`edge-plm model import|export`).
 
-``import_checkpoint``: a checkpoint trained elsewhere (`edge-plm train switch`) becomes a new
-model version of this device's database. It must be a switch model of a configuration this
-edge-plm runs on a device (potato or orange, with exactly that configuration's structure), in
-this edge-plm's checkpoint format, with a character vocabulary whose codes match (all checked by
-``SwitchModel.load`` and ``check_compatible``). It may be of another configuration than
-``model.config`` (the round trip: a potato device imports an orange model trained on a desktop);
-the device then runs the imported configuration, and ``config_changed`` says so: ``model.config``
-is what a rebuild or a new start uses, so set it to keep the imported configuration. It is
-scored on the holdout slice next to the active model (on the same rows); when it scores lower
-it is refused unless ``force``. Accepted, it becomes the active version (gate ``"import"``;
-its metrics record the source file, its SHA-256 and how it was trained). The running service
-picks it up at its next sync (as after `model rollback`).
-
-The imported model holds no map from this database's interactions to its examples: `forget`
-and `label` cannot take an interaction back out of it (they still act on the database, and
-`model rebuild` re-learns from the database). docs/deploy.md has the round trip.
+``import_checkpoint`` makes a checkpoint trained elsewhere (`edge-plm train switch`) a new
+model version of this device, after checking that the device can run it and scoring it on the
+holdout slice next to the active model (refused when worse, unless ``force``). The round trip
+and what an imported model cannot do (take single rows back out): docs/deploy.md.
 """
 
 from __future__ import annotations

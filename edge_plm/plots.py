@@ -39,58 +39,63 @@ def plot_learning(curve: dict[str, Any], path: str | Path, title: str = "") -> P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    n, window = curve["n"], curve["window"]
-    xs = list(range(1, n + 1))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True,
                                       gridspec_kw={"height_ratios": [3, 2]})
-    for kind, values in curve["rolling"].items():
-        top.plot(xs, values, label=NAMES[kind], color=COLOURS[kind],
-                 linewidth=1.5 if kind == "ignored" else 2,
-                 linestyle="--" if kind == "ignored" else "-")
-    top.set_ylim(-0.03, 1.03)
-    top.set_ylabel(f"share of the last {window}\ninteractions")
-    top.set_title(title or "Learning on the device: asking turns into acting right", pad=30)
-    top.grid(alpha=0.3)
-    top.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, fontsize=9,
-               frameon=False)
-
-    versions = sorted(curve["versions"], key=lambda v: v["at"])
-    accepted = [v for v in versions if v["status"] != "rolled_back"
-                and v["balanced_accuracy"] is not None]
-    rejected = [v for v in versions if v["status"] == "rolled_back"
-                and v["balanced_accuracy"] is not None]
-    if accepted:
-        bottom.step([v["at"] for v in accepted], [v["balanced_accuracy"] for v in accepted],
-                    where="post", color="#1565c0", linewidth=1.5, alpha=0.5)
-        bottom.plot([v["at"] for v in accepted], [v["balanced_accuracy"] for v in accepted],
-                    "o", color="#1565c0", label="model version (accepted)")
-        if len(accepted) <= 25:  # beyond that the labels overlap
-            for v in accepted:
-                below = v["balanced_accuracy"] > 0.5
-                bottom.annotate(f"{v['version']}\nn={v['holdout_n']}",
-                                (v["at"], v["balanced_accuracy"]), textcoords="offset points",
-                                xytext=(0, -24 if below else 8), ha="center", fontsize=7,
-                                color="#333333")
-    if rejected:
-        bottom.plot([v["at"] for v in rejected], [v["balanced_accuracy"] for v in rejected],
-                    "x", color="#c62828", markersize=9, mew=2, label="candidate rolled back")
+    _draw_behaviour(top, curve, title)
+    _draw_versions(bottom, curve)
     for v in curve["versions"]:
         top.axvline(v["at"], color="#999999", linewidth=0.6, linestyle=":")
-    bottom.set_ylim(-0.05, 1.12)
-    bottom.set_ylabel("holdout balanced\naccuracy")
-    bottom.set_xlabel("interactions recorded")
-    bottom.set_xlim(0.5, max(n, 1) + max(1.0, 0.03 * n))  # room for the last label
-    bottom.grid(alpha=0.3)
-    if accepted or rejected:
-        bottom.legend(loc="lower right", fontsize=9, framealpha=0.9)
-    else:
-        bottom.text(0.5, 0.5, "no scored model version yet", transform=bottom.transAxes,
-                    ha="center", va="center", color="#666666")
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _draw_behaviour(ax: Any, curve: dict[str, Any], title: str) -> None:
+    """Rolling shares of asked / acted right / acted wrong / ignored / missed."""
+    xs = list(range(1, curve["n"] + 1))
+    for kind, values in curve["rolling"].items():
+        ax.plot(xs, values, label=NAMES[kind], color=COLOURS[kind],
+                linewidth=1.5 if kind == "ignored" else 2,
+                linestyle="--" if kind == "ignored" else "-")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylabel(f"share of the last {curve['window']}\ninteractions")
+    ax.set_title(title or "Learning on the device: asking turns into acting right", pad=30)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, fontsize=9, frameon=False)
+
+
+def _draw_versions(ax: Any, curve: dict[str, Any]) -> None:
+    """Each scored model version's holdout balanced accuracy; rolled-back candidates as crosses."""
+    n = curve["n"]
+    scored = sorted((v for v in curve["versions"] if v["balanced_accuracy"] is not None),
+                    key=lambda v: v["at"])
+    accepted = [v for v in scored if v["status"] != "rolled_back"]
+    rejected = [v for v in scored if v["status"] == "rolled_back"]
+    if accepted:
+        xs, ys = [v["at"] for v in accepted], [v["balanced_accuracy"] for v in accepted]
+        ax.step(xs, ys, where="post", color="#1565c0", linewidth=1.5, alpha=0.5)
+        ax.plot(xs, ys, "o", color="#1565c0", label="model version (accepted)")
+        if len(accepted) <= 25:  # beyond that the labels overlap
+            for v in accepted:
+                below = v["balanced_accuracy"] > 0.5
+                ax.annotate(f"{v['version']}\nn={v['holdout_n']}", (v["at"], v["balanced_accuracy"]),
+                            textcoords="offset points", xytext=(0, -24 if below else 8),
+                            ha="center", fontsize=7, color="#333333")
+    if rejected:
+        ax.plot([v["at"] for v in rejected], [v["balanced_accuracy"] for v in rejected],
+                "x", color="#c62828", markersize=9, mew=2, label="candidate rolled back")
+    ax.set_ylim(-0.05, 1.12)
+    ax.set_ylabel("holdout balanced\naccuracy")
+    ax.set_xlabel("interactions recorded")
+    ax.set_xlim(0.5, max(n, 1) + max(1.0, 0.03 * n))  # room for the last label
+    ax.grid(alpha=0.3)
+    if accepted or rejected:
+        ax.legend(loc="lower right", fontsize=9, framealpha=0.9)
+    else:
+        ax.text(0.5, 0.5, "no scored model version yet", transform=ax.transAxes,
+                ha="center", va="center", color="#666666")
 
 
 __all__ = ["INSTALL_HINT", "PlotUnavailable", "plot_learning", "require_matplotlib"]

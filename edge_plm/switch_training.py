@@ -1,32 +1,18 @@
-"""Desktop training of a switch model (`edge-plm train switch`, docs/design.md §2.6).
+"""Desktop training of a switch model (`edge-plm train switch`).
 
 The recipe, on a labelled JSONL file (lines as `edge-plm replay` / `export` write them):
 
-1. **Explicit warm start** — every labelled line goes through ``SwitchModel.learn`` in file
-   order (the device's own online path: statistics, explicit re-solve and the few refinement
-   steps the device runs per label); lines without a label are ``observe``d (their units join
-   the vocabulary).
-2. **Refinement** — epochs of ``epoch_steps`` full-batch refinement steps
-   (``SwitchModel.refine``: gradient steps on the model's ``delta`` over every labelled example,
-   pulled toward the explicit solution), far more than a board spends, with early stopping on
-   the validation file.
-3. **Thawed embeddings** — the same with trainable embeddings, for a model that can thaw
-   (the unit network has no codes to thaw: skipped).
+1. **Explicit warm start**: every labelled line goes through ``SwitchModel.learn`` in file
+   order (the device's own online path); lines without a label are ``observe``d.
+2. **Refinement**: epochs of ``epoch_steps`` full-batch refinement steps (``SwitchModel.refine``,
+   through ``gradient_epoch``), far more than a board spends, with early stopping on ``--val``
+   (balanced accuracy, ties broken by the lower class-weighted loss): the run ends after
+   ``patience`` epochs without improvement or ``max_epochs`` epochs, with the best model.
 
-Early stopping: after the warm start and after every epoch the model is scored on ``--val``
-(balanced accuracy, ties broken by the lower class-weighted loss). The best model so far is
-``OUT/checkpoint.npz`` (the device's checkpoint format: `SwitchModel.save`); a phase stops after
-``patience`` epochs without improvement, and phase 3 starts from the best model of phase 2.
-Without ``--val`` there is no early stopping: the last epoch is the model.
-
-Everything that touches the model's internals goes through ``gradient_epoch`` (one epoch of
-refinement) and ``SwitchModel.learn`` / ``observe`` / ``save`` / ``load``, so a new model
-internal only needs that one function changed.
-
-Resumable: ``OUT/last.npz`` is the model after the last finished epoch and ``OUT/train_log.json``
-the log with the run's position (phase, epoch, best score, steps); ``resume=True`` continues from
-them. Deterministic: refinement is full batch (no sampling), so a run cut into parts by ``--steps``
-and ``--resume`` ends with the same model as one uninterrupted run.
+``OUT/checkpoint.npz`` is the best model so far (the device's checkpoint format); without
+``--val`` it is the last epoch's. ``OUT/last.npz`` and ``OUT/train_log.json`` hold the run's
+position, so ``resume=True`` continues it; refinement is full batch, so a run cut by ``--steps``
+and resumed ends with the same model as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -47,7 +33,7 @@ from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.dialogue import LABEL_INDEX, SwitchModel
 from edge_plm.plm.tokenizer import ACTIONS
 
-PHASES = ("frozen", "thawed")
+PHASE = "frozen"  # the epoch records' phase: refinement with the embeddings as they are
 LOG_NAME = "train_log.json"
 
 
@@ -95,15 +81,6 @@ def gradient_epoch(model: SwitchModel, steps: int) -> tuple[float, int]:
     (``SwitchModel.refine``). Returns (the objective before the last step, steps taken)."""
     loss = model.refine(steps)
     return (0.0 if loss is None else float(loss)), (steps if loss is not None else 0)
-
-
-def can_thaw(model: SwitchModel) -> bool:
-    return hasattr(model.net, "thaw") and hasattr(model.net, "freeze")
-
-
-def set_embeddings(model: SwitchModel, thawed: bool) -> None:
-    if can_thaw(model):
-        (model.net.thaw if thawed else model.net.freeze)()
 
 
 # --- scoring ----------------------------------------------------------------------------
@@ -162,83 +139,102 @@ class SwitchTrainer:
         model.save(self.out / name, extra=self._meta())
 
     def run(self) -> dict:
-        cfg = self.cfg
+        """Warm start (or resume), refinement epochs until early stopping or the budget, summary."""
         t0 = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
-        log_path = self.out / LOG_NAME
-        if self.resume and log_path.exists() and (self.out / "last.npz").exists():
-            log = json.loads(log_path.read_text(encoding="utf-8"))
-            if log.get("recipe", {}).get("model_config") != cfg.model_config:
-                raise ValueError(f"{self.out} holds a {log.get('recipe', {}).get('model_config')} run, "
-                                 f"not {cfg.model_config}; use another --out")
-            model = SwitchModel.load(self.out / "last.npz")
-            elapsed = float(log["state"]["seconds"])
+        if self.resume and (self.out / LOG_NAME).exists() and (self.out / "last.npz").exists():
+            model, log = self._resumed()
         else:
-            model = SwitchModel.empty(cfg.model_config, seed=cfg.seed)
-            for text, label in self.rows:
-                if label is None:
-                    model.observe(text)
-                else:
-                    model.learn(text, label)
-            log = {"recipe": asdict(cfg), **self.sources, "params": model.params,
-                   "data_lines": len(self.rows), "labelled": model.n_examples, "epochs": [],
-                   "state": {"phase": 0, "epoch": 0, "steps": 0, "best": None, "stale": 0,
-                             "seconds": 0.0, "done": False}}
-            warm = score(model, self.val) if self.val else None
-            log["warm_start"] = {"val": warm, "seconds": time.perf_counter() - t0}
-            log["state"]["best"] = warm
-            self._save(model, "checkpoint.npz")
-            self._save(model, "last.npz")
-            elapsed = time.perf_counter() - t0
-            log["state"]["seconds"] = elapsed
-            _write_json(log_path, log)
-        start = time.perf_counter() - elapsed
+            model, log = self._warm_start(t0)
+        start = time.perf_counter() - float(log["state"]["seconds"])
         st = log["state"]
-        while not st["done"]:
-            if st["phase"] >= len(PHASES) or (PHASES[st["phase"]] == "thawed" and not can_thaw(model)):
-                st["done"] = True
-                break
-            if cfg.steps is not None and st["steps"] >= cfg.steps:
-                break
-            if cfg.time_budget is not None and time.perf_counter() - start >= cfg.time_budget:
-                break
-            phase = PHASES[st["phase"]]
-            set_embeddings(model, phase == "thawed")
-            loss, n = gradient_epoch(model, cfg.epoch_steps)
-            set_embeddings(model, False)
-            st["steps"] += n
-            st["epoch"] += 1
-            rec = {"phase": phase, "epoch": st["epoch"], "steps": st["steps"], "train_loss": loss}
-            next_phase = st["epoch"] >= cfg.max_epochs
-            if self.val:
-                s = score(model, self.val)
-                rec["val"] = s
-                if better(s, st["best"]):
-                    st["best"], st["stale"] = s, 0
-                    self._save(model, "checkpoint.npz")
-                    rec["best"] = True
-                else:
-                    st["stale"] += 1
-                    next_phase = next_phase or st["stale"] >= cfg.patience
+        while not st["done"] and not self._budget_spent(st, start):
+            model = self._epoch(model, log, start)
+        return self._finish(log, start)
+
+    def _resumed(self) -> tuple[SwitchModel, dict]:
+        log = json.loads((self.out / LOG_NAME).read_text(encoding="utf-8"))
+        previous = log.get("recipe", {}).get("model_config")
+        if previous != self.cfg.model_config:
+            raise ValueError(f"{self.out} holds a {previous} run, not {self.cfg.model_config}; "
+                             "use another --out")
+        if log["state"]["phase"] >= 1:  # refinement ended before the run marked itself done
+            log["state"]["done"] = True
+        return SwitchModel.load(self.out / "last.npz"), log
+
+    def _warm_start(self, t0: float) -> tuple[SwitchModel, dict]:
+        """Every labelled line learned in file order (the device's online path), the rest observed."""
+        model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed)
+        for text, label in self.rows:
+            if label is None:
+                model.observe(text)
             else:
-                self._save(model, "checkpoint.npz")
-            rec["seconds"] = time.perf_counter() - start
-            log["epochs"].append(rec)
-            if self.progress:
-                self.progress(rec)
-            if next_phase:  # the next phase starts from the best model so far
-                st["phase"], st["epoch"], st["stale"] = st["phase"] + 1, 0, 0
-                model = SwitchModel.load(self.out / "checkpoint.npz")
-            self._save(model, "last.npz")
-            st["seconds"] = time.perf_counter() - start
-            _write_json(log_path, log)
+                model.learn(text, label)
+        log = {"recipe": asdict(self.cfg), **self.sources, "params": model.params,
+               "data_lines": len(self.rows), "labelled": model.n_examples, "epochs": [],
+               "state": {"phase": 0, "epoch": 0, "steps": 0, "best": None, "stale": 0,
+                         "seconds": 0.0, "done": False}}
+        warm = score(model, self.val) if self.val else None
+        log["warm_start"] = {"val": warm, "seconds": time.perf_counter() - t0}
+        log["state"]["best"] = warm
+        self._save(model, "checkpoint.npz")
+        self._save(model, "last.npz")
+        log["state"]["seconds"] = time.perf_counter() - t0
+        _write_json(self.out / LOG_NAME, log)
+        return model, log
+
+    def _budget_spent(self, st: dict, start: float) -> bool:
+        """``--steps`` / ``--time-budget`` reached (checked between epochs)."""
+        cfg = self.cfg
+        return ((cfg.steps is not None and st["steps"] >= cfg.steps)
+                or (cfg.time_budget is not None and time.perf_counter() - start >= cfg.time_budget))
+
+    def _epoch(self, model: SwitchModel, log: dict, start: float) -> SwitchModel:
+        """One epoch of refinement, scored and logged; returns the model to continue from."""
+        st = log["state"]
+        loss, n = gradient_epoch(model, self.cfg.epoch_steps)
+        st["steps"] += n
+        st["epoch"] += 1
+        rec = {"phase": PHASE, "epoch": st["epoch"], "steps": st["steps"], "train_loss": loss}
+        improved = self._keep_if_best(model, st, rec)
+        stop = st["epoch"] >= self.cfg.max_epochs or (not improved and st["stale"] >= self.cfg.patience)
+        rec["seconds"] = time.perf_counter() - start
+        log["epochs"].append(rec)
+        if self.progress:
+            self.progress(rec)
+        if stop:  # the run ends with the best model so far
+            st["phase"], st["epoch"], st["stale"], st["done"] = 1, 0, 0, True
+            model = SwitchModel.load(self.out / "checkpoint.npz")
+        self._save(model, "last.npz")
+        st["seconds"] = time.perf_counter() - start
+        _write_json(self.out / LOG_NAME, log)
+        return model
+
+    def _keep_if_best(self, model: SwitchModel, st: dict, rec: dict) -> bool:
+        """Save `model` as the checkpoint when it beats the best ``--val`` score (always without
+        ``--val``); returns whether it did."""
+        if not self.val:
+            self._save(model, "checkpoint.npz")
+            return True
+        s = score(model, self.val)
+        rec["val"] = s
+        if not better(s, st["best"]):
+            st["stale"] += 1
+            return False
+        st["best"], st["stale"] = s, 0
+        self._save(model, "checkpoint.npz")
+        rec["best"] = True
+        return True
+
+    def _finish(self, log: dict, start: float) -> dict:
+        st = log["state"]
         st["seconds"] = time.perf_counter() - start
         final = SwitchModel.load(self.out / "checkpoint.npz")
         log["summary"] = {"checkpoint": str(self.out / "checkpoint.npz"), "config": final.config.name,
                           "params": final.params, "labelled": final.n_examples,
                           "steps": st["steps"], "finished": st["done"], "val": st["best"],
                           "seconds": st["seconds"]}
-        _write_json(log_path, log)
+        _write_json(self.out / LOG_NAME, log)
         return log
 
 

@@ -1,10 +1,8 @@
 """The transcript cap: what the model and the store see of one utterance is bounded.
 
-A transcript longer than ``asr.max_transcript_chars`` (default 500: a spoken command is a few
-dozen characters; the longest line of the dev data is under 200) is cut there, at the last
-word boundary when there is one, and a warning is logged. Unbounded input (a 20 MB line) would
-otherwise cost seconds and hundreds of MB in the model. Used by the loop (`run`, `replay`),
-`eval` and the training readers.
+A transcript longer than ``asr.max_transcript_chars`` is cut there, at the last word boundary
+when there is one, with a logged warning (docs/loop.md says why). Used by the loop (`run`,
+`replay`), `eval` and the training readers.
 """
 
 from __future__ import annotations

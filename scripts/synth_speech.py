@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -74,20 +75,29 @@ class Phrase:
     voices: tuple[str, ...]
 
 
-DEMO_PHRASES: tuple[Phrase, ...] = (
-    Phrase("turn-on-the-light", "turn on the light", "ON", ("slt", "rms")),
-    Phrase("switch-the-lamp-on", "switch the lamp on", "ON", ("awb", "kal16")),
-    Phrase("lights-on-please", "lights on please", "ON", ("rms", "slt")),
-    Phrase("can-you-turn-the-lamp-on", "can you turn the lamp on", "ON", ("kal16", "awb")),
-    Phrase("turn-off-the-light", "turn off the light", "OFF", ("slt", "awb")),
-    Phrase("switch-the-lamp-off", "switch the lamp off", "OFF", ("rms", "kal16")),
-    Phrase("lights-off-please", "lights off please", "OFF", ("awb", "slt")),
-    Phrase("i-am-going-to-bed-lights-off", "i am going to bed, lights off", "OFF", ("kal16", "rms")),
-    Phrase("what-time-is-it", "what time is it", "NOOP", ("slt", "kal16")),
-    Phrase("play-some-music", "play some music", "NOOP", ("rms", "awb")),
-    Phrase("what-is-the-weather-like", "what is the weather like", "NOOP", ("awb", "slt")),
-    Phrase("set-an-alarm-for-seven", "set an alarm for seven", "NOOP", ("kal16", "rms")),
-)
+# text | label | voices (each phrase in two voices, every voice about as often)
+_DEMO_TABLE = """
+turn on the light             | ON   | slt rms
+switch the lamp on            | ON   | awb kal16
+lights on please              | ON   | rms slt
+can you turn the lamp on      | ON   | kal16 awb
+turn off the light            | OFF  | slt awb
+switch the lamp off           | OFF  | rms kal16
+lights off please             | OFF  | awb slt
+i am going to bed, lights off | OFF  | kal16 rms
+what time is it               | NOOP | slt kal16
+play some music               | NOOP | rms awb
+what is the weather like      | NOOP | awb slt
+set an alarm for seven        | NOOP | kal16 rms
+"""
+
+
+def _phrase(row: str) -> Phrase:
+    text, label, voices = (cell.strip() for cell in row.split("|"))
+    return Phrase(re.sub(r"[^a-z0-9]+", "-", text).strip("-"), text, label, tuple(voices.split()))
+
+
+DEMO_PHRASES: tuple[Phrase, ...] = tuple(_phrase(row) for row in _DEMO_TABLE.strip().splitlines())
 
 
 def build_demo(out_dir: str | Path, n_lines: int = 48, seed: int = 7) -> Path:

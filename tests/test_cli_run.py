@@ -6,13 +6,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from notified_service import notified_service, text_service_config, wait_for_interactions  # noqa: E402
 
 DEMO = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo"
 CLI = [sys.executable, "-c", "from edge_plm.cli import main; main()"]
@@ -117,34 +117,14 @@ def test_run_refuses_simulated_pins_unless_configured(tmp_path):
 
 def test_run_service_text_source_notify_and_sigterm(tmp_path):
     state = tmp_path / "state"
-    config = tmp_path / "config.toml"
-    config.write_text(f'[paths]\nstate_dir = "{state}"\n[audio]\nsource = "text"\n'
-                      '[gpio]\npin_factory = "mock"\n')
-    sock_path = str(tmp_path / "notify.sock")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(sock_path)
-    sock.settimeout(120)
-    env = {**os.environ, "NOTIFY_SOCKET": sock_path}
-    proc = subprocess.Popen([*CLI, "run", "--config", str(config)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    config = text_service_config(tmp_path / "config.toml", state)
+    with notified_service(config, tmp_path / "notify.sock") as (proc, sock):
         assert sock.recv(64) == b"READY=1"
         proc.stdin.write("turn on the light\n\nwhat time is it\n")
         proc.stdin.flush()
-        deadline = time.time() + 120
-        db = state / "edge-plm.db"
-        while time.time() < deadline:
-            if db.exists():
-                with sqlite3.connect(db) as conn:
-                    if conn.execute("SELECT count(*) FROM interactions").fetchone()[0] >= 2:
-                        break
-            time.sleep(0.2)
+        wait_for_interactions(state / "edge-plm.db", 2, timeout_s=120)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        sock.close()
     assert proc.returncode == 0, err
     assert "relay closed in safe state OFF" in out  # logs go to stdout (journald)
     with sqlite3.connect(state / "edge-plm.db") as conn:

@@ -16,30 +16,35 @@ from edge_plm.settings import ConfigError, Settings, parse, problems
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 
-# (TOML body, what the one error line names)
-BAD = {
-    "unknown-model-config": ('[model]\nconfig = "nonexistent"\n', "model.config"),
-    "negative-seed": ("[model]\nseed = -1\n", "model.seed"),
-    "negative-relay-pin": ("[gpio]\nrelay_pin = -5\n", "gpio.relay_pin"),
-    "relay-pin-too-high": ("[gpio]\nrelay_pin = 40\n", "gpio.relay_pin"),
-    "relay-pin-is-switch-pin": ("[gpio]\nrelay_pin = 5\nswitch_pin = 5\n", "both pin 5"),
-    "led-pin-is-relay-pin": ("[gpio]\nled_pin = 17\n", "both pin 17"),
-    "negative-ask-window": ("[policy]\nask_window_s = -3\n", "policy.ask_window_s"),
-    "negative-override-window": ("[policy]\noverride_window_s = -1\n",
-                                 "policy.override_window_s"),
-    "negative-toggle-interval": ("[gpio]\nmin_toggle_interval_ms = -100\n",
-                                 "gpio.min_toggle_interval_ms"),
-    "negative-bounce": ("[gpio]\nswitch_bounce_ms = -1\n", "gpio.switch_bounce_ms"),
-    "ask-above-act": ("[policy]\nask_threshold = 0.9\nact_threshold = 0.5\n", "ask_threshold"),
-    "threshold-above-one": ("[policy]\nact_threshold = 1.5\n", "act_threshold"),
-    "nan-threshold": ("[policy]\nact_threshold = nan\n", "finite"),
-    "infinite-window": ("[policy]\nask_window_s = inf\n", "finite"),
-    "zero-sample-rate": ("[audio]\nsample_rate = 0\n", "audio.sample_rate"),
-    "min-above-max-utterance": ("[audio]\nmin_utterance_ms = 9000\nmax_utterance_ms = 8000\n",
-                                "audio.min_utterance_ms"),
-    "negative-transcript-cap": ("[asr]\nmax_transcript_chars = -1\n", "asr.max_transcript_chars"),
-    "negative-replay-size": ("[model]\nreplay_size = -2\n", "model.replay_size"),
-}
+# case | TOML body (\n: a new line) | what the one error line names
+_BAD_TABLE = r"""
+unknown-model-config     | [model]\nconfig = "nonexistent"                   | model.config
+negative-seed            | [model]\nseed = -1                                | model.seed
+negative-relay-pin       | [gpio]\nrelay_pin = -5                            | gpio.relay_pin
+relay-pin-too-high       | [gpio]\nrelay_pin = 40                            | gpio.relay_pin
+relay-pin-is-switch-pin  | [gpio]\nrelay_pin = 5\nswitch_pin = 5             | both pin 5
+led-pin-is-relay-pin     | [gpio]\nled_pin = 17                              | both pin 17
+negative-ask-window      | [policy]\nask_window_s = -3                       | policy.ask_window_s
+negative-override-window | [policy]\noverride_window_s = -1                  | policy.override_window_s
+negative-toggle-interval | [gpio]\nmin_toggle_interval_ms = -100             | gpio.min_toggle_interval_ms
+negative-bounce          | [gpio]\nswitch_bounce_ms = -1                     | gpio.switch_bounce_ms
+ask-above-act            | [policy]\nask_threshold = 0.9\nact_threshold = 0.5 | ask_threshold
+threshold-above-one      | [policy]\nact_threshold = 1.5                     | act_threshold
+nan-threshold            | [policy]\nact_threshold = nan                     | finite
+infinite-window          | [policy]\nask_window_s = inf                      | finite
+zero-sample-rate         | [audio]\nsample_rate = 0                          | audio.sample_rate
+min-above-max-utterance  | [audio]\nmin_utterance_ms = 9000\nmax_utterance_ms = 8000 | audio.min_utterance_ms
+negative-transcript-cap  | [asr]\nmax_transcript_chars = -1                  | asr.max_transcript_chars
+negative-replay-size     | [model]\nreplay_size = -2                         | model.replay_size
+"""
+
+
+def _bad_case(row: str) -> tuple[str, tuple[str, str]]:
+    case, body, needle = (cell.strip() for cell in row.split("|"))
+    return case, (body.replace("\\n", "\n") + "\n", needle)
+
+
+BAD = dict(_bad_case(row) for row in _BAD_TABLE.strip().splitlines())
 
 
 def _run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:

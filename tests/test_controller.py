@@ -104,8 +104,36 @@ def test_bad_inputs_are_stored_with_an_error_and_the_loop_continues(tmp_path, ca
         assert rows[2].error.startswith("ASR error")
         assert rows[3].error == "empty transcript"
         assert all(r.decision is None and r.latency_total_ms is not None for r in rows[:4])
+        # the stages each input reached: reading it, then the ASR for the last two; never the model
+        stages = [(r.latency_audio_ms is not None, r.latency_asr_ms is not None,
+                   r.latency_model_ms is not None, r.latency_actuator_ms is not None) for r in rows[:4]]
+        assert stages == [(True, False, False, False), (True, False, False, False),
+                          (True, True, False, False), (True, True, False, False)]
+        assert all(r.latency_total_ms >= r.latency_audio_ms for r in rows[:4])
         assert rows[4].error is None and rows[4].transcript  # the loop went on
         assert sum(r.levelname == "ERROR" for r in caplog.records) >= 4
+    finally:
+        replay.close()
+
+
+def test_an_unexpected_error_in_one_input_is_stored_and_the_loop_continues(tmp_path, monkeypatch,
+                                                                          caplog):
+    replay = make(tmp_path)
+    try:
+        def broken_predict(text):
+            raise RuntimeError("injected bug")
+
+        monkeypatch.setattr(replay.controller.learner, "predict", broken_predict)
+        out = say(replay, ON)
+        assert out.error == "internal error: RuntimeError: injected bug" and out.decision is None
+        monkeypatch.undo()
+        assert say(replay, ON).error is None  # the loop went on
+        bad, good = replay.store.interactions(oldest_first=True)
+        assert bad.error == out.error and bad.transcript == "" and bad.decision is None
+        assert (bad.latency_audio_ms, bad.latency_asr_ms, bad.latency_model_ms,
+                bad.latency_actuator_ms) == (None, None, None, None)  # only the total is known
+        assert bad.latency_total_ms is not None and good.decision is not None
+        assert any("interaction failed unexpectedly" in r.getMessage() for r in caplog.records)
     finally:
         replay.close()
 

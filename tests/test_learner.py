@@ -178,12 +178,20 @@ def test_no_loadable_checkpoint_rebuilds_from_the_database(store, tmp_path):
         assert rebuilt.predict(text).action == label
 
 
-def test_rebuild_skips_holdout_but_keeps_labels_of_rolled_back_windows(store, tmp_path):
+@pytest.fixture()
+def after_rollbacks(store, tmp_path):
+    """A learner taught 60 right labels, then 60 flipped ones (rolled back), with the
+    rolled-back versions."""
     learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt")
     feed(learner, store, 60)
     feed(learner, store, 60, flip=True)
     rolled = [v for v in store.model_versions() if v.status == "rolled_back"]
     assert rolled
+    return learner, rolled
+
+
+def test_rebuild_skips_holdout_but_keeps_labels_of_rolled_back_windows(store, after_rollbacks):
+    learner, _ = after_rollbacks
     learner.rebuild_from_store()
     metrics = store.active_model_version().metrics
     assert metrics["skipped_rolled_back"] == 0
@@ -404,12 +412,8 @@ def test_version_names_are_claimed_in_the_database_before_the_checkpoint(store, 
     assert store.active_model_version().version == "v0002"
 
 
-def test_rebuild_learns_rows_of_a_rolled_back_window_with_their_current_label(store, tmp_path):
-    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt")
-    feed(learner, store, 60)
-    feed(learner, store, 60, flip=True)
-    rolled = [v for v in store.model_versions() if v.status == "rolled_back"]
-    assert rolled
+def test_rebuild_learns_rows_of_a_rolled_back_window_with_their_current_label(store, after_rollbacks):
+    learner, rolled = after_rollbacks
     a, b = rolled[0].metrics["interactions"]
     in_window = [r for r in store.interactions(oldest_first=True)
                  if a <= r.id <= b and r.label is not None and not r.holdout]

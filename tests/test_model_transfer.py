@@ -3,37 +3,14 @@ compatible and not worse on the holdout (unless --force); export copies a versio
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
-from _data_util import cli, copy_db, demo_text_lines, populate, query
+from _data_util import cli, js, query
 
 from edge_plm.plm.dialogue import SwitchModel
 
-
-@pytest.fixture(autouse=True)
-def _config(tmp_path, monkeypatch):
-    cfg = tmp_path / "c.toml"
-    cfg.write_text('[model]\nstart = "empty"\n')
-    monkeypatch.setenv("EDGE_PLM_CONFIG", str(cfg))
-
-
-@pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("state") / "state"
-    populate(d / "edge-plm.db", demo_text_lines())
-    return d
-
-
-@pytest.fixture()
-def db(demo_dir, tmp_path):
-    return copy_db(demo_dir, tmp_path / "state")
-
-
-def js(result):
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+pytestmark = pytest.mark.usefixtures("no_user_config")  # tests use conftest's demo database (db)
 
 
 def _labelled(db):

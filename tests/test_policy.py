@@ -80,6 +80,69 @@ def test_step_for_act_ask_ignore(policy):
         Decision.IGNORE, None, False, 210.0)
 
 
+# --- the label rules: one interaction, then the person's flip or the window's end -------------
+def flip(desired: bool, at: float):
+    return lambda policy: policy.on_flip(desired, now=at)
+
+
+def tick(at: float):
+    return lambda policy: policy.tick(at)
+
+
+def refused(then):
+    """The relay refused the action (rate limit), then `then`."""
+    def run(policy):
+        policy.action_refused("a")
+        return then(policy)
+    return run
+
+
+ASKED, CONFIRMED, OVERRIDE, MANUAL = (LabelSource.ASKED, LabelSource.CONFIRMED,
+                                      LabelSource.OVERRIDE, LabelSource.MANUAL)
+THIRD = 1 / 3
+LABEL_RULES = {  # what happened: (prediction, relay on, then, label, source, in the reason)
+    # ASK
+    "asked, flip to other than predicted is the label": (p(ON, 0.5), True, flip(False, 1.0), OFF, ASKED, ""),
+    "asked, flip exactly at the window's end counts": (p(OFF, 0.6), True, flip(False, 8.0), OFF, ASKED, ""),
+    "asked, no flip, relay state plausible: unlabelled":  # the person may have meant OFF
+        (p(ON, 0.5, ON=0.5, OFF=0.3, NOOP=0.2), False, tick(8.001), None, None, "ambiguous (p(OFF)=0.30"),
+    "asked unsure NOOP, no flip: NOOP": (p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), True, tick(20.0), NOOP, ASKED, ""),
+    "asked unsure NOOP, no flip: the likelier of NOOP and the relay state":  # p(OFF) >= floor
+        (p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), False, tick(20.0), NOOP, ASKED, "p(NOOP)=0.60 >= p(OFF)=0.30"),
+    "asked about the state the relay has, no flip: unlabelled": (p(ON, 0.5), True, tick(9.0), None, None, "ambiguous"),
+    # ACT
+    "acted, reverted within the override window: NOOP":  # the window's end is inclusive
+        (p(ON, 0.9), False, flip(False, 10.0), NOOP, OVERRIDE, ""),
+    "acted OFF, reverted: NOOP": (p(OFF, 0.99), True, flip(True, 2.0), NOOP, OVERRIDE, ""),
+    "confident ON that switched the relay, left alone: ON": (p(ON, 0.9), False, tick(11.0), ON, CONFIRMED, ""),
+    "confident ON while already ON, then flip OFF: OFF": (p(ON, 0.9), True, flip(False, 2.0), OFF, OVERRIDE, ""),
+    "acted, then flip to the same state: confirmed":  # a switch read by position can disagree
+        (p(ON, 0.9), False, flip(True, 1.0), ON, CONFIRMED, ""),
+    "rate-limited act, then flip: manual": (p(OFF, 0.9), True, refused(flip(False, 2.0)), OFF, MANUAL, ""),
+    "rate-limited act, no flip: unlabelled": (p(OFF, 0.9), True, refused(tick(11.0)), None, None, "rate limit"),
+    # IGNORE
+    "ignored, flipped within the window: manual": (p(ON, 0.2), False, flip(True, 5.0), ON, MANUAL, ""),
+    "confident NOOP ignored, then flip: manual": (p(NOOP, 0.95), True, flip(False, 1.0), OFF, MANUAL, ""),
+    "ignored, nothing: NOOP confirmed":  # p(OFF) <= 0.05
+        (p(NOOP, 0.95), False, tick(10.001), NOOP, CONFIRMED, ""),
+    "ignored by an empty model, no flip: NOOP":  # ties go to NOOP, or it would never get a NOOP label
+        (p(ON, THIRD, ON=THIRD, OFF=THIRD, NOOP=THIRD), False, tick(20.0), NOOP, CONFIRMED, ""),
+    # "turn off the light" while off, too unsure to act or ask, the person (rightly) does
+    # nothing: that is no evidence for NOOP
+    "ignored OFF wish while OFF: not NOOP":
+        (p(OFF, 0.35, OFF=0.35, NOOP=0.33, ON=0.32), False, tick(10.001), None, None, "ambiguous"),
+}
+
+
+@pytest.mark.parametrize("prediction, relay_on, then, label, source, reason",
+                         LABEL_RULES.values(), ids=LABEL_RULES.keys())
+def test_label_rule(policy, prediction, relay_on, then, label, source, reason):
+    step = policy.on_utterance("a", prediction, relay_on=relay_on, now=0.0)
+    r = only(then(policy))
+    assert (r.key, r.label, r.source, r.decision) == ("a", label, source, step.decision)
+    assert reason in r.reason
+
+
 # --- ASK -----------------------------------------------------------------------------------
 def test_asked_and_flipped_within_window_labels_flipped_state(policy):
     policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
@@ -87,18 +150,6 @@ def test_asked_and_flipped_within_window_labels_flipped_state(policy):
     assert (r.key, r.label, r.source, r.ts, r.decision) == ("a", ON, LabelSource.ASKED, 3.0,
                                                             Decision.ASK)
     assert policy.open is None
-
-
-def test_asked_flip_to_other_than_predicted_is_the_label(policy):
-    policy.on_utterance("a", p(ON, 0.5), relay_on=True, now=0.0)
-    r = only(policy.on_flip(False, now=1.0))
-    assert (r.label, r.source) == (OFF, LabelSource.ASKED)
-
-
-def test_asked_flip_exactly_at_window_end_counts(policy):
-    policy.on_utterance("a", p(OFF, 0.6), relay_on=True, now=0.0)
-    r = only(policy.on_flip(False, now=8.0))
-    assert (r.label, r.source) == (OFF, LabelSource.ASKED)
 
 
 def test_asked_and_no_flip_is_noop_when_relay_state_was_unlikely(policy):
@@ -109,49 +160,11 @@ def test_asked_and_no_flip_is_noop_when_relay_state_was_unlikely(policy):
     assert (r.label, r.source, r.ts) == (NOOP, LabelSource.ASKED, 8.0)
 
 
-def test_asked_and_no_flip_is_unlabeled_when_relay_state_was_plausible(policy):
-    # relay OFF, p(OFF) 0.3 >= floor: the person may have meant OFF (nothing to flip)
-    policy.on_utterance("a", p(ON, 0.5, ON=0.5, OFF=0.3, NOOP=0.2), relay_on=False, now=0.0)
-    r = only(policy.tick(8.001))
-    assert r.label is None and r.source is None
-    assert "ambiguous" in r.reason and "p(OFF)=0.30" in r.reason
-
-
 def test_asked_flip_after_window_is_noop_then_plain_manual_use(policy):
     policy.on_utterance("a", p(ON, 0.5, ON=0.5, OFF=0.05, NOOP=0.45), relay_on=False, now=0.0)
     r = only(policy.on_flip(True, now=8.5))
     assert (r.key, r.label, r.source) == ("a", NOOP, LabelSource.ASKED)
     assert policy.on_flip(False, now=9.0) == []
-
-
-def test_asked_unsure_noop_and_no_flip_is_noop(policy):
-    policy.on_utterance("a", p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), relay_on=True, now=0.0)
-    r = only(policy.tick(20.0))
-    assert (r.label, r.source) == (NOOP, LabelSource.ASKED)
-
-
-def test_asked_unsure_noop_and_no_flip_takes_the_likelier_of_noop_and_relay_state(policy):
-    # relay OFF, p(OFF) 0.3 >= floor, but NOOP (0.6) is the likelier of the two labels that
-    # "no flip" allows
-    policy.on_utterance("a", p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), relay_on=False, now=0.0)
-    r = only(policy.tick(20.0))
-    assert (r.label, r.source) == (NOOP, LabelSource.ASKED)
-    assert "p(NOOP)=0.60 >= p(OFF)=0.30" in r.reason
-
-
-def test_ignored_empty_model_and_no_flip_is_noop(policy):
-    # an empty model says 1/3 each: ties go to NOOP, or it would never get a NOOP label
-    third = 1 / 3
-    policy.on_utterance("a", p(ON, third, ON=third, OFF=third, NOOP=third), relay_on=False, now=0.0)
-    r = only(policy.tick(20.0))
-    assert (r.label, r.source) == (NOOP, LabelSource.CONFIRMED)
-
-
-def test_asked_about_state_relay_already_has_and_no_flip_is_unlabeled(policy):
-    policy.on_utterance("a", p(ON, 0.5), relay_on=True, now=0.0)
-    r = only(policy.tick(9.0))
-    assert r.label is None and r.source is None
-    assert "ambiguous" in r.reason
 
 
 # --- ACT -----------------------------------------------------------------------------------
@@ -160,18 +173,6 @@ def test_acted_and_left_alone_is_confirmed_action(policy):
     assert policy.tick(10.0) == []
     r = only(policy.tick(10.5))
     assert (r.label, r.source, r.ts) == (ON, LabelSource.CONFIRMED, 10.0)
-
-
-def test_acted_and_reverted_within_override_window_is_noop_override(policy):
-    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
-    r = only(policy.on_flip(False, now=10.0))  # window end is inclusive
-    assert (r.label, r.source) == (NOOP, LabelSource.OVERRIDE)
-
-
-def test_acted_off_and_reverted_is_noop_override(policy):
-    policy.on_utterance("a", p(OFF, 0.99), relay_on=True, now=0.0)
-    r = only(policy.on_flip(True, now=2.0))
-    assert (r.label, r.source) == (NOOP, LabelSource.OVERRIDE)
 
 
 def test_acted_flip_after_override_window_confirms_then_is_manual_use(policy):
@@ -189,39 +190,6 @@ def test_confident_on_while_already_on_left_alone_is_unlabeled(policy):
     assert "ambiguous" in r.reason
 
 
-def test_confident_on_that_switched_the_relay_left_alone_is_confirmed_on(policy):
-    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
-    r = only(policy.tick(11.0))
-    assert (r.label, r.source) == (ON, LabelSource.CONFIRMED)
-
-
-def test_confident_on_while_already_on_then_flip_off_is_off_override(policy):
-    policy.on_utterance("a", p(ON, 0.9), relay_on=True, now=0.0)
-    r = only(policy.on_flip(False, now=2.0))
-    assert (r.label, r.source) == (OFF, LabelSource.OVERRIDE)
-
-
-def test_acted_then_flip_to_same_state_is_confirmed(policy):
-    # possible only when the switch is read by position and disagrees with the relay
-    policy.on_utterance("a", p(ON, 0.9), relay_on=False, now=0.0)
-    r = only(policy.on_flip(True, now=1.0))
-    assert (r.label, r.source) == (ON, LabelSource.CONFIRMED)
-
-
-def test_rate_limited_act_then_flip_is_manual(policy):
-    policy.on_utterance("a", p(OFF, 0.9), relay_on=True, now=0.0)
-    policy.action_refused("a")
-    r = only(policy.on_flip(False, now=2.0))
-    assert (r.label, r.source) == (OFF, LabelSource.MANUAL)
-
-
-def test_rate_limited_act_and_no_flip_is_unlabeled(policy):
-    policy.on_utterance("a", p(OFF, 0.9), relay_on=True, now=0.0)
-    policy.action_refused("a")
-    r = only(policy.tick(11.0))
-    assert r.label is None and r.source is None and "rate limit" in r.reason
-
-
 def test_action_refused_for_wrong_interaction_is_an_error(policy):
     with pytest.raises(PolicyError, match="no open ACT"):
         policy.action_refused("a")
@@ -231,33 +199,6 @@ def test_action_refused_for_wrong_interaction_is_an_error(policy):
 
 
 # --- IGNORE --------------------------------------------------------------------------------
-def test_ignored_and_flipped_within_window_is_manual(policy):
-    policy.on_utterance("a", p(ON, 0.2), relay_on=False, now=0.0)
-    r = only(policy.on_flip(True, now=5.0))
-    assert (r.label, r.source, r.decision) == (ON, LabelSource.MANUAL, Decision.IGNORE)
-
-
-def test_confident_noop_ignored_then_flip_is_manual(policy):
-    policy.on_utterance("a", p(NOOP, 0.95), relay_on=True, now=0.0)
-    r = only(policy.on_flip(False, now=1.0))
-    assert (r.label, r.source) == (OFF, LabelSource.MANUAL)
-
-
-def test_ignored_and_nothing_is_noop_confirmed(policy):
-    policy.on_utterance("a", p(NOOP, 0.95), relay_on=False, now=0.0)  # p(OFF) <= 0.05
-    r = only(policy.tick(10.001))
-    assert (r.label, r.source) == (NOOP, LabelSource.CONFIRMED)
-
-
-def test_ignored_off_wish_while_off_is_not_labelled_noop(policy):
-    """The bug this rule fixes: "turn off the light" while off, too unsure to act or ask,
-    the person (rightly) does nothing. That is no evidence for NOOP."""
-    pred = p(OFF, 0.35, OFF=0.35, NOOP=0.33, ON=0.32)
-    policy.on_utterance("a", pred, relay_on=False, now=0.0)
-    r = only(policy.tick(10.001))
-    assert r.label is None and r.source is None and "ambiguous" in r.reason
-
-
 @pytest.mark.parametrize("p_state,labelled", [(0.0, True), (0.1999, True), (0.2, False),
                                                (0.5, False)])
 def test_ignored_no_flip_both_sides_of_the_floor(policy, p_state, labelled):

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,7 +11,8 @@ from pathlib import Path
 from edge_plm.cli.run_cmd import Notifier
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "edge_plm.cli"]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from notified_service import notified_service, text_service_config  # noqa: E402
 
 
 def _recv_all(sock: socket.socket, until: float, want) -> list[str]:
@@ -28,20 +27,10 @@ def _recv_all(sock: socket.socket, until: float, want) -> list[str]:
 
 
 def test_run_sends_watchdog_and_status_from_the_loop(tmp_path):
-    state = tmp_path / "state"
-    config = tmp_path / "config.toml"
-    config.write_text(f'[paths]\nstate_dir = "{state}"\n[audio]\nsource = "text"\n'
-                      '[gpio]\npin_factory = "mock"\n')
-    sock_path = str(tmp_path / "notify.sock")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(sock_path)
+    config = text_service_config(tmp_path / "config.toml", tmp_path / "state")
     # WatchdogSec=2 -> a beat at least every 0.5 s
-    env = {**os.environ, "NOTIFY_SOCKET": sock_path, "WATCHDOG_USEC": "2000000",
-           "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.Popen([*CLI, "run", "--config", str(config)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=ROOT)
-    try:
+    env = {"WATCHDOG_USEC": "2000000", "OPENBLAS_NUM_THREADS": "1"}
+    with notified_service(config, tmp_path / "notify.sock", env=env, cwd=ROOT) as (proc, sock):
         first = _recv_all(sock, time.time() + 120, lambda g: len(g) >= 1)
         assert first == ["READY=1"]
         proc.stdin.write("turn on the light\n")
@@ -56,10 +45,6 @@ def test_run_sends_watchdog_and_status_from_the_loop(tmp_path):
         elapsed = time.time() - t0
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        sock.close()
     lines = [line for m in msgs for line in m.split("\n")]
     beats = lines.count("WATCHDOG=1")
     statuses = [line for line in lines if line.startswith("STATUS=")]

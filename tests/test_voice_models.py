@@ -161,3 +161,30 @@ def test_fetch_refuses_unknown_names_and_missing_checksums(tmp_path):
         fetch_vosk_model(unverified[0].name, tmp_path)
     with pytest.raises(ModelError, match="--sha256"):
         fetch_vosk_model("https://example.invalid/x.zip", tmp_path)
+
+
+def test_a_member_that_fails_its_crc_installs_nothing(tmp_path):
+    archive = tmp_path / "m.zip"
+    make_zip(archive, {**MODEL_FILES, "am/final.mdl": b"acoustic model bytes"})
+    data = archive.read_bytes()
+    archive.write_bytes(data.replace(b"acoustic model bytes", b"acoustic model BYTES"))  # stored
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    models_dir = tmp_path / "models"
+    with pytest.raises(ModelError, match="corrupt zip member .*; nothing installed"):
+        install_vosk_model(archive, digest, models_dir)
+    assert entries(models_dir) == []
+
+
+def test_a_write_error_while_unpacking_installs_nothing(tmp_path, monkeypatch):
+    archive = tmp_path / "m.zip"
+    digest = make_zip(archive, MODEL_FILES)
+    models_dir = tmp_path / "models"
+
+    def disk_full(*_args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(models.shutil, "copyfileobj", disk_full)
+    with pytest.raises(ModelError, match=r"cannot unpack into .*models: No space left on device; "
+                                         "nothing installed"):
+        install_vosk_model(archive, digest, models_dir)
+    assert entries(models_dir) == []

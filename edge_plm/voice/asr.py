@@ -71,20 +71,31 @@ def _is_marker(word: str) -> bool:
 
 
 class AsrBackend:
-    """Base class: subclasses implement `transcribe`; `name` identifies them in logs and the DB."""
+    """Base class: subclasses implement `_decode` and hold a `_lock`; `name` identifies them in
+    logs and the DB."""
 
     name = "base"
+    _lock: threading.Lock  # one decode at a time per backend
 
-    def transcribe(self, samples: np.ndarray) -> Transcript:  # pragma: no cover - interface
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        """Check the samples, skip silence, decode (serialised by the lock); timed."""
+        t0 = time.perf_counter()
+        samples = _check_samples(samples)
+        text, confidence = "", None
+        if not _no_speech(samples):
+            with self._lock:
+                text, confidence = self._decode(samples)
+        return Transcript(text=text, backend=self.name,
+                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=confidence)
+
+    def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:  # pragma: no cover
+        """The words heard in int16 16 kHz speech (markers removed) and their confidence."""
         raise NotImplementedError
 
     def transcribe_utterance(self, utterance: Utterance) -> Transcript:
         if utterance.sample_rate != TARGET_RATE:
             raise AsrError(f"utterance is at {utterance.sample_rate} Hz; ASR needs {TARGET_RATE} Hz")
         return self.transcribe(utterance.samples)
-
-    def _empty(self, t0: float) -> Transcript:
-        return Transcript(text="", backend=self.name, decode_ms=(time.perf_counter() - t0) * 1000.0)
 
 
 class PocketSphinxASR(AsrBackend):
@@ -118,28 +129,22 @@ class PocketSphinxASR(AsrBackend):
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("pocketsphinx loaded (%s) in %.0f ms", self._decoder.config["hmm"], self.load_ms)
 
-    def transcribe(self, samples: np.ndarray) -> Transcript:
-        t0 = time.perf_counter()
-        samples = _check_samples(samples)
-        if _no_speech(samples):
-            return self._empty(t0)
-        with self._lock:
-            try:
-                if not self.adapt_cmn:
-                    self._decoder.set_cmn(self._initial_cmn)
-                self._decoder.start_utt()
-                self._decoder.process_raw(samples.astype("<i2").tobytes(), no_search=False, full_utt=True)
-                self._decoder.end_utt()
-                hyp = self._decoder.hyp()
-                prob = self._decoder.get_prob() if hyp is not None else None
-            except RuntimeError as exc:
-                raise AsrError(f"pocketsphinx failed to decode {len(samples)} samples: {exc}") from exc
+    def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
+        try:
+            if not self.adapt_cmn:
+                self._decoder.set_cmn(self._initial_cmn)
+            self._decoder.start_utt()
+            self._decoder.process_raw(samples.astype("<i2").tobytes(), no_search=False, full_utt=True)
+            self._decoder.end_utt()
+            hyp = self._decoder.hyp()
+            prob = self._decoder.get_prob() if hyp is not None else None
+        except RuntimeError as exc:
+            raise AsrError(f"pocketsphinx failed to decode {len(samples)} samples: {exc}") from exc
         if hyp is None:
-            return self._empty(t0)
+            return "", None
         words = [w for w in hyp.hypstr.split() if not _is_marker(w)]
         conf = float(min(1.0, max(0.0, prob))) if prob is not None else None
-        return Transcript(text=" ".join(words), backend=self.name,
-                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=conf if words else None)
+        return " ".join(words), conf if words else None
 
 
 class VoskASR(AsrBackend):
@@ -188,27 +193,17 @@ class VoskASR(AsrBackend):
         rec.SetWords(True)
         return rec
 
-    def transcribe(self, samples: np.ndarray) -> Transcript:
-        t0 = time.perf_counter()
-        samples = _check_samples(samples)
-        if _no_speech(samples):
-            return self._empty(t0)
-        with self._lock:
-            try:
-                self._recognizer.AcceptWaveform(samples.astype("<i2").tobytes())
-                result = json.loads(self._recognizer.FinalResult())  # also resets the recogniser
-            except Exception as exc:
-                self._recognizer = self._make_recognizer()  # do not reuse a recogniser in a bad state
-                raise AsrError(f"vosk failed to decode {len(samples)} samples: {exc}") from exc
+    def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
+        try:
+            self._recognizer.AcceptWaveform(samples.astype("<i2").tobytes())
+            result = json.loads(self._recognizer.FinalResult())  # also resets the recogniser
+        except Exception as exc:
+            self._recognizer = self._make_recognizer()  # do not reuse a recogniser in a bad state
+            raise AsrError(f"vosk failed to decode {len(samples)} samples: {exc}") from exc
         words = [w for w in result.get("result", []) if not _is_marker(w.get("word", ""))]
         if words:
-            text = " ".join(w["word"] for w in words)
-            conf = float(np.mean([w.get("conf", 0.0) for w in words]))
-        else:
-            text = " ".join(w for w in result.get("text", "").split() if not _is_marker(w))
-            conf = None
-        return Transcript(text=text, backend=self.name,
-                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=conf)
+            return " ".join(w["word"] for w in words), float(np.mean([w.get("conf", 0.0) for w in words]))
+        return " ".join(w for w in result.get("text", "").split() if not _is_marker(w)), None
 
 
 class TextASR(AsrBackend):

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 MAX_UNPACKED_BYTES = 4 * 1024**3  # refuse archives that claim to unpack to more (zip bombs)
 _TMP_PREFIX = ".install-"
+Members = list[tuple[zipfile.ZipInfo, PurePosixPath]]  # each member with its vetted path
 
 
 class ModelError(Exception):
@@ -118,7 +119,7 @@ def list_models(models_dir: str | Path) -> list[InstalledModel]:
             for p in sorted(d.iterdir()) if p.is_dir() and not p.name.startswith(".")]
 
 
-def _safe_members(zf: zipfile.ZipFile, archive: Path) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+def _safe_members(zf: zipfile.ZipFile, archive: Path) -> Members:
     """Vet every member before extracting anything: relative, no '..', no links, bounded size."""
     members, total = [], 0
     for info in zf.infolist():
@@ -156,6 +157,37 @@ def install_vosk_model(archive_zip: str | Path, sha256: str, models_dir: str | P
     in which case it is replaced (the old one is moved aside first, then deleted).
     """
     archive = Path(archive_zip)
+    expected = _verified_checksum(archive, sha256)
+    models_dir = Path(models_dir)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    with _open_zip(archive) as zf:
+        members = _safe_members(zf, archive)
+        name, single_top = _model_name(members, archive)
+        target = models_dir / name
+        _check_target(target, members, archive, force)
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=models_dir))
+        try:
+            _extract(zf, members, tmp, archive)
+            staged = _staged_model(tmp, name, single_top, archive)
+            _swap_in(staged, target)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ModelError(_unpack_failure(archive, models_dir, exc)) from exc
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+    log.info("installed vosk model %s (%s)", target, expected[:12])
+    return target
+
+
+def _unpack_failure(archive: Path, models_dir: Path, exc: Exception) -> str:
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"{archive}: corrupt zip member ({exc}); nothing installed"
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return f"{archive}: cannot unpack into {models_dir}: {reason}; nothing installed"
+
+
+def _verified_checksum(archive: Path, sha256: str) -> str:
+    """The normalised expected SHA-256, after checking that the archive has it."""
     expected = _normalise_sha256(sha256)
     if not archive.is_file():
         raise ModelError(f"{archive}: archive not found")
@@ -163,69 +195,77 @@ def install_vosk_model(archive_zip: str | Path, sha256: str, models_dir: str | P
     if actual != expected:
         raise ModelError(f"{archive}: SHA-256 mismatch: expected {expected}, got {actual}; "
                          "the download is corrupt or not the archive you meant. Nothing installed.")
-    models_dir = Path(models_dir)
-    models_dir.mkdir(parents=True, exist_ok=True)
+    return expected
+
+
+def _open_zip(archive: Path) -> zipfile.ZipFile:
     try:
-        zf = zipfile.ZipFile(archive)
+        return zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
         raise ModelError(f"{archive}: not a readable zip archive ({exc})") from exc
-    with zf:
-        members = _safe_members(zf, archive)
-        tops = {rel.parts[0] for _, rel in members}
-        single_top = len(tops) == 1 and all(len(rel.parts) > 1 or info.is_dir() for info, rel in members)
-        name = next(iter(tops)) if single_top else archive.stem
-        if name.startswith("."):
-            raise ModelError(f"{archive}: model name {name!r} would be hidden; refused")
-        target = models_dir / name
-        if target.exists() and not force:
-            raise ModelError(f"model {name!r} is already installed in {models_dir} (use --force to replace it)")
-        need = sum(info.file_size for info, _ in members)
-        free = shutil.disk_usage(models_dir).free
-        if need > free:
-            raise ModelError(f"{archive}: needs {need >> 20} MiB, only {free >> 20} MiB free in {models_dir}")
-        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=models_dir))
-        try:
-            root = tmp.resolve()
-            for info, rel in members:
-                dest = (tmp / Path(*rel.parts)).resolve()
-                if root not in dest.parents:  # belt and braces after _safe_members
-                    raise ModelError(f"{archive}: member {info.filename!r} escapes the install directory")
-                if info.is_dir():
-                    dest.mkdir(parents=True, exist_ok=True)
-                    continue
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-            unpacked = tmp / name if single_top else tmp
-            if not looks_like_vosk_model(unpacked):
-                raise ModelError(f"{archive}: does not look like a Vosk model (no am/final.mdl with "
-                                 "graph/ or conf/model.conf); nothing installed")
-            _sync_tree(unpacked)
-            if single_top:
-                staged = unpacked
-            else:  # contents were at the archive root: stage them one level down
-                staged = tmp / (".model-" + name)
-                staged.mkdir()
-                for child in list(tmp.iterdir()):
-                    if child != staged:
-                        os.rename(child, staged / child.name)
-            old = None
-            if target.exists():
-                old = models_dir / f"{_TMP_PREFIX}old-{name}"
-                os.rename(target, old)
-            os.rename(staged, target)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=False)
-        except zipfile.BadZipFile as exc:
-            raise ModelError(f"{archive}: corrupt zip member ({exc}); nothing installed") from exc
-        except OSError as exc:
-            raise ModelError(f"{archive}: cannot unpack into {models_dir}: "
-                             f"{exc.strerror or exc}; nothing installed") from exc
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp)
-    log.info("installed vosk model %s (%s)", target, expected[:12])
-    return target
+
+
+def _model_name(members: Members, archive: Path) -> tuple[str, bool]:
+    """The model's name, and whether it is the archive's single top-level directory."""
+    tops = {rel.parts[0] for _, rel in members}
+    single_top = len(tops) == 1 and all(len(rel.parts) > 1 or info.is_dir() for info, rel in members)
+    name = next(iter(tops)) if single_top else archive.stem
+    if name.startswith("."):
+        raise ModelError(f"{archive}: model name {name!r} would be hidden; refused")
+    return name, single_top
+
+
+def _check_target(target: Path, members: Members, archive: Path, force: bool) -> None:
+    """Refuse to replace an installed model without `force`, or to fill the disk."""
+    models_dir = target.parent
+    if target.exists() and not force:
+        raise ModelError(f"model {target.name!r} is already installed in {models_dir} (use --force to replace it)")
+    need = sum(info.file_size for info, _ in members)
+    free = shutil.disk_usage(models_dir).free
+    if need > free:
+        raise ModelError(f"{archive}: needs {need >> 20} MiB, only {free >> 20} MiB free in {models_dir}")
+
+
+def _extract(zf: zipfile.ZipFile, members: Members, tmp: Path, archive: Path) -> None:
+    root = tmp.resolve()
+    for info, rel in members:
+        dest = (tmp / Path(*rel.parts)).resolve()
+        if root not in dest.parents:  # belt and braces after _safe_members
+            raise ModelError(f"{archive}: member {info.filename!r} escapes the install directory")
+        if info.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with zf.open(info) as src, open(dest, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+
+
+def _staged_model(tmp: Path, name: str, single_top: bool, archive: Path) -> Path:
+    """The unpacked model, checked and synced, as one directory inside `tmp` ready to rename."""
+    unpacked = tmp / name if single_top else tmp
+    if not looks_like_vosk_model(unpacked):
+        raise ModelError(f"{archive}: does not look like a Vosk model (no am/final.mdl with "
+                         "graph/ or conf/model.conf); nothing installed")
+    _sync_tree(unpacked)
+    if single_top:
+        return unpacked
+    staged = tmp / (".model-" + name)  # contents were at the archive root: one level down
+    staged.mkdir()
+    for child in list(tmp.iterdir()):
+        if child != staged:
+            os.rename(child, staged / child.name)
+    return staged
+
+
+def _swap_in(staged: Path, target: Path) -> None:
+    """One rename puts the model in place; an old one is moved aside first, then deleted."""
+    old = None
+    if target.exists():
+        old = target.parent / f"{_TMP_PREFIX}old-{target.name}"
+        os.rename(target, old)
+    os.rename(staged, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=False)
 
 
 def _sync_tree(path: Path) -> None:
