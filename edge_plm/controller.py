@@ -278,7 +278,7 @@ class Controller:
         """Drive the relay and/or ask; returns the state driven (None: none, or refused)."""
         driven: Action | None = None
         if step.drive is not None:
-            if self.devices.relay.set(bool(step.drive.state), now):
+            if self.devices.drive(step.drive.value, now=now):
                 driven = step.drive
             else:
                 self.policy.action_refused(iid)
