@@ -23,7 +23,7 @@ from edge_plm import doctor, settings
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "edge-plm.service"
 INSTALL = ROOT / "firmware_scripts" / "install.sh"
-RUN_CMD = ROOT / "edge_plm" / "cli" / "run_cmd.py"
+RUN_CMD = ROOT / "edge_plm" / "service.py"
 SCRIPTS = sorted([*ROOT.glob("firmware_scripts/*.sh"), *ROOT.glob("scripts/*.sh")])
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from edge_plm.cli.run_cmd import Notifier
+from edge_plm.service import Notifier
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "edge_plm.cli"]
