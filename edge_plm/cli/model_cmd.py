@@ -174,9 +174,9 @@ def rebuild_command(
 @model_app.command("import")
 def import_command(
     checkpoint: Annotated[Path, typer.Argument(help="A switch-model checkpoint (e.g. from `edge-plm train switch`).")],
+    checkpoints: CheckpointsOpt = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Import even if it scores below the active model on the holdout.")] = False,
-    checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
