@@ -32,6 +32,15 @@ def _models_dir(config: Optional[Path], models_dir: Optional[Path]) -> Path:
     return models_dir if models_dir is not None else load_settings(config).paths.models_path()
 
 
+def _install(install, *args, **kwargs) -> None:
+    """Run `install` (a model installer of edge_plm.voice.models) and say where the model went."""
+    try:
+        path = install(*args, **kwargs)
+    except ModelError as exc:
+        fail(str(exc))
+    typer.echo(f"installed {path.name} in {path.parent}")
+
+
 @asr_app.command("install")
 def install(
     archive: Annotated[Path, typer.Argument(help="Vosk model .zip archive.")],
@@ -41,11 +50,7 @@ def install(
     config: ConfigOpt = None,
 ) -> None:
     """Verify ARCHIVE's checksum and install the Vosk model in it."""
-    try:
-        path = install_vosk_model(archive, sha256, _models_dir(config, models_dir), force=force)
-    except ModelError as exc:
-        fail(str(exc))
-    typer.echo(f"installed {path.name} in {path.parent}")
+    _install(install_vosk_model, archive, sha256, _models_dir(config, models_dir), force=force)
 
 
 @asr_app.command("fetch")
@@ -58,11 +63,7 @@ def fetch(
     config: ConfigOpt = None,
 ) -> None:
     """Download a Vosk model, verify its checksum and install it."""
-    try:
-        path = fetch_vosk_model(name, _models_dir(config, models_dir), sha256=sha256, force=force)
-    except ModelError as exc:
-        fail(str(exc))
-    typer.echo(f"installed {path.name} in {path.parent}")
+    _install(fetch_vosk_model, name, _models_dir(config, models_dir), sha256=sha256, force=force)
 
 
 @asr_app.command("list")

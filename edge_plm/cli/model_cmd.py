@@ -48,6 +48,27 @@ def list_command(
         typer.echo("no model versions yet (the service starts from "
                    + ("an empty model)" if start == "empty" else f"the starting model {start!r}: model.start)"))
         return
+    console().print(_versions_table(versions))
+
+
+@model_app.command("show")
+def show_command(
+    version: Annotated[str, typer.Argument(help="Version name, e.g. v0003.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One version: metrics, checkpoint, children, and how its own predictions fared."""
+    with opened(db, config) as (store, settings, path):
+        d = q.model_detail(store, version)
+    if as_json:
+        print_json(d)
+    else:
+        console().print(_detail_grid(d))
+
+
+def _versions_table(versions: list[dict]):
+    """The versions of `model list` as a table."""
     from rich.table import Table  # noqa: PLC0415
 
     t = Table(show_edge=False, header_style="bold")
@@ -64,22 +85,11 @@ def list_command(
         t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
                   fmt_ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
-    console().print(t)
+    return t
 
 
-@model_app.command("show")
-def show_command(
-    version: Annotated[str, typer.Argument(help="Version name, e.g. v0003.")],
-    db: DbOpt = None,
-    config: ConfigOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """One version: metrics, checkpoint, children, and how its own predictions fared."""
-    with opened(db, config) as (store, settings, path):
-        d = q.model_detail(store, version)
-    if as_json:
-        print_json(d)
-        return
+def _detail_grid(d: dict):
+    """One version (`model show`) as name/value lines."""
     g = grid()
     g.add_row("version", f"{d['version']} ({d['status']})")
     g.add_row("parent", d["parent"] or "none")
@@ -118,12 +128,13 @@ def show_command(
         "labels_in_window", "skipped_rolled_back")}
     if extra:
         g.add_row("other metrics", ", ".join(f"{k}={v}" for k, v in extra.items()))
-    console().print(g)
+    return g
 
 
 @model_app.command("rollback")
 def rollback_command(
-    version: Annotated[str, typer.Argument(help="The saved version to make active.")],
+    version: Annotated[str, typer.Argument(
+        help="The saved version to make active (`edge-plm model list` shows them).")],
     checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
