@@ -211,14 +211,14 @@ def log_to(stream, level: int = logging.INFO) -> None:
 
 
 # --- settings and the database --------------------------------------------------------------
-def load_settings(config: Optional[Path], code: int = 2):
+def load_settings(config: Optional[Path]):
     """The settings from `config` (or the usual lookup); a bad config is ``error: ...``."""
     from edge_plm.settings import ConfigError, load  # noqa: PLC0415
 
     try:
         return load(config)
     except ConfigError as exc:
-        fail(f"configuration: {exc}", code)
+        fail(f"configuration: {exc}", 2)
 
 
 # the failures `opened` reports as ``error: ...`` (a missing database, a newer schema, an unknown id)

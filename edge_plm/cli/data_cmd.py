@@ -6,7 +6,8 @@ Every command takes ``--db PATH`` (default: the configured state dir's database)
 notes go to stderr). They work while the service runs: reads use a read-only connection with
 a busy timeout, writes wait for the service's transactions. A missing database, a newer schema
 or an unknown id is an ``error: ...`` line on stderr and exit code 1 (2 for a bad argument),
-never a traceback. The queries themselves are in `edge_plm.inspection`.
+never a traceback. The queries themselves are in `edge_plm.inspection`; what `label` and
+`forget` change is in `edge_plm.labelling`.
 """
 
 from __future__ import annotations

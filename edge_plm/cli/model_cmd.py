@@ -2,12 +2,12 @@
 
 Versions are made by the `Learner` (edge_plm/learner.py, docs/loop.md): every accepted
 candidate is a checkpoint + an ``active`` row, rolled-back candidates have no checkpoint.
-``rollback`` makes an older saved version active (`Learner.rollback`), ``rebuild`` re-learns a
-new active version from the database alone (`Learner.rebuild_from_store`), ``import`` makes a
-new active version from a checkpoint trained elsewhere (`edge-plm train switch`; it must not
-score below the active one on the holdout unless --force) and ``export`` copies a version's
-checkpoint out (edge_plm/model_transfer.py). A running service
-keeps its in-memory model until it is restarted.
+``rollback`` makes an older saved version active and ``rebuild`` re-learns a new active
+version from the database alone (edge_plm/versions.py), ``import`` makes a new active version
+from a checkpoint trained elsewhere (`edge-plm train switch`; it must not score below the
+active one on the holdout unless --force) and ``export`` copies a version's checkpoint out
+(edge_plm/model_transfer.py). A running service loads a new active version by itself (it
+checks the database before predicting).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`edge-plm run` (the service), `edge-plm replay` (docs/design.md §4) and `edge-plm demo`.
 
-Thin commands: everything they do is in `edge_plm.controller` and `edge_plm.learner`.
+Thin commands: the service is `edge_plm.service`, the replay harness `edge_plm.replay`.
 Logs go to stdout for `run` (journald) and to stderr for `replay`/`demo`, so that
 ``replay --json`` prints exactly one JSON object on stdout.
 """
