@@ -61,3 +61,16 @@ def test_choices_accept_any_case(tmp_path):
                  ["export", "--format", "CSV"], ["label", "1", "noop"]):
         res = runner.invoke(app, [*args, "--db", str(missing)])
         assert res.exit_code == 1 and "error:" in res.stderr and "Invalid value" not in res.stderr, res.stderr
+
+
+def test_shell_completion_offers_commands_and_choices():
+    """What `edge-plm --install-completion` installs asks the program for the candidates."""
+    def complete(words: str, cword: int) -> list[str]:
+        env = {"_EDGE_PLM_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        res = runner.invoke(app, [], prog_name="edge-plm", env=env)
+        assert res.exit_code == 0, res.output
+        return res.stdout.split()
+
+    assert complete("edge-plm mo", 1) == ["model"]
+    assert complete("edge-plm log --label ", 3) == ["ON", "OFF", "NOOP", "none"]
+    assert complete("edge-plm export --format ", 3) == ["jsonl", "csv"]
