@@ -141,7 +141,7 @@ def _log_table(rows):
 def log_command(
     limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="Most recent N (0: all).")] = 20,
     label: Annotated[Optional[LabelFilter], typer.Option(
-        "--label", case_sensitive=False, help="Only this label (none: the unlabelled ones).")] = None,
+        "--label", case_sensitive=False, help="Only this label: ON, OFF, NOOP, or none (the unlabelled ones).")] = None,
     since: SinceOpt = None,
     follow: Annotated[bool, typer.Option(
         "--follow", "-f", help="Keep printing new interactions (and labels as they arrive) until Ctrl-C.")] = False,
@@ -316,7 +316,7 @@ RebuildOpt = Annotated[bool, typer.Option(
 def label_command(
     interaction: Annotated[int, typer.Argument(metavar="ID", help="Interaction id (see `edge-plm log`).")],
     action: Annotated[Label, typer.Argument(case_sensitive=False, metavar="ACTION",
-                                            help="What it should have been.")],
+                                            help="What it should have been: ON, OFF or NOOP.")],
     rebuild: RebuildOpt = False,
     checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
