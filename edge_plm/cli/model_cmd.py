@@ -28,11 +28,7 @@ app.add_typer(model_app, name="model")
 
 
 @model_app.command("list")
-def list_command(
-    db: DbOpt = None,
-    config: ConfigOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Every version, oldest first: parent, status, labels learned, holdout score, gate,
     checkpoint file (``pruned``: deleted by the retention policy, model.keep_checkpoints;
     `model show` has the rest)."""
