@@ -23,7 +23,7 @@ from edge_plm import doctor, settings
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "edge-plm.service"
 INSTALL = ROOT / "firmware_scripts" / "install.sh"
-RUN_CMD = ROOT / "edge_plm" / "cli" / "run_cmd.py"
+SERVICE_PY = ROOT / "edge_plm" / "service.py"
 SCRIPTS = sorted([*ROOT.glob("firmware_scripts/*.sh"), *ROOT.glob("scripts/*.sh")])
 
 
@@ -82,7 +82,7 @@ def test_unit_hardening_and_service_contract():
 
 def test_unit_type_and_watchdog_match_what_run_sends():
     """Type=notify only if `edge-plm run` sends READY=1; WatchdogSec only if it sends WATCHDOG=1."""
-    source = RUN_CMD.read_text() if RUN_CMD.exists() else ""
+    source = SERVICE_PY.read_text() if SERVICE_PY.exists() else ""
     one = {k: v[-1] for k, v in unit_settings().items()}
     assert one["Type"] == ("notify" if "READY=1" in source else "simple")
     assert ("WatchdogSec" in one) == ("WATCHDOG=1" in source)

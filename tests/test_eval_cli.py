@@ -107,7 +107,7 @@ def test_eval_missing_file_and_bad_budgets(tmp_path, small):
     res = _run("--train", small, "--test", small, "--budgets", "-1", "--json")
     assert res.exit_code == 2 and ">= 0" in res.stderr
     res = _run("--train", small, "--test", small, "--model-config", "banana", "--json")
-    assert res.exit_code == 2 and "unknown model config" in res.stderr
+    assert res.exit_code == 2 and res.stderr.startswith("error:") and "'banana' is not one of 'potato', 'orange'" in res.stderr
     # --config is the TOML file everywhere; a configuration name there still works (deprecated)
     res = _run("--train", small, "--test", small, "--config", "banana", "--json")
     assert res.exit_code == 2 and "--model-config" in res.stderr

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from edge_plm.cli.run_cmd import Notifier
+from edge_plm.service import Notifier
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -8,79 +8,69 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from edge_plm import settings as settings_mod
-from edge_plm.cli import app
+from edge_plm.cli.common import AsrBackend, ConfigOpt, JsonOpt, fail, load_settings
+from edge_plm.cli.root import app
 from edge_plm.voice.asr import AsrError, make_asr
 from edge_plm.voice.audio import AudioError, WavSource
 from edge_plm.voice.endpoint import Endpointer
 from edge_plm.voice.models import KNOWN_MODELS, ModelError, fetch_vosk_model, install_vosk_model, list_models
 
-asr_app = typer.Typer(help="Speech recognition: install/list models, transcribe audio.",
+asr_app = typer.Typer(help="Speech recognition: install and list models, transcribe audio.",
                       no_args_is_help=True)
 app.add_typer(asr_app, name="asr")
 
-BACKENDS = ("auto", "vosk", "pocketsphinx", "text")
-ConfigOpt = typer.Option(None, "--config", help="config TOML (default: the usual lookup)")
-ModelsDirOpt = typer.Option(None, "--models-dir", help="where models live (default: paths.models_dir)")
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
-def _settings(config: Optional[Path]) -> settings_mod.Settings:
-    try:
-        return settings_mod.load(config)
-    except settings_mod.ConfigError as exc:
-        raise _fail(str(exc), 2) from exc
+ModelsDirOpt = Annotated[Optional[Path], typer.Option(
+    "--models-dir", help="Where models live (default: paths.models_dir of the config).")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an installed model of the same name.")]
 
 
 def _models_dir(config: Optional[Path], models_dir: Optional[Path]) -> Path:
-    return models_dir if models_dir is not None else _settings(config).paths.models_path()
+    return models_dir if models_dir is not None else load_settings(config).paths.models_path()
+
+
+def _install(install, *args, **kwargs) -> None:
+    """Run `install` (a model installer of edge_plm.voice.models) and say where the model went."""
+    try:
+        path = install(*args, **kwargs)
+    except ModelError as exc:
+        fail(str(exc))
+    typer.echo(f"installed {path.name} in {path.parent}")
 
 
 @asr_app.command("install")
 def install(
-    archive: Path = typer.Argument(..., help="Vosk model .zip archive"),
-    sha256: str = typer.Option(..., "--sha256", help="expected SHA-256 of the archive (hex)"),
-    models_dir: Optional[Path] = ModelsDirOpt,
-    force: bool = typer.Option(False, "--force", help="replace an installed model of the same name"),
-    config: Optional[Path] = ConfigOpt,
+    archive: Annotated[Path, typer.Argument(help="Vosk model .zip archive.")],
+    sha256: Annotated[str, typer.Option("--sha256", help="Expected SHA-256 of the archive (hex).")],
+    models_dir: ModelsDirOpt = None,
+    force: ForceOpt = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Verify ARCHIVE's checksum and install the Vosk model in it."""
-    try:
-        path = install_vosk_model(archive, sha256, _models_dir(config, models_dir), force=force)
-    except ModelError as exc:
-        raise _fail(str(exc)) from exc
-    typer.echo(f"installed {path.name} in {path.parent}")
+    _install(install_vosk_model, archive, sha256, _models_dir(config, models_dir), force=force)
 
 
 @asr_app.command("fetch")
 def fetch(
-    name: str = typer.Argument(..., help="a known model name (see `asr list`) or a https://...zip URL"),
-    sha256: Optional[str] = typer.Option(None, "--sha256", help="checksum (required when none is known)"),
-    models_dir: Optional[Path] = ModelsDirOpt,
-    force: bool = typer.Option(False, "--force", help="replace an installed model of the same name"),
-    config: Optional[Path] = ConfigOpt,
+    name: Annotated[str, typer.Argument(help="A known model name (see `asr list`) or an https://...zip URL.")],
+    sha256: Annotated[Optional[str], typer.Option(
+        "--sha256", help="Expected SHA-256 of the archive (required when none is known).")] = None,
+    models_dir: ModelsDirOpt = None,
+    force: ForceOpt = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Download a Vosk model, verify its checksum and install it."""
-    try:
-        path = fetch_vosk_model(name, _models_dir(config, models_dir), sha256=sha256, force=force)
-    except ModelError as exc:
-        raise _fail(str(exc)) from exc
-    typer.echo(f"installed {path.name} in {path.parent}")
+    _install(fetch_vosk_model, name, _models_dir(config, models_dir), sha256=sha256, force=force)
 
 
 @asr_app.command("list")
 def list_cmd(
-    models_dir: Optional[Path] = ModelsDirOpt,
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-    config: Optional[Path] = ConfigOpt,
+    models_dir: ModelsDirOpt = None,
+    as_json: JsonOpt = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Show installed models and the models `asr fetch` knows."""
     d = _models_dir(config, models_dir)
@@ -108,32 +98,31 @@ def list_cmd(
 
 @asr_app.command("transcribe")
 def transcribe(
-    wav: Path = typer.Argument(..., help="WAV file (any rate/channels; converted to 16 kHz mono)"),
-    backend: Optional[str] = typer.Option(None, "--backend", help="auto | vosk | pocketsphinx (default: config)"),
-    model: Optional[str] = typer.Option(None, "--model", help="vosk model directory or installed name"),
-    no_trim: bool = typer.Option(False, "--no-trim", help="do not trim leading/trailing silence"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-    models_dir: Optional[Path] = ModelsDirOpt,
-    config: Optional[Path] = ConfigOpt,
+    wav: Annotated[Path, typer.Argument(help="WAV file (any rate and channels; converted to 16 kHz mono).")],
+    backend: Annotated[Optional[AsrBackend], typer.Option(
+        "--backend", help="ASR backend (default: asr.backend of the config).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Vosk model directory or installed name.")] = None,
+    no_trim: Annotated[bool, typer.Option("--no-trim", help="Do not trim leading and trailing silence.")] = False,
+    as_json: JsonOpt = False,
+    models_dir: ModelsDirOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Transcribe one WAV file with the configured (or given) ASR backend."""
-    s = _settings(config)
+    s = load_settings(config)
     if backend is not None:
-        if backend not in BACKENDS or backend == "text":
-            raise _fail(f"--backend must be one of auto, vosk, pocketsphinx (got {backend!r})", 2)
-        s.asr.backend = backend
+        s.asr.backend = backend.value
     if model is not None:
         s.asr.vosk_model = model
     if s.asr.backend == "text":
-        raise _fail("the configured asr.backend is 'text', which cannot transcribe audio; "
-                    "pass --backend pocketsphinx or vosk", 2)
+        fail("the configured asr.backend is 'text', which cannot transcribe audio; "
+             "pass --backend pocketsphinx or vosk", 2)
     endpointer = None if no_trim else Endpointer.from_config(s.audio, sample_rate=16000)
     try:
         utterance = WavSource([wav], endpointer=endpointer).load(wav)
         asr = make_asr(s.asr, models_dir if models_dir is not None else s.paths.models_path())
         result = asr.transcribe_utterance(utterance)
     except (AudioError, AsrError) as exc:
-        raise _fail(str(exc)) from exc
+        fail(str(exc))
     if as_json:
         typer.echo(json.dumps({
             "file": str(wav), "text": result.text, "backend": result.backend,

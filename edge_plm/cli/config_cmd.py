@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
 from edge_plm import settings as settings_mod
-from edge_plm.cli import app
+from edge_plm.cli.common import ConfigOpt, fail
+from edge_plm.cli.root import app
 from edge_plm.config_file import default_config_toml
 
 config_app = typer.Typer(help="Configuration file: commented defaults, validation.",
@@ -18,10 +19,10 @@ app.add_typer(config_app, name="config")
 
 @config_app.command("defaults")
 def defaults(
-    state_dir: Optional[str] = typer.Option(
-        None, "--state-dir", help="write paths.state_dir = DIR (uncommented) instead of the default"),
-    output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="write to this file (refuses to overwrite) instead of stdout"),
+    state_dir: Annotated[Optional[str], typer.Option(
+        "--state-dir", help="Write paths.state_dir = DIR (uncommented) instead of the default.")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write to this file (it refuses to overwrite one) instead of stdout.")] = None,
 ) -> None:
     """Print every config key with its built-in default, commented out (TOML)."""
     values = {"paths": {"state_dir": state_dir}} if state_dir else None
@@ -33,20 +34,17 @@ def defaults(
         with open(output, "x", encoding="utf-8") as f:  # "x": never overwrite a person's config
             f.write(text)
     except FileExistsError:
-        typer.echo(f"error: {output} exists; not overwritten", err=True)
-        raise typer.Exit(1)
+        fail(f"{output} exists; not overwritten")
     except OSError as exc:
-        typer.echo(f"error: cannot write {output}: {exc}", err=True)
-        raise typer.Exit(1)
+        fail(f"cannot write {output}: {exc}")
     typer.echo(f"wrote {output}")
 
 
 @config_app.command("check")
-def check(config: Optional[Path] = typer.Option(None, "--config", help="config TOML (default: the usual lookup)")) -> None:
+def check(config: ConfigOpt = None) -> None:
     """Parse and validate the config; print where it came from."""
     try:
         s = settings_mod.load(config)
     except settings_mod.ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1)
+        fail(str(exc))
     typer.echo(f"ok: {s.source} (state dir {s.paths.state()})")

@@ -1,67 +1,75 @@
 """`edge-plm eval`: learning curve of a model (empty, or a checkpoint with --init) fed a labelled
-file (docs/design.md §4)."""
+file (docs/contracts.md)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from edge_plm.cli import app
+from edge_plm.cli.common import (NAME_MOVED, OldConfigNameOpt, SwitchModelConfig,
+                                 fail)
+from edge_plm.cli.root import app
 
 
 @app.command("eval")
 def eval_command(
-    train: Path = typer.Option(..., "--train", help="Labelled JSONL fed in file order."),
-    test: Path = typer.Option(..., "--test", help="Labelled JSONL scored after each budget."),
-    budgets: str = typer.Option("10,20,50,100,200", help="Comma-separated numbers of examples (0: before any label)."),
-    model_config: Optional[str] = typer.Option(
-        None, "--model-config", help="Model configuration (default potato; with --init: the checkpoint's)."),
-    init: Optional[Path] = typer.Option(None, "--init", help="Start from this switch-model checkpoint instead of an empty model."),
-    config: Optional[str] = typer.Option(None, "--config", hidden=True, help="Deprecated alias of --model-config."),
-    seed: int = typer.Option(0, help="Seed of the replay sampling."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
+    train: Annotated[Path, typer.Option("--train", help="Labelled JSONL fed in file order.")],
+    test: Annotated[Path, typer.Option("--test", help="Labelled JSONL scored after each budget.")],
+    budgets: Annotated[str, typer.Option(
+        help="Comma-separated numbers of examples (0: before any label).")] = "10,20,50,100,200",
+    model_config: Annotated[Optional[SwitchModelConfig], typer.Option(
+        "--model-config", help="Model configuration (default potato; with --init: the checkpoint's).")] = None,
+    init: Annotated[Optional[Path], typer.Option(
+        "--init", help="Start from this switch-model checkpoint instead of an empty model.")] = None,
+    config: OldConfigNameOpt = None,
+    seed: Annotated[int, typer.Option(help="Seed of the replay sampling.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Start from an empty model (or --init CKPT), learn TRAIN online, score TEST after each budget."""
     from edge_plm.evaluation import DataError, load_init, parse_budgets, read_labelled_jsonl, run_eval
-    from edge_plm.plm.config import CONFIGS
 
-    def fail(msg: str) -> None:
-        typer.echo(f"error: {msg}", err=True)
-        raise typer.Exit(2)
-
-    if config is not None:  # before --model-config existed, --config named the configuration
-        if config not in CONFIGS:
-            fail(f"--config is the TOML configuration file; name the model configuration with "
-                 f"--model-config (known: {', '.join(CONFIGS)}), got {config!r}")
-        if model_config is not None and model_config != config:
-            fail("give the model configuration once, with --model-config")
-        typer.echo("warning: `eval --config NAME` is deprecated; use --model-config NAME", err=True)
-        model_config = config
-    if model_config is not None and model_config not in CONFIGS:
-        fail(f"unknown model config {model_config!r} (known: {', '.join(CONFIGS)})")
+    name = _model_config_name(model_config.value if model_config else None, config)
     try:
         train_rows, test_rows = read_labelled_jsonl(train), read_labelled_jsonl(test)
         budget_list = parse_budgets(budgets)
-        start = load_init(init, model_config) if init is not None else None
+        start = load_init(init, name) if init is not None else None
     except DataError as exc:
-        fail(str(exc))
-    config = model_config or "potato"
+        fail(str(exc), 2)
     if as_json:
-        result = run_eval(train_rows, test_rows, budget_list, config=config, seed=seed, init=start)
+        result = run_eval(train_rows, test_rows, budget_list, config=name or "potato", seed=seed, init=start)
         sys.stdout.write(json.dumps(result) + "\n")
         return
-    from rich.console import Console
     from rich.progress import Progress
-    from rich.table import Table
 
     with Progress(transient=True) as bar:
         task = bar.add_task("learning", total=min(len(train_rows), max(budget_list)))
-        result = run_eval(train_rows, test_rows, budget_list, config=config, seed=seed, init=start,
-                          progress=lambda: bar.advance(task))
+        result = run_eval(train_rows, test_rows, budget_list, config=name or "potato", seed=seed,
+                          init=start, progress=lambda: bar.advance(task))
+    _print_curve(result)
+
+
+def _model_config_name(model_config: Optional[str], old_name: Optional[str]) -> Optional[str]:
+    """The model configuration's name from --model-config or the deprecated `--config NAME`."""
+    from edge_plm.plm.config import CONFIGS
+
+    if old_name is None:
+        return model_config
+    if old_name not in CONFIGS:
+        fail(f"{NAME_MOVED} (known: {', '.join(CONFIGS)}), got {old_name!r}", 2)
+    if model_config is not None and model_config != old_name:
+        fail("give the model configuration once, with --model-config", 2)
+    typer.echo("warning: `eval --config NAME` is deprecated; use --model-config NAME", err=True)
+    return old_name
+
+
+def _print_curve(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"{result['config']} ({result['params']:,} parameters)")
     for col in ("n", "balanced accuracy", "accuracy"):
         table.add_column(col, justify="right")

@@ -2,43 +2,33 @@
 
 Versions are made by the `Learner` (edge_plm/learner.py, docs/loop.md): every accepted
 candidate is a checkpoint + an ``active`` row, rolled-back candidates have no checkpoint.
-``rollback`` makes an older saved version active (`Learner.rollback`), ``rebuild`` re-learns a
-new active version from the database alone (`Learner.rebuild_from_store`), ``import`` makes a
-new active version from a checkpoint trained elsewhere (`edge-plm train switch`; it must not
-score below the active one on the holdout unless --force) and ``export`` copies a version's
-checkpoint out (edge_plm/model_transfer.py). A running service
-keeps its in-memory model until it is restarted.
+``rollback`` makes an older saved version active and ``rebuild`` re-learns a new active
+version from the database alone (edge_plm/versions.py), ``import`` makes a new active version
+from a checkpoint trained elsewhere (`edge-plm train switch`; it must not score below the
+active one on the holdout unless --force) and ``export`` copies a version's checkpoint out
+(edge_plm/model_transfer.py). A running service loads a new active version by itself (it
+checks the database before predicting).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
 
 from edge_plm import inspection as q
-from edge_plm.cli import app
-from edge_plm.cli.data_cmd import (CONFIG_HELP, DB_HELP, JSON_HELP, RESTART_NOTE, console, fail,
-                                   opened, print_json)
+from edge_plm.cli.common import (RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt, JsonOpt, console,
+                                 fail, fmt_ba, grid, opened, print_json)
+from edge_plm.cli.root import app
 
 model_app = typer.Typer(help="Model versions: list, show, rollback, rebuild, import, export.",
                         no_args_is_help=True)
 app.add_typer(model_app, name="model")
 
-CKPT_HELP = "Checkpoint dir for a new version (default: next to the existing ones)."
-
-
-def _ba(x) -> str:
-    return "-" if x is None else f"{x:.3f}"
-
 
 @model_app.command("list")
-def list_command(
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
+def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Every version, oldest first: parent, status, labels learned, holdout score, gate,
     checkpoint file (``pruned``: deleted by the retention policy, model.keep_checkpoints;
     `model show` has the rest)."""
@@ -54,6 +44,27 @@ def list_command(
         typer.echo("no model versions yet (the service starts from "
                    + ("an empty model)" if start == "empty" else f"the starting model {start!r}: model.start)"))
         return
+    console().print(_versions_table(versions))
+
+
+@model_app.command("show")
+def show_command(
+    version: Annotated[str, typer.Argument(help="Version name, e.g. v0003.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One version: metrics, checkpoint, children, and how its own predictions fared."""
+    with opened(db, config) as (store, settings, path):
+        d = q.model_detail(store, version)
+    if as_json:
+        print_json(d)
+    else:
+        console().print(_detail_grid(d))
+
+
+def _versions_table(versions: list[dict]):
+    """The versions of `model list` as a table."""
     from rich.table import Table  # noqa: PLC0415
 
     t = Table(show_edge=False, header_style="bold")
@@ -69,28 +80,13 @@ def list_command(
                "damaged": "[red]damaged[/]"}[v["checkpoint_state"]])
         t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
-                  _ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
-    console().print(t)
+                  fmt_ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
+    return t
 
 
-@model_app.command("show")
-def show_command(
-    version: str = typer.Argument(..., help="Version name, e.g. v0003."),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
-    """One version: metrics, checkpoint, children, and how its own predictions fared."""
-    with opened(db, config) as (store, settings, path):
-        d = q.model_detail(store, version)
-    if as_json:
-        print_json(d)
-        return
-    from rich.table import Table  # noqa: PLC0415
-
-    g = Table.grid(padding=(0, 2))
-    g.add_column(style="bold")
-    g.add_column()
+def _detail_grid(d: dict):
+    """One version (`model show`) as name/value lines."""
+    g = grid()
     g.add_row("version", f"{d['version']} ({d['status']})")
     g.add_row("parent", d["parent"] or "none")
     g.add_row("children", ", ".join(d["children"]) or "none")
@@ -105,8 +101,8 @@ def show_command(
     else:
         g.add_row("checkpoint", "none (a rolled-back candidate is not saved)")
     m = d["metrics"]
-    g.add_row("holdout", f"balanced accuracy {_ba(m.get('balanced_accuracy'))} on "
-                         f"{m.get('holdout_n')} rows; parent {_ba(m.get('parent_balanced_accuracy'))}"
+    g.add_row("holdout", f"balanced accuracy {fmt_ba(m.get('balanced_accuracy'))} on "
+                         f"{m.get('holdout_n')} rows; parent {fmt_ba(m.get('parent_balanced_accuracy'))}"
                          f"; gate: {m.get('gate')}")
     span = m.get("interactions")
     if span and span[0] is not None:
@@ -128,102 +124,81 @@ def show_command(
         "labels_in_window", "skipped_rolled_back")}
     if extra:
         g.add_row("other metrics", ", ".join(f"{k}={v}" for k, v in extra.items()))
-    console().print(g)
+    return g
 
 
 @model_app.command("rollback")
 def rollback_command(
-    version: str = typer.Argument(..., help="The saved version to make active."),
-    checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help=CKPT_HELP),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    version: Annotated[str, typer.Argument(
+        help="The saved version to make active (`edge-plm model list` shows them).")],
+    checkpoints: CheckpointsOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Make an older saved version the active one (its checkpoint must load)."""
-    from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+    from edge_plm.versions import rollback  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        target = q.find_version(store, version)
-        active = store.active_model_version()
-        previous = active.version if active else None
-        if previous == version:
-            result = {"version": version, "previous": previous, "changed": False}
-        else:
-            from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
-
-            cfg = LearnerConfig.from_settings(settings.model)
-            ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
-            try:
-                Learner(store, cfg, ckdir).rollback(target.version)
-            except CheckpointError as exc:
-                fail(f"cannot roll back to {version}: {exc}; nothing changed"
-                     + (" (rolled-back candidates are never saved)"
-                        if target.status == "rolled_back" and not target.path else ""))
-            result = {"version": version, "previous": previous, "changed": True}
+        result = rollback(store, settings, path, version, checkpoints)
     if as_json:
         print_json(result)
         return
     if not result["changed"]:
         typer.echo(f"{version} is already the active version")
         return
-    typer.echo(f"model {version} is active (was {previous or 'none'})")
+    typer.echo(f"model {version} is active (was {result['previous'] or 'none'})")
     typer.echo(f"note: {RESTART_NOTE}", err=True)
 
 
 @model_app.command("rebuild")
 def rebuild_command(
-    checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help=CKPT_HELP),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    checkpoints: CheckpointsOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Re-learn a model from the database alone (labelled non-holdout rows in time order,
     minus rolled-back windows) and make it the active version."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from edge_plm.versions import rebuild  # noqa: PLC0415
+
     with opened(db, config, write=True) as (store, settings, path):
-        from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
-
-        cfg = LearnerConfig.from_settings(settings.model)
-        ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
-        active = store.active_model_version()
-        from rich.console import Console  # noqa: PLC0415
-
         with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
-            name = Learner(store, cfg, ckdir).rebuild_from_store()
-        d = q.model_record(q.find_version(store, name))
-        d["previous"] = active.version if active else None
+            d = rebuild(store, settings, path, checkpoints)
     if as_json:
         print_json(d)
         return
     m = d["metrics"]
-    typer.echo(f"model {name} rebuilt and active (was {d['previous'] or 'none'}): "
+    typer.echo(f"model {d['version']} rebuilt and active (was {d['previous'] or 'none'}): "
                f"{m.get('labels_in_window')} labels learned, {m.get('skipped_rolled_back')} "
                f"skipped (rolled-back windows); holdout balanced accuracy "
-               f"{_ba(m.get('balanced_accuracy'))} on {m.get('holdout_n')} rows")
+               f"{fmt_ba(m.get('balanced_accuracy'))} on {m.get('holdout_n')} rows")
     typer.echo(f"note: {RESTART_NOTE}", err=True)
 
 
 @model_app.command("import")
 def import_command(
-    checkpoint: Path = typer.Argument(..., help="A switch-model checkpoint (e.g. from `edge-plm train switch`)."),
-    force: bool = typer.Option(False, "--force", help="Import even if it scores below the active model on the holdout."),
-    checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help=CKPT_HELP),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    checkpoint: Annotated[Path, typer.Argument(help="A switch-model checkpoint (e.g. from `edge-plm train switch`).")],
+    checkpoints: CheckpointsOpt = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Import even if it scores below the active model on the holdout.")] = False,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """A checkpoint trained elsewhere as a new active version: checked (configuration,
     vocabulary, format), scored on the holdout next to the active model, refused when it
     scores lower (unless --force); its origin is recorded in the version's metrics."""
     from edge_plm.model_transfer import ImportRefused, import_checkpoint  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+    from edge_plm.versions import learner_setup  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        from edge_plm.learner import LearnerConfig  # noqa: PLC0415
-
-        cfg = LearnerConfig.from_settings(settings.model)
-        ckdir = checkpoints or q.checkpoints_dir(store, path, settings.paths.checkpoints_dir)
         try:
-            r = import_checkpoint(store, cfg, ckdir, checkpoint, force=force)
+            r = import_checkpoint(store, *learner_setup(store, settings, path, checkpoints),
+                                  checkpoint, force=force)
         except CheckpointError as exc:
             fail(f"cannot import: {exc}", 2)
         except ImportRefused as exc:
@@ -231,8 +206,8 @@ def import_command(
     if as_json:
         print_json(r)
         return
-    judged = (f"holdout balanced accuracy {_ba(r['balanced_accuracy'])} on {r['holdout_n']} rows "
-              f"(previous {_ba(r['previous_balanced_accuracy'])})")
+    judged = (f"holdout balanced accuracy {fmt_ba(r['balanced_accuracy'])} on {r['holdout_n']} rows "
+              f"(previous {fmt_ba(r['previous_balanced_accuracy'])})")
     typer.echo(f"model {r['version']} ({r['config']}) imported from {r['source']} and active (was "
                f"{r['previous'] or 'none'}): {judged}" + ("; forced" if r["forced"] else ""))
     if r["config"] != r["model_config_setting"]:
@@ -244,11 +219,11 @@ def import_command(
 
 @model_app.command("export")
 def export_command(
-    version: str = typer.Argument(..., help="The saved version, e.g. v0003."),
-    out: Path = typer.Argument(..., help="File (or directory) to write the checkpoint to."),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    version: Annotated[str, typer.Argument(help="The saved version, e.g. v0003.")],
+    out: Annotated[Path, typer.Argument(help="File (or directory) to write the checkpoint to.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Copy a saved version's checkpoint out (it loads with `eval --init`, `model.start`,
     `model import`)."""

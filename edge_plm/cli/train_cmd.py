@@ -13,68 +13,60 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from edge_plm.cli import app
+from edge_plm.cli.common import (NAME_MOVED, LMModelConfig, OldConfigNameOpt, SwitchModelConfig,
+                                 fail)
+from edge_plm.cli.root import app
 
 train_app = typer.Typer(help="Desktop trainers: switch models for the device, language models.",
                         no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
-NAME_MOVED = "--config is the TOML configuration file; name the model configuration with --model-config"
+OutOpt = Annotated[Path, typer.Option("--out", help="Directory for checkpoint.npz and train_log.json.")]
+TimeBudgetOpt = Annotated[Optional[float], typer.Option(
+    "--time-budget", help="Training seconds (warm start included).")]
 
 
 def _no_config_name(config: Optional[str]) -> None:
     if config is not None:
-        typer.echo(f"error: {NAME_MOVED}", err=True)
-        raise typer.Exit(2)
+        fail(NAME_MOVED, 2)
 
 
 @train_app.command("switch")
 def switch_command(
-    model_config: str = typer.Option("potato", "--model-config", help="Switch-model configuration: potato | orange."),
-    data: Path = typer.Option(..., "--data", help="Labelled JSONL (lines as `replay`/`export` write them)."),
-    val: Optional[Path] = typer.Option(None, "--val", help="Labelled JSONL for early stopping (none: no early stopping)."),
-    out: Path = typer.Option(Path("runs/switch"), "--out", help="Directory for checkpoint.npz and train_log.json."),
-    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Training seconds (warm start included)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Gradient steps (checked after each epoch)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in OUT."),
-    seed: int = typer.Option(0, "--seed", help="Model seed and epoch-order seed."),
-    epochs: int = typer.Option(30, "--epochs", min=0, help="Most epochs per phase (frozen, thawed)."),
-    patience: int = typer.Option(4, "--patience", min=1, help="Epochs without a better --val score before a phase ends."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
-    config: Optional[str] = typer.Option(None, "--config", hidden=True),
+    data: Annotated[Path, typer.Option("--data", help="Labelled JSONL (lines as `replay` and `export` write them).")],
+    model_config: Annotated[SwitchModelConfig, typer.Option(
+        "--model-config", help="Switch-model configuration.")] = SwitchModelConfig.potato,
+    val: Annotated[Optional[Path], typer.Option(
+        "--val", help="Labelled JSONL for early stopping (none: no early stopping).")] = None,
+    out: OutOpt = Path("runs/switch"),
+    time_budget: TimeBudgetOpt = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Gradient steps (checked after each epoch).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in OUT.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Model seed and epoch-order seed.")] = 0,
+    epochs: Annotated[int, typer.Option("--epochs", min=0, help="Most epochs per phase (frozen, thawed).")] = 30,
+    patience: Annotated[int, typer.Option(
+        "--patience", min=1, help="Epochs without a better --val score before a phase ends.")] = 4,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+    config: OldConfigNameOpt = None,
 ) -> None:
     """Warm start + gradient training of a switch model -> OUT/checkpoint.npz (a device checkpoint)."""
     _no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
-    from edge_plm.plm.config import CONFIGS
     from edge_plm.switch_training import SwitchTrainConfig, SwitchTrainer, TrainDataError
 
-    if model_config not in CONFIGS:
-        typer.echo(f"error: unknown model config {model_config!r} (known: {', '.join(CONFIGS)})", err=True)
-        raise typer.Exit(2)
     if steps is not None and steps < 0 or time_budget is not None and time_budget < 0:
-        typer.echo("error: --steps and --time-budget must be >= 0", err=True)
-        raise typer.Exit(2)
-    cfg = SwitchTrainConfig(model_config=model_config, seed=seed, max_epochs=epochs, patience=patience,
-                            steps=steps, time_budget=time_budget)
-
-    def show(rec: dict) -> None:
-        if not as_json:
-            v = rec.get("val")
-            typer.echo(f"{rec['phase']:>6} epoch {rec['epoch']:>3}  steps {rec['steps']:>5}  "
-                       f"loss {rec['train_loss']:.4f}"
-                       + (f"  val bal.acc {v['balanced_accuracy']:.3f} loss {v['loss']:.4f}"
-                          f"{'  *' if rec.get('best') else ''}" if v else ""), err=True)
-
+        fail("--steps and --time-budget must be >= 0", 2)
+    cfg = SwitchTrainConfig(model_config=model_config.value, seed=seed, max_epochs=epochs,
+                            patience=patience, steps=steps, time_budget=time_budget)
     try:
-        log = SwitchTrainer(cfg, data, out, val=val, resume=resume, progress=show).run()
+        log = SwitchTrainer(cfg, data, out, val=val, resume=resume,
+                            progress=None if as_json else _show_epoch).run()
     except (TrainDataError, CheckpointError, ValueError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        fail(str(exc), 2)
     s = log["summary"]
     if as_json:
         typer.echo(json.dumps(s))
@@ -86,57 +78,75 @@ def switch_command(
                + f"; checkpoint {s['checkpoint']}")
 
 
+def _show_epoch(rec: dict) -> None:
+    v = rec.get("val")
+    typer.echo(f"{rec['phase']:>6} epoch {rec['epoch']:>3}  steps {rec['steps']:>5}  "
+               f"loss {rec['train_loss']:.4f}"
+               + (f"  val bal.acc {v['balanced_accuracy']:.3f} loss {v['loss']:.4f}"
+                  f"{'  *' if rec.get('best') else ''}" if v else ""), err=True)
+
+
 @train_app.command("lm")
 def lm_command(
-    model_config: str = typer.Option("orange", "--model-config", help="Language-model config: orange (char) | medium (BPE 16K)."),
-    corpus: Path = typer.Option(..., "--corpus", help="UTF-8 text; paragraphs separated by blank lines."),
-    val: Path = typer.Option(None, "--val", help="Validation text (default: the last 10% of the corpus)."),
-    out: Path = typer.Option(Path("runs/lm"), "--out", help="Directory for checkpoint.npz and train_log.json."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.npz if present."),
-    steps: int = typer.Option(None, "--steps", help="Optimisation steps (after the warm start)."),
-    time_budget: float = typer.Option(None, "--time-budget", help="Training seconds (warm start included)."),
-    threads: int = typer.Option(1, "--threads", help="BLAS and Numba threads."),
-    set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar; print the summary as JSON."),
-    config: Optional[str] = typer.Option(None, "--config", hidden=True),
+    corpus: Annotated[Path, typer.Option("--corpus", help="UTF-8 text; paragraphs separated by blank lines.")],
+    model_config: Annotated[LMModelConfig, typer.Option(
+        "--model-config", help="Language-model configuration: orange (characters) or medium (BPE 16K).")
+    ] = LMModelConfig.orange,
+    val: Annotated[Optional[Path], typer.Option(
+        "--val", help="Validation text (default: the last 10% of the corpus).")] = None,
+    out: OutOpt = Path("runs/lm"),
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from OUT/checkpoint.npz if present.")] = False,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimisation steps (after the warm start).")] = None,
+    time_budget: TimeBudgetOpt = None,
+    threads: Annotated[int, typer.Option("--threads", help="BLAS and Numba threads.")] = 1,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="Config override KEY=VALUE (repeatable).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar; print the summary as JSON.")] = False,
+    config: OldConfigNameOpt = None,
 ) -> None:
     """Language model: explicit warm start, then Adam with frozen embeddings, then thawed embeddings."""
     _no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
-    from edge_plm.plm.lm_config import LM_CONFIGS, LMConfig, get_lm_config
+    from edge_plm.plm.lm_config import get_lm_config
     from edge_plm.plm.trainer import Trainer
 
-    if model_config not in LM_CONFIGS:
-        typer.echo(f"error: unknown model config {model_config!r} (known: {', '.join(LM_CONFIGS)})", err=True)
-        raise typer.Exit(2)
     if steps is None and time_budget is None:
-        typer.echo("error: give --steps and/or --time-budget", err=True)
-        raise typer.Exit(2)
-    overrides = {}
-    fields = {f.name: f.type for f in LMConfig.__dataclass_fields__.values()}
-    for item in set_:
-        key, _, value = item.partition("=")
-        if key not in fields or key == "name":
-            typer.echo(f"error: unknown config field {key!r}", err=True)
-            raise typer.Exit(2)
-        cur = getattr(LM_CONFIGS[model_config], key)
-        overrides[key] = tuple(int(v) for v in value.split(",")) if isinstance(cur, tuple) else type(cur)(value)
+        fail("give --steps and/or --time-budget", 2)
+    overrides = _lm_overrides(model_config.value, set_ or [])
     try:
-        cfg = get_lm_config(model_config, **overrides)
+        cfg = get_lm_config(model_config.value, **overrides)
         trainer = Trainer(cfg, corpus, out, val=val, steps=steps, time_budget=time_budget, resume=resume,
                           threads=threads, progress=not quiet)
         log = trainer.run()
     except (FileNotFoundError, CheckpointError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
-    summary = log["summary"]
+        fail(str(exc), 2)
     if quiet:
-        typer.echo(json.dumps(summary))
+        typer.echo(json.dumps(log["summary"]))
         return
+    _print_lm_log(cfg.name, log, out)
+
+
+def _lm_overrides(model_config: str, items: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as typed fields of the language-model configuration."""
+    from edge_plm.plm.lm_config import LM_CONFIGS, LMConfig
+
+    overrides = {}
+    fields = {f.name: f.type for f in LMConfig.__dataclass_fields__.values()}
+    for item in items:
+        key, _, value = item.partition("=")
+        if key not in fields or key == "name":
+            fail(f"unknown config field {key!r}", 2)
+        cur = getattr(LM_CONFIGS[model_config], key)
+        overrides[key] = tuple(int(v) for v in value.split(",")) if isinstance(cur, tuple) else type(cur)(value)
+    return overrides
+
+
+def _print_lm_log(name: str, log: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{cfg.name}: {log['params']:,} parameters, vocabulary {log['vocab']}")
+    summary = log["summary"]
+    table = Table(title=f"{name}: {log['params']:,} parameters, vocabulary {log['vocab']}")
     for col in ("phase", "step", "train s", "val loss", "val ppl"):
         table.add_column(col, justify="right")
     for tag, rec in log["phases"].items():

@@ -1,0 +1,302 @@
+"""What every command module of the CLI shares: the option types (`Annotated` aliases), the
+enums of choices, the one-line error handling and the output helpers.
+
+Errors: no Python traceback reaches a person. A usage error (an unknown option, a value that
+is not one of the choices) is one line ``error: ...`` with exit code 2 (`OneLineUsageErrors`);
+`describe` turns every other exception into a one-line message and an exit code (`main` in
+``edge_plm/cli/__init__.py`` prints it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from edge_plm import inspection as q
+from edge_plm.plm.config import CONFIGS
+from edge_plm.plm.lm_config import LM_CONFIGS
+from edge_plm.store import LABELS, StoreError
+
+try:  # typer >= 0.20 runs a copy of click of its own
+    from typer._click import Context
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer: click itself
+    from click import Context, UsageError
+
+# --- help texts -----------------------------------------------------------------------------
+DB_HELP = "Replay buffer (default: the configured state dir's edge-plm.db)."
+CONFIG_HELP = "Config TOML file (default: the usual lookup)."
+JSON_HELP = "Print one JSON document on stdout."
+CKPT_HELP = "Checkpoint dir for a new version (default: next to the existing ones)."
+SINCE_HELP = "Only interactions since this ISO date/time or age (2h, 1d)."
+# a running service checks the database's active version before predicting (Learner.sync)
+RESTART_NOTE = ("a running service loads the new active version by itself within a few "
+                "seconds (it checks the database before predicting)")
+
+
+# --- choices --------------------------------------------------------------------------------
+def _choices(name: str, values) -> type[Enum]:
+    """An enum whose members are `values` (typer offers them as the option's choices)."""
+    return Enum(name, {v: v for v in values}, type=str)
+
+
+Label = _choices("Label", LABELS)
+LabelFilter = _choices("LabelFilter", [*LABELS, "none"])
+ExportFormat = _choices("ExportFormat", ("jsonl", "csv"))
+SwitchModelConfig = _choices("SwitchModelConfig", CONFIGS)
+LMModelConfig = _choices("LMModelConfig", LM_CONFIGS)
+AsrBackend = _choices("AsrBackend", ("auto", "vosk", "pocketsphinx"))
+
+
+# --- options --------------------------------------------------------------------------------
+DbOpt = Annotated[Optional[Path], typer.Option("--db", help=DB_HELP)]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)]
+JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+CheckpointsOpt = Annotated[Optional[Path], typer.Option("--checkpoints", help=CKPT_HELP)]
+SinceOpt = Annotated[Optional[str], typer.Option("--since", help=SINCE_HELP)]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Model seed.")]
+# `--config NAME` named the model configuration before --model-config existed (hidden)
+OldConfigNameOpt = Annotated[Optional[str], typer.Option(
+    "--config", hidden=True, help="Deprecated: the model configuration's name (--model-config).")]
+NAME_MOVED = ("--config is the TOML configuration file; name the model configuration with "
+              "--model-config")
+
+
+# --- errors ---------------------------------------------------------------------------------
+def fail(message: str, code: int = 1) -> NoReturn:
+    """``error: message`` on stderr and exit `code` (1: bad input or operation, 2: bad usage)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _usage_error(exc: UsageError) -> NoReturn:
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc  # `edge-plm model`: the group's help, as usual
+    hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+    fail(one_line(exc.format_message().replace("Value error, ", "")) + hint, exc.exit_code)
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The root command group: a usage error of any command is one ``error: ...`` line."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            _usage_error(exc)
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            _usage_error(exc)
+
+
+_DEBUG = bool(os.environ.get("EDGE_PLM_DEBUG"))
+
+
+def debug_enabled() -> bool:
+    """--debug was given (or EDGE_PLM_DEBUG is set): show tracebacks."""
+    return _DEBUG
+
+
+def enable_debug() -> None:
+    global _DEBUG
+    _DEBUG = True
+
+
+class OneLineFormatter(logging.Formatter):
+    """A log record is one line: an attached exception becomes ``(Type: message)`` unless
+    --debug (then the usual traceback follows)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info and not debug_enabled():
+            exc = record.exc_info[1]
+            saved = record.exc_info, record.exc_text
+            record.exc_info, record.exc_text = None, None
+            try:
+                line = super().format(record)
+            finally:
+                record.exc_info, record.exc_text = saved
+            if exc is not None:
+                line += f" ({type(exc).__name__}: {one_line(str(exc))}; --debug for the traceback)"
+            return line
+        return super().format(record)
+
+
+def describe(exc: BaseException) -> tuple[int, str]:
+    """(exit code, one-line message) for an exception that reached `main`."""
+    from edge_plm.jsonl import JsonlError  # noqa: PLC0415
+    from edge_plm.settings import ConfigError  # noqa: PLC0415
+
+    if isinstance(exc, ConfigError):
+        return 2, f"configuration: {one_line(exc)}"
+    if isinstance(exc, (StoreError, JsonlError)):
+        return 1, one_line(exc)
+    if isinstance(exc, sqlite3.Error):
+        return 1, f"database: {one_line(exc)}"
+    if isinstance(exc, UnicodeError):
+        return 1, f"not valid UTF-8 text: {one_line(exc)}"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return 1, f"{where}{exc.strerror or one_line(exc)}"
+    if isinstance(exc, MemoryError):
+        return 1, "out of memory"
+    known = _known_errors()
+    if isinstance(exc, known):
+        return 1, one_line(exc)
+    return 1, (f"internal error: {type(exc).__name__}: {one_line(exc)} "
+               "(run with --debug for the traceback)")
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    """Error types whose message is meant for a person (each module's own error class)."""
+    out: list[type[BaseException]] = []
+    for module, name in (("edge_plm.replay", "SessionError"),
+                         ("edge_plm.evaluation", "DataError"),
+                         ("edge_plm.inspection", "DataError"),
+                         ("edge_plm.voice.asr", "AsrError"),
+                         ("edge_plm.voice.audio", "AudioError"),
+                         ("edge_plm.voice.models", "ModelError"),
+                         ("edge_plm.device.pins", "PinFactoryError"),
+                         ("edge_plm.device.switch", "SwitchConfigError"),
+                         ("edge_plm.plots", "PlotUnavailable"),
+                         ("edge_plm.plm.checkpoint", "CheckpointError")):
+        mod = sys.modules.get(module)  # only modules already imported can have raised it
+        if mod is not None and isinstance(getattr(mod, name, None), type):
+            out.append(getattr(mod, name))
+    return tuple(out)
+
+
+# --- logging --------------------------------------------------------------------------------
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is at the time (test runners swap it)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def quiet_logging() -> None:
+    """Warnings and errors of the library to stderr (stdout is for the command's output)."""
+    handler = _StderrHandler()
+    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, force=True, handlers=[handler])
+
+
+def log_to(stream, level: int = logging.INFO) -> None:
+    """Log records with their time, one a line, to `stream` (the service: stdout, journald)."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, force=True, handlers=[handler])
+
+
+# --- settings and the database --------------------------------------------------------------
+def load_settings(config: Optional[Path]):
+    """The settings from `config` (or the usual lookup); a bad config is ``error: ...``."""
+    from edge_plm.settings import ConfigError, load  # noqa: PLC0415
+
+    try:
+        return load(config)
+    except ConfigError as exc:
+        fail(f"configuration: {exc}", 2)
+
+
+# the failures `opened` reports as ``error: ...`` (a missing database, a newer schema, an unknown id)
+EXPECTED_ERRORS = (q.DataError, StoreError, sqlite3.Error, OSError, LookupError)
+
+
+def database_path(db: Optional[Path], settings) -> Path:
+    return Path(db) if db is not None else settings.paths.database_path()
+
+
+@contextmanager
+def opened(db: Optional[Path], config: Optional[Path], write: bool = False
+           ) -> Iterator[tuple[Any, Any, Path]]:
+    """(store, settings, db path); every expected failure becomes ``error: ...`` + exit 1."""
+    quiet_logging()
+    settings = load_settings(config)
+    path = database_path(db, settings)
+    try:
+        store = q.open_store(path, write=write)
+    except EXPECTED_ERRORS as exc:
+        fail(str(exc))
+    try:
+        yield store, settings, path
+    except EXPECTED_ERRORS as exc:
+        fail(str(exc) if not isinstance(exc, sqlite3.Error) else f"database {path}: {exc}")
+    finally:
+        store.close()
+
+
+def time_option(text: Optional[str], name: str) -> Optional[float]:
+    if text is None:
+        return None
+    try:
+        return q.parse_time(text)
+    except q.DataError as exc:
+        fail(f"{name}: {exc}", 2)
+
+
+# --- output ---------------------------------------------------------------------------------
+def print_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, ensure_ascii=False))
+
+
+def console():
+    """Rich console on stdout; not a terminal (a pipe, a file): 120 columns unless $COLUMNS."""
+    from rich.console import Console  # noqa: PLC0415
+
+    width = None
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        width = 120
+    return Console(highlight=False, width=width)
+
+
+def grid():
+    """A two-column table without borders: names in bold on the left, values on the right."""
+    from rich.table import Table  # noqa: PLC0415
+
+    g = Table.grid(padding=(0, 2))
+    g.add_column(style="bold")
+    g.add_column()
+    return g
+
+
+def fmt_conf(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def fmt_ms(x: Optional[float]) -> str:
+    return "-" if x is None else (f"{x:.0f}" if x >= 100 else f"{x:.1f}")
+
+
+def fmt_ba(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)

@@ -1,0 +1,94 @@
+"""What a person changes in the household's data (`edge-plm label`, `edge-plm forget`): a
+corrected label that the model learns, and interactions deleted together with what the model
+learned from them. The results are the commands' JSON documents (docs/contracts.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from edge_plm import inspection as q
+from edge_plm.learner import Learner
+from edge_plm.versions import learner_setup
+
+
+def _pred(p) -> dict:
+    return {"action": p.action, "confidence": float(p.confidence)}
+
+
+def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
+            rebuild: bool = False, checkpoints: Optional[Path] = None) -> dict[str, Any]:
+    """Give `interaction` the label `label` (source "manual") and learn it: the active model
+    takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
+    the database). An interaction without a transcript is a `q.DataError`."""
+    row = store.get(interaction)
+    if row.error is not None or not row.transcript.strip():
+        raise q.DataError(f"interaction {interaction} has no transcript"
+                          + (f" (error: {row.error})" if row.error else "") + ": nothing to label")
+    result: dict[str, Any] = {
+        "id": row.id, "transcript": row.transcript, "label": label, "label_source": "manual",
+        "previous": {"label": row.label, "label_source": row.label_source},
+        "changed": row.label != label}
+    if row.label == label:
+        result.update(holdout=row.holdout, learned=False, replaced=False, version=None,
+                      prediction_before=None, prediction_after=None)
+        return result
+    learner = Learner.open(store, *learner_setup(store, settings, db_path, checkpoints))
+    before = learner.predict(row.transcript)
+    store.set_label(row.id, label, "manual")
+    if rebuild:
+        name = learner.rebuild_from_store()
+        holdout = store.get(row.id).holdout
+        learned, replaced = not holdout, False
+        version = {"version": name, "status": "active", "reason": "rebuilt from the database"}
+    else:
+        holdout, learned, replaced, version = _learn_correction(learner, row.id, label)
+    after = learner.predict(row.transcript)
+    result.update(holdout=holdout, learned=learned, replaced=replaced, version=version,
+                  prediction_before=_pred(before), prediction_after=_pred(after))
+    return result
+
+
+def _learn_correction(learner: Learner, interaction: int, label: str):
+    """(holdout, learned, replaced, version) of one gated update with the corrected label."""
+    outcome = learner.on_relabel(interaction, label)
+    holdout, learned = outcome.holdout, not outcome.holdout
+    version = None
+    if learned:
+        event = outcome.event or learner.new_version()
+        version = {"version": event.version, "status": event.status,
+                   "parent": event.parent, "reason": event.reason,
+                   "balanced_accuracy": event.candidate.balanced_accuracy,
+                   "holdout_n": event.candidate.n}
+    return holdout, learned, outcome.relabelled, version
+
+
+def audio_count(store, ids: list[int]) -> int:
+    """How many of these interactions have an audio file."""
+    return store.db.execute(
+        "SELECT count(audio_path) FROM interactions WHERE id IN "
+        f"({', '.join('?' for _ in ids)})", ids).fetchone()[0]
+
+
+def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = False,
+           checkpoints: Optional[Path] = None) -> dict[str, Any]:
+    """Delete the interactions `ids` and their audio files. The active model takes back what
+    it learned from them (a new active version without them); with `rebuild` a model is
+    re-learned from what remains instead."""
+    if not ids:
+        return q.forget(store, []) | {"rebuilt": None}
+    delete = None  # no model yet: rows only (the first model is made from what remains)
+    if rebuild or store.active_model_version() is not None:
+        # the model as it must be (the active version plus what it lacks), then rows and
+        # the model's part in one transaction (Learner.forget_interactions)
+        cfg, ckdir = learner_setup(store, settings, db_path, checkpoints)
+        learner = (Learner(store, cfg, ckdir) if rebuild else Learner.open(store, cfg, ckdir))
+        delete = lambda ids: learner.forget_interactions(ids, rebuild=rebuild)  # noqa: E731
+    result = q.forget(store, ids, delete=delete)
+    out = result.pop("outcome")
+    result["rebuilt"] = out.version if rebuild else None
+    result["model"] = None
+    if delete is not None and not rebuild:
+        result["model"] = {"forgotten": len(out.forgotten),
+                           "not_in_model": len(out.not_in_model), "version": out.version}
+    return result

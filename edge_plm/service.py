@@ -1,0 +1,177 @@
+"""The service (`edge-plm run`): the input from the settings (microphone or stdin), GPIO, the
+learning loop, and systemd's notifications (READY, WATCHDOG, STATUS, STOPPING), until SIGTERM
+or SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from edge_plm.controller import Controller
+from edge_plm.device import Devices, PinFactoryError
+from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.starting_model import StartError
+from edge_plm.store import ReplayStore, StorageError, private_dir
+from edge_plm.voice.asr import AsrError, make_asr
+from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
+from edge_plm.voice.endpoint import Endpointer
+
+log = logging.getLogger("edge_plm.service")
+
+# what keeps the service from starting (or running on): the person has something to fix
+_CANNOT_RUN = (AsrError, AudioError, PinFactoryError, StartError, CheckpointError)
+
+
+class CannotStart(Exception):
+    """The service cannot run with these settings; `code` is the exit code (2: a bad setting)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def sd_notify(message: str) -> bool:
+    """Send `message` (e.g. ``READY=1``) to systemd's $NOTIFY_SOCKET; False if not set."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):  # abstract namespace socket
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode())
+    except OSError as exc:
+        log.error("sd_notify(%s) to %s failed: %s", message, os.environ["NOTIFY_SOCKET"], exc)
+        return False
+    return True
+
+
+class Notifier:
+    """systemd's watchdog and status line for the loop (called on every turn of it).
+
+    ``WATCHDOG=1`` at least every ``WatchdogSec/4`` (systemd sets $WATCHDOG_USEC; at most once a
+    second when it is not set), and ``STATUS=`` whenever the status line changes: what the loop
+    listens to, how many inputs it handled, the model version, and storage failures (disk full,
+    read-only database) when there are any. Called from the pump thread (every 100 ms) and after
+    every input, so a loop stuck in one input (which holds the lock the pump needs) stops the
+    heartbeat and systemd restarts the service.
+    """
+
+    def __init__(self, controller, source_name: str, clock=time.monotonic) -> None:
+        self.controller = controller
+        self.source_name = source_name
+        self._clock = clock
+        self._lock = threading.Lock()
+        usec = os.environ.get("WATCHDOG_USEC", "")
+        watchdog_s = int(usec) / 1e6 if usec.isdigit() and int(usec) > 0 else None
+        self.interval = min(1.0, watchdog_s / 4) if watchdog_s else 1.0
+        self._last_beat = -float("inf")
+        self._last_status: str | None = None
+        self._broken = False
+
+    def status(self) -> str:
+        c = self.controller
+        text = (f"listening ({self.source_name}); {c.handled} inputs handled; model "
+                f"{c.learner.version or 'empty'}")
+        if c.storage_failures:
+            text += f"; ERROR: {c.storage_failures} not stored (last: {c.last_storage_error})"
+        return " ".join(text.split())
+
+    def __call__(self) -> None:
+        with self._lock:
+            now = self._clock()
+            status = self.status()
+            parts = []
+            if now - self._last_beat >= self.interval:
+                parts.append("WATCHDOG=1")
+                self._last_beat = now
+            if status != self._last_status:
+                parts.append(f"STATUS={status}")
+                self._last_status = status
+            if parts and not self._broken and not sd_notify("\n".join(parts)):
+                self._broken = bool(os.environ.get("NOTIFY_SOCKET"))  # logged once, not per beat
+
+
+def run_service(settings) -> None:
+    """Listen, act and learn until a signal (or the end of stdin for the text source).
+
+    Raises `CannotStart` when the settings cannot run (no microphone, no GPIO, a bad starting
+    model, ...) and `StorageError` when the loop ran but some inputs could not be stored."""
+    stop = threading.Event()
+    held: dict = {}  # the input source once it is open (a signal closes it)
+    _stop_on_signals(stop, held)
+    store = ReplayStore(settings.paths.database_path())
+    controller = None
+    try:
+        learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
+                               private_dir(settings.paths.checkpoints_path()))
+        asr, held["source"] = _open_input(settings)
+        devices = Devices.from_config(settings.gpio, mock_fallback=False)
+        controller = Controller(settings, store, learner, devices, asr)
+        _listen(controller, held["source"], stop, settings.audio.source)
+    except _CANNOT_RUN as exc:
+        log.error("cannot start: %s", exc)
+        raise CannotStart(f"cannot start: {exc}") from exc
+    finally:
+        sd_notify("STOPPING=1")
+        if controller is not None:
+            controller.stop()
+        store.close()
+    if controller is not None and controller.storage_failures:
+        # the loop kept the switch working, but must not end as if all was stored
+        raise StorageError(f"{controller.storage_failures} interaction(s) or label(s) of "
+                           f"{controller.handled} input(s) could not be stored (last: "
+                           f"{controller.last_storage_error})")
+
+
+def _stop_on_signals(stop: threading.Event, held: dict) -> None:
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        stop.set()
+        source = held.get("source")
+        if source is not None and hasattr(source, "close"):
+            source.close()  # the microphone loop ends at its next block
+        else:
+            raise SystemExit(0)  # a blocking stdin read cannot be woken: unwind (finally runs)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def _open_input(settings):
+    """(ASR or None, input source) of ``audio.source``: stdin text, or the microphone."""
+    if settings.audio.source == "text":
+        return None, TextSource(sys.stdin)
+    if settings.audio.source == "microphone":
+        asr = make_asr(settings.asr, settings.paths.models_path())
+        source = MicrophoneSource(settings.audio.device, settings.audio.sample_rate,
+                                  settings.audio.block_ms, Endpointer.from_config(settings.audio))
+        source.open()
+        return asr, source
+    log.error("audio.source = 'wav' is for replays: use `edge-plm replay`")
+    raise CannotStart("audio.source = 'wav' is for replays: use `edge-plm replay`", code=2)
+
+
+def _listen(controller, source, stop: threading.Event, source_name: str) -> None:
+    """The loop, with systemd told it is ready; a failing microphone is retried every 5 s."""
+    sd_notify("READY=1")
+    notifier = Notifier(controller, source_name)
+    notifier()
+    log.info("ready: listening (%s source, model version %s)", source_name,
+             controller.learner.version or "empty")
+    while not stop.is_set():
+        try:
+            controller.run(source, stop, heartbeat=notifier)
+            if source_name == "text":
+                break  # stdin ended
+        except AudioError as exc:  # the microphone failed: say so, retry
+            log.error("audio input failed: %s; retrying in 5 s", exc)
+            stop.wait(5.0)
+            notifier()
