@@ -613,10 +613,7 @@ class Learner:
     # --- versions -------------------------------------------------------------------------
     def holdout_rows(self) -> list[tuple[int, str, str]]:
         """(id, transcript, label) of the holdout slice, in interaction order."""
-        with self.store._lock:
-            return [(int(r[0]), r[1], r[2]) for r in self.store.db.execute(
-                "SELECT id, transcript, label FROM interactions WHERE label IS NOT NULL "
-                "AND holdout = 1 ORDER BY id").fetchall()]
+        return self.store.holdout_rows()
 
     @staticmethod
     def _predict_rows(model: SwitchModel, rows: list[tuple[int, str, str]]) -> dict[int, str]:
@@ -766,6 +763,36 @@ class Learner:
         layers (`regather_all`), and that is saved as the new active version (gate
         ``relearned``). See docs/loop.md for what the gate protects against."""
         self.sync()
+        cand, cand_all, base, cand_preds = self._candidate_scores()
+        window = self._window
+        self._window = _Window()
+        metrics = self._candidate_metrics(window, cand, cand_all, base, extra_metrics)
+        unjudgeable = self._unjudgeable(cand) if base is not None else None
+        judged = (base is not None and base.balanced_accuracy is not None
+                  and cand.balanced_accuracy is not None and unjudgeable is None)
+        noise = None
+        if judged:
+            corrections = self._corrections_in(window)
+            noise = self._noise(cand, base, corrections)
+            metrics["noise"] = noise
+            metrics["corrections"] = corrections
+        worse = judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin
+        if worse and not noise["within_noise"]:
+            event = self._roll_back_candidate(metrics, cand, base, window)
+        else:
+            reason = self._accept_reason(metrics, cand, base, judged, unjudgeable,
+                                         noise if worse else None)
+            parent = self.version
+            name = self._save_active(metrics, cand_preds)
+            log.info("model version %s active (parent %s): %s", name, parent, reason)
+            event = VersionEvent(name, "active", parent, cand, base, reason)
+        self.events.append(event)
+        return event
+
+    def _candidate_scores(self) -> tuple[HoldoutScore, HoldoutScore, HoldoutScore | None,
+                                         dict[int, str]]:
+        """(candidate score on the rows the gate compares, on the whole holdout, the active
+        version's score on the compared rows or None, the candidate's predictions)."""
         rows = self.holdout_rows()
         cand_preds: dict[int, str] = {}
         cand = cand_all = self.score(self.model, rows, preds=cand_preds)
@@ -777,8 +804,12 @@ class Learner:
             base = self._score_base(common)
             if len(common) != len(rows):
                 cand = self.score(self.model, common, preds=cand_preds)
-        window = self._window
-        self._window = _Window()
+        return cand, cand_all, base, cand_preds
+
+    def _candidate_metrics(self, window: _Window, cand: HoldoutScore, cand_all: HoldoutScore,
+                           base: HoldoutScore | None,
+                           extra_metrics: dict[str, Any] | None) -> dict[str, Any]:
+        """The metrics a candidate version is stored with (the gate adds its verdict)."""
         metrics: dict[str, Any] = {
             "holdout_n": cand_all.n, "balanced_accuracy": cand_all.balanced_accuracy,
             "parent_balanced_accuracy": base.balanced_accuracy if base else None,
@@ -790,61 +821,52 @@ class Learner:
         if window.relabelled:
             metrics["relabelled"] = window.relabelled
         metrics.update(extra_metrics or {})
-        unjudgeable = self._unjudgeable(cand) if base is not None else None
-        judged = (base is not None and base.balanced_accuracy is not None
-                  and cand.balanced_accuracy is not None and unjudgeable is None)
-        corrections = self._corrections_in(window) if judged else 0
-        noise = self._noise(cand, base, corrections) if judged else None
-        if noise is not None:
-            metrics["noise"] = noise
-            metrics["corrections"] = corrections
-        worse = judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin
-        if worse and noise is not None and noise["within_noise"]:
+        return metrics
+
+    def _accept_reason(self, metrics: dict[str, Any], cand: HoldoutScore,
+                       base: HoldoutScore | None, judged: bool, unjudgeable: str | None,
+                       within_noise: dict[str, Any] | None) -> str:
+        """Why an accepted candidate passed; sets ``metrics["gate"]``. `within_noise`: the
+        noise test of a candidate that scored worse, but within the holdout's noise."""
+        if within_noise is not None:
             metrics["gate"] = "passed (within noise)"
-            reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} vs active "
-                      f"{base.balanced_accuracy:.3f}: the difference is within the holdout's "
-                      f"noise (se {noise['se']:.3f}, rows lost/won "
-                      f"{noise.get('rows_lost', '-')}/{noise.get('rows_won', '-')})")
-            parent = self.version
-            name = self._save_active(metrics, cand_preds)
-            log.info("model version %s active (parent %s): %s", name, parent, reason)
-            event = VersionEvent(name, "active", parent, cand, base, reason)
-        elif worse:
-            reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
-                      f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
-            metrics["gate"] = "rolled back"
-            parent = self.version
-            name = self._claim_version(parent=self.version, path=None, status="rolled_back",
-                                       metrics=metrics, n_train=self.model.n_examples)
-            # the candidate goes before the active version is loaded: two models at once
-            # raised the resident high-water mark by a model's size, for good
-            self.model, self.keys = self._fresh_model(), {}
-            self.model, self.keys = self._reload_good()
-            self._window = _Window()
-            relearned = self._relearn_after_rollback(name, cand, base, window)
-            log.warning("model candidate %s rolled back: %s; its labels were learned again "
-                        "onto %s: %s is active", name, reason, parent, relearned)
-            event = VersionEvent(name, "rolled_back", parent, cand, base,
-                                 f"{reason}; labels re-learned onto {parent} as {relearned}")
-        else:
-            if judged:
-                reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} >= active "
-                          f"{base.balanced_accuracy:.3f} - margin {self.cfg.rollback_margin}")
-                metrics["gate"] = "passed"
-            elif base is None:
-                reason = "first version"
-                metrics["gate"] = "first version"
-            else:
-                reason = unjudgeable or "no holdout score to compare"
-                metrics["gate"] = ("holdout too small" if cand.n < self.cfg.holdout_min
-                                   else "holdout lacks classes")
-                metrics["gate_reason"] = reason
-            parent = self.version
-            name = self._save_active(metrics, cand_preds)
-            log.info("model version %s active (parent %s): %s", name, parent, reason)
-            event = VersionEvent(name, "active", parent, cand, base, reason)
-        self.events.append(event)
-        return event
+            return (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} vs active "
+                    f"{base.balanced_accuracy:.3f}: the difference is within the holdout's "
+                    f"noise (se {within_noise['se']:.3f}, rows lost/won "
+                    f"{within_noise.get('rows_lost', '-')}/{within_noise.get('rows_won', '-')})")
+        if judged:
+            metrics["gate"] = "passed"
+            return (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} >= active "
+                    f"{base.balanced_accuracy:.3f} - margin {self.cfg.rollback_margin}")
+        if base is None:
+            metrics["gate"] = "first version"
+            return "first version"
+        reason = unjudgeable or "no holdout score to compare"
+        metrics["gate"] = ("holdout too small" if cand.n < self.cfg.holdout_min
+                           else "holdout lacks classes")
+        metrics["gate_reason"] = reason
+        return reason
+
+    def _roll_back_candidate(self, metrics: dict[str, Any], cand: HoldoutScore,
+                             base: HoldoutScore, window: _Window) -> VersionEvent:
+        """Record the candidate ``rolled_back``, reload the active version and learn the
+        labels onto it again (a new active version)."""
+        reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
+                  f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
+        metrics["gate"] = "rolled back"
+        parent = self.version
+        name = self._claim_version(parent=self.version, path=None, status="rolled_back",
+                                   metrics=metrics, n_train=self.model.n_examples)
+        # the candidate goes before the active version is loaded: two models at once
+        # raised the resident high-water mark by a model's size, for good
+        self.model, self.keys = self._fresh_model(), {}
+        self.model, self.keys = self._reload_good()
+        self._window = _Window()
+        relearned = self._relearn_after_rollback(name, cand, base, window)
+        log.warning("model candidate %s rolled back: %s; its labels were learned again "
+                    "onto %s: %s is active", name, reason, parent, relearned)
+        return VersionEvent(name, "rolled_back", parent, cand, base,
+                            f"{reason}; labels re-learned onto {parent} as {relearned}")
 
     def _save_active(self, metrics: dict[str, Any], preds: dict[int, str] | None = None) -> str:
         """The live model as a new active version; returns its name. ``preds``: its holdout
@@ -867,15 +889,8 @@ class Learner:
 
     def _corrections_in(self, window: _Window) -> int:
         """How many labels of the window are corrections (override / manual)."""
-        ids = window.learned + window.relabelled
-        if not ids:
-            return 0
-        marks = ", ".join("?" for _ in ids)
-        with self.store._lock:
-            return int(self.store.db.execute(
-                f"SELECT count(*) FROM interactions WHERE id IN ({marks}) AND label_source IN "
-                f"({', '.join('?' for _ in CORRECTION_SOURCES)})",
-                [*ids, *CORRECTION_SOURCES]).fetchone()[0])
+        return self.store.count_label_sources(window.learned + window.relabelled,
+                                              CORRECTION_SOURCES)
 
     def _relearn_after_rollback(self, rolled: str, cand: HoldoutScore, base: HoldoutScore,
                                 window: _Window) -> str:

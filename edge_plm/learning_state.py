@@ -61,11 +61,7 @@ class LabelRow:
 
 def labelled_rows(store: ReplayStore) -> list[LabelRow]:
     """Labelled rows with a transcript and no error, in interaction order."""
-    sql = ("SELECT id, transcript, label, label_source, holdout FROM interactions "
-           "WHERE label IS NOT NULL AND error IS NULL AND trim(transcript) != '' ORDER BY id")
-    with store._lock:
-        rows = store.db.execute(sql).fetchall()
-    return [LabelRow(int(r[0]), r[1], r[2], r[3], bool(r[4])) for r in rows]
+    return [LabelRow(*r) for r in store.labelled_transcripts()]
 
 
 def should_learn(row: LabelRow, fraction: float, held: bool) -> bool:

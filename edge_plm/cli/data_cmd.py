@@ -544,9 +544,7 @@ def forget_command(
                 typer.echo("nothing to forget")
             return
         if not yes:
-            n_audio = store.db.execute(
-                "SELECT count(audio_path) FROM interactions WHERE id IN "
-                f"({', '.join('?' for _ in selected)})", selected).fetchone()[0]
+            n_audio = len(store.audio_paths(selected))
             if not typer.confirm(f"forget {len(selected)} interaction(s) (ids {selected[0]}.."
                                  f"{selected[-1]}, {n_audio} audio file(s)) from {path}?",
                                  err=True):
