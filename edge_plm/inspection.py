@@ -1,13 +1,9 @@
-"""Queries and aggregations over the replay buffer for the data commands of the CLI.
+"""What the data commands of the CLI compute, as plain dicts (what ``--json`` prints).
 
-`edge-plm status`, `log`, `stats`, `label`, `forget`, `export`, `model ...` and `db backup`
-(`edge_plm/cli/data_cmd.py`, `edge_plm/cli/model_cmd.py`) are thin: what they compute is here,
-as plain dicts (what ``--json`` prints) so that it can be tested without a terminal.
-
-Concurrency: all of it runs while the service writes. Readers open the database read-only
-(`ReplayStore(read_only=True)`: a ``mode=ro`` connection with a busy timeout); in WAL mode a
-reader never blocks the writer and sees a consistent snapshot per query. Commands that change
-data (label, forget, model rollback/rebuild) open it read-write and rely on the busy timeout.
+`status`, `log`, `stats`, `label`, `forget`, `export`, `model ...` and `db backup` ask the
+store for the data and shape it here, so it can be tested without a terminal. Readers open the
+database read-only (`open_store`); in WAL mode they never block the service, which keeps
+writing meanwhile.
 
 (Named ``inspection``, not ``inspect``: a module shadowing the standard library's ``inspect``
 breaks ``dataclasses`` as soon as this directory lands on ``sys.path``.)

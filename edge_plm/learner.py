@@ -1,66 +1,13 @@
-"""Online learning on the replay buffer: holdout slice, model versions, automatic rollback.
+"""Online learning on the replay buffer: the live model, its holdout, versions and rollbacks.
 
-The `Learner` owns the live `SwitchModel` (docs/design.md §2.6, §3 "Online learning safety"):
-
-- `predict(text)` — the model's distribution over ON / OFF / NOOP.
-- `on_label(interaction_id, text, label)` — a label arrived for an interaction. A deterministic
-  slice of labelled interactions is the **holdout**: chosen by a hash of the interaction id
-  (`is_holdout_id`), marked in the store (``interactions.holdout``) and never learned from.
-  Every other label is one `SwitchModel.learn` update (which includes its replay mini-batch).
-  A *correction* (label source ``override`` or ``manual``: the device acted wrongly or missed
-  a command) is always learned, never held out: withholding it meant the device made the same
-  mistake on the same words again (on the spoken household sessions, BENCHMARKS.md §5).
-- `observe(text)` — a transcript that got no label: unlabelled language signal.
-- `on_relabel(interaction_id, label)` — a corrected label. The learner keeps a map interaction
-  id -> example key of the model (`keys`, saved in every checkpoint's metadata as
-  ``interaction_keys``), so a correction of an interaction the model learned *replaces* its
-  label in the model (`SwitchModel.relabel`: the old contribution is taken back); one it
-  never learned is learned. `on_label` for an id the model already holds does the same.
-- `on_forget(ids)` — interactions deleted by the person: the model and the active version
-  take them back (`SwitchModel.forget_example`); when the active version held any, it is
-  saved again, without them, as a new active version (``gate: "forget"``; not gated: a
-  deletion is not a candidate).
-- **Several processes** (the service, `edge-plm label` / `forget` / `model ...`) share the
-  database. Version names are claimed by inserting the row first (a name taken meanwhile is
-  retried with the next one), then the checkpoint is written. The service notices that the
-  active version is no longer its own (`sync`: at each version boundary, and before a
-  prediction at most every ``sync_every_s`` seconds: one small query), loads it and learns
-  again the labels of its pending window that the new version does not hold.
-- **Versions**: after every `version_window` learned labels (``version_every``, or
-  ``version_growth`` of the labels held when more) the in-memory model is a *candidate*. It
-  is scored on the holdout (balanced accuracy) against the active version's cached
-  predictions on the same rows. Candidate worse than the active one by more than
-  ``rollback_margin`` and by more than the holdout's noise (`_noise`) -> **automatic
-  rollback**: the candidate is recorded ``rolled_back`` and the live model is reloaded from
-  the active checkpoint, the labels it lacks are learned onto it again and that is saved as
-  the next active version (gate ``relearned``): a rollback rejects a model, never the
-  person's labels. Otherwise the candidate is saved as an atomic
-  checkpoint under the checkpoints directory and becomes ``active`` (parent = previous active,
-  metrics = its scores). A candidate is only judged when the score means something: the
-  holdout holds at least ``holdout_min`` labels *and* at least ``MIN_PER_CLASS`` (2) rows of
-  every class the candidate was trained on. Otherwise it is accepted and the metrics say why
-  (``gate: "holdout too small"`` / ``"holdout lacks classes"``, ``holdout_classes``). Why:
-  balanced accuracy averages per-class recall, so with a single ON row in the holdout one
-  prediction moves the score by a third; on a 425-line replay with margin 0 that noise
-  rolled back 12 of 33 candidates, several by about 0.01.
-- `rollback(version)` — manual: make an older saved version active and live.
-- `rebuild_from_store()` — the database is the source of truth: a fresh model re-learns every
-  learnable label in time order (and observes unlabelled transcripts) on top of the starting
-  model (``model.start``), then is saved as a new active version.
-- `Learner.open(...)` — start-up: clean checkpoint debris, load the active checkpoint; if it is
-  missing or damaged, log it, mark it rolled back and try the previous good (retired, saved,
-  not pruned) versions newest first; if none loads and the database holds labels, rebuild;
-  else start from the starting model (``model.start``: the shipped one, a checkpoint, or an
-  empty model; `load_start`). Then `reconcile`: what the checkpoint lacks against the
-  database is learned (the invariant: every learnable label is in the live model).
-- `poll()` (the loop's pump, predict) notices versions made and rows deleted by other
-  processes; `forget_interactions` is `edge-plm forget` (rows and model in one transaction);
-  `checkpoint_pending` saves the window at a clean stop. The state helpers (what is
-  learnable, debris, retention) are in `learning_state.py`.
-
-Holdout choice: ``frac(id * golden_ratio) < holdout_fraction``. The golden-ratio sequence is
-evenly spread for consecutive ids (about one in five for 0.2, from the first labels on), needs
-no counter that could drift after a restart or a rebuild, and gives the same slice every time.
+`Learner` owns the live `SwitchModel`. It predicts; learns each stored label, or puts it in the
+holdout slice (`is_holdout_id`, a hash of the interaction id; corrections are always learned);
+replaces a corrected label and takes forgotten interactions back; and every few labels gates
+the model as a candidate version against the active one on the holdout: accepted and saved,
+or rolled back (the labels are then learned again onto the active version). Other processes
+share the database: `sync` and `poll` notice the versions they make and the rows they delete.
+How and why: docs/loop.md ("Labels", "Holdout", "Versions and automatic rollback",
+"Start-up"). What is learnable, debris and retention are in `learning_state.py`.
 """
 
 from __future__ import annotations

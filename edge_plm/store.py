@@ -1,30 +1,9 @@
 """The replay buffer: one SQLite file (via sqlite-utils), the device's source of truth.
 
-Durability: WAL journal + ``synchronous=FULL``. Power can fail at any instant on an SBC; in
-WAL mode ``NORMAL`` may lose the last committed transactions on power loss (the WAL is not
-fsynced at each commit), while ``FULL`` fsyncs the WAL on every commit, so a label the person
-gave is never lost once `set_label` returned. The cost (one fsync per interaction) is nothing
-next to an utterance. WAL also lets the CLI read while the service writes.
-
-Concurrency: every connection (read-only or not) gets the same busy timeout, `BUSY_TIMEOUT_MS`,
-so a second writer waits instead of failing. SQLite cannot wait in one case: a transaction that
-read first and then writes (a deferred ``BEGIN``) gets ``SQLITE_BUSY`` at once when another
-connection writes meanwhile. Every multi-statement write here therefore starts with
-``BEGIN IMMEDIATE`` (it takes the write lock first, and waits for it), and a write that still
-gets ``SQLITE_BUSY`` (e.g. during WAL recovery) is retried until the busy timeout has passed.
-
-Failures: a write that cannot be stored (disk full, I/O error, read-only file or directory)
-raises `StorageError` with a one-line message; callers must not report such work as done.
-
-Privacy: the database file is 0600 (SQLite gives its -wal/-shm files the same mode); a
-directory the store creates is 0700, an existing group/world-readable one is reported.
-
-Schema: ``meta.schema_version`` + `MIGRATIONS` (ordered, each applied in one transaction with
-its version bump). A file with a newer schema than this code raises `SchemaError` and is not
-touched (not even switched to WAL).
-
-Text from outside (transcripts, backend names, errors) may hold bytes that are not UTF-8; it is
-stored with U+FFFD replacement characters rather than dropping the row.
+Every SQL statement of edge-plm is here: the schema and its migrations, the writes (each one
+``BEGIN IMMEDIATE`` transaction, retried while the database is busy; `StorageError` when it
+cannot be stored) and the named queries that the loop, the learner and the CLI ask.
+Durability, concurrency, privacy and schema versions: docs/loop.md "The replay buffer".
 """
 
 from __future__ import annotations
@@ -486,7 +465,8 @@ class ReplayStore:
         if stat.S_IMODE(self.path.stat().st_mode) != 0o600:
             self.path.chmod(0o600)
         self.db.enable_wal()
-        self.db.execute("PRAGMA synchronous = FULL")  # see the module docstring
+        # every commit fsyncs the WAL: a label is never lost once it was stored (docs/loop.md)
+        self.db.execute("PRAGMA synchronous = FULL")
         migrate(self.db)
 
     # --- writing --------------------------------------------------------------------------
