@@ -42,33 +42,39 @@ def is_holdout_id(interaction_id: int, fraction: float) -> bool:
     return state.hash_holdout(interaction_id, fraction)
 
 
+_MODEL = ModelConfig()  # the defaults of the [model] section
+
+#: `ModelConfig` fields the learner takes as they are (``start`` is resolved to a path).
+_FROM_MODEL = ("config", "seed", "replay_size", "holdout_fraction", "holdout_min",
+               "version_every", "rollback_margin", "prior_strength", "evidence_prior",
+               "keep_checkpoints", "checkpoints_max_mb", "version_growth")
+
+
 @dataclass(frozen=True)
 class LearnerConfig:
-    """What the learner needs from `ModelConfig` (same defaults; see settings.py).
+    """What the learner needs from `ModelConfig`, with its defaults (settings.py explains
+    them), plus the learner's own timings and noise threshold.
 
     ``version_every``: labels learned between candidate versions. ``rollback_margin``: how
     much lower a candidate's holdout balanced accuracy may be before it is rolled back.
     """
 
-    config: str = "potato"
-    seed: int = 0
-    replay_size: int = 8
-    holdout_fraction: float = 0.2
-    holdout_min: int = 10
-    version_every: int = 10
-    rollback_margin: float = 0.03
+    config: str = _MODEL.config
+    seed: int = _MODEL.seed
+    replay_size: int = _MODEL.replay_size
+    holdout_fraction: float = _MODEL.holdout_fraction
+    holdout_min: int = _MODEL.holdout_min
+    version_every: int = _MODEL.version_every
+    rollback_margin: float = _MODEL.rollback_margin
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
     forget_check_s: float = 1.0  # how often poll() checks for deleted rows (`forget`)
-    prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
-    evidence_prior: float = 3.0  # ... weighed by its evidence: (n p + k/3) / (n + k), n labels
+    prior_strength: float = _MODEL.prior_strength
+    evidence_prior: float = _MODEL.evidence_prior
     start: str = ""  # checkpoint every fresh model starts from ("": an empty model); model.start
-    keep_checkpoints: int = 5  # retention: newest saved versions that keep their file
-    checkpoints_max_mb: float = 64.0  # ... and older ones pruned while the dir holds more
+    keep_checkpoints: int = _MODEL.keep_checkpoints
+    checkpoints_max_mb: float = _MODEL.checkpoints_max_mb
     noise_se: float = 2.0  # the gate rolls back only beyond this many standard errors
-    # the window grows with the model: a version every max(version_every, growth x labels
-    # held) labels, so versioning (a checkpoint and a holdout pass, both proportional to the
-    # model) costs the same per label at 100 labels as at 10,000
-    version_growth: float = 0.05
+    version_growth: float = _MODEL.version_growth  # the window grows with the model
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -89,14 +95,8 @@ class LearnerConfig:
     @classmethod
     def from_settings(cls, m: ModelConfig, **overrides: Any) -> LearnerConfig:
         """From the `[model]` section of the config (keyword arguments override it)."""
-        values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
-                      holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
-                      version_every=m.version_every, rollback_margin=m.rollback_margin,
-                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior,
-                      start=start_checkpoint(m),
-                      keep_checkpoints=getattr(m, "keep_checkpoints", 5),
-                      checkpoints_max_mb=getattr(m, "checkpoints_max_mb", 64.0),
-                      version_growth=getattr(m, "version_growth", 0.05))
+        values: dict[str, Any] = {name: getattr(m, name) for name in _FROM_MODEL}
+        values["start"] = start_checkpoint(m)
         values.update(overrides)
         return cls(**values)
 

@@ -197,12 +197,20 @@ def test_copy_database_is_a_checked_snapshot(store, rows, tmp_path):
         conn.close()
 
 
+def _sqlite_file(path, *statements: str):
+    """A plain SQLite file (not opened by the store) made by `statements`."""
+    conn = sqlite3.connect(path)
+    try:
+        for sql in statements:
+            conn.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
+    return path
+
+
 def test_copy_of_a_foreign_database_is_a_schema_error(tmp_path):
-    foreign = tmp_path / "recipes.db"
-    conn = sqlite3.connect(foreign)
-    conn.execute("CREATE TABLE recipes (name TEXT)")
-    conn.commit()
-    conn.close()
+    foreign = _sqlite_file(tmp_path / "recipes.db", "CREATE TABLE recipes (name TEXT)")
     with pytest.raises(SchemaError, match="not an edge-plm database"):
         copy_database(foreign, tmp_path / "copy.db")
     with pytest.raises(SchemaError, match="not an edge-plm database"):
@@ -214,12 +222,9 @@ def test_file_schema_version_of_garbage_and_of_an_old_file(tmp_path):
     garbage.write_bytes(b"not a database at all" * 100)
     with pytest.raises(sqlite3.DatabaseError):
         file_schema_version(garbage)
-    old = tmp_path / "old.db"
-    conn = sqlite3.connect(old)
-    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-    conn.commit()
-    conn.close()
+    old = _sqlite_file(tmp_path / "old.db", "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+                       "INSERT INTO meta VALUES ('schema_version', '1')")
+    before = old.read_bytes()
     assert file_schema_version(old) == 1
-    assert old.read_bytes()  # read, not changed into a WAL database
+    assert old.read_bytes() == before  # read only: not migrated, not switched to WAL
     assert not (tmp_path / "old.db-wal").exists()
