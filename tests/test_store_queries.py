@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from edge_plm.store import (SCHEMA_VERSION, NotFoundError, ReplayStore, SchemaError,
-                            StorageError, copy_database, file_schema_version,
+                            StorageError, StoreError, copy_database, file_schema_version,
                             passes_quick_check)
 
 
@@ -228,3 +228,34 @@ def test_file_schema_version_of_garbage_and_of_an_old_file(tmp_path):
     assert file_schema_version(old) == 1
     assert old.read_bytes() == before  # read only: not migrated, not switched to WAL
     assert not (tmp_path / "old.db-wal").exists()
+
+
+def _break_an_index(path) -> None:
+    """Point an index of ``interactions`` at the (empty) pages of one of ``model_versions``:
+    the file still opens and copies, but ``PRAGMA integrity_check`` fails (a damaged SD
+    card's kind of file)."""
+    conn = sqlite3.connect(path)
+    try:
+        root = conn.execute("SELECT rootpage FROM sqlite_master "
+                            "WHERE name = 'idx_one_active_model'").fetchone()[0]
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_master SET rootpage = ? WHERE name = 'idx_interactions_ts'",
+                     [root])
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_a_copy_that_fails_integrity_check_is_refused_and_not_left_behind(store, rows,
+                                                                          tmp_path):
+    from edge_plm import inspection
+
+    store.close()
+    _break_an_index(store.path)
+    with pytest.raises(StoreError, match="integrity_check of the copy failed"):
+        copy_database(store.path, tmp_path / "copy.db")
+    out = tmp_path / "backups"
+    out.mkdir()
+    with pytest.raises(StoreError, match="integrity_check of the copy failed"):
+        inspection.backup(store.path, out / "b.db")
+    assert list(out.iterdir()) == []  # neither the backup nor its temporary file
