@@ -206,9 +206,10 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 def schema_version(db: sqlite_utils.Database) -> int:
     """The file's schema version (0 for an empty database)."""
-    if "meta" not in db.table_names():
-        if db.table_names():
-            raise SchemaError(f"not an edge-plm database (tables: {', '.join(db.table_names())})")
+    tables = db.table_names()  # once: another process may create the schema meanwhile
+    if "meta" not in tables:
+        if tables:
+            raise SchemaError(f"not an edge-plm database (tables: {', '.join(tables)})")
         return 0
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     if row is None:
