@@ -278,16 +278,38 @@ def _probe_writable(directory: Path) -> str | None:
 
 def check_database(s: Settings) -> Check:
     """The replay buffer's directory is writable and the file (if any) has a schema we know."""
-    import sqlite_utils  # noqa: PLC0415
-
-    from edge_plm.store import BUSY_TIMEOUT_MS, SCHEMA_VERSION, ReplayStore, SchemaError, StoreError, schema_version  # noqa: PLC0415
-
     path = s.paths.database_path()
     directory = path.parent
     who = _whoami()
     own = ("sudo chown -R edge-plm:edge-plm /var/lib/edge-plm && sudo chmod 0700 /var/lib/edge-plm "
            "(for the service); run doctor as the user that runs the service: "
            + _as_service_user("doctor"))
+    verdict = _database_place(path, who, own)
+    if verdict is not None:
+        return verdict
+    notes = []
+    mode = stat.S_IMODE(directory.stat().st_mode)
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        notes.append(f"{directory} has mode {mode:o}: readable by others (transcripts are private)")
+    if not path.exists():
+        detail = f"{path} will be created at the first start ({directory} is writable by {who})"
+    else:
+        file_check = _database_file(path, who, own)
+        if isinstance(file_check, Check):
+            return file_check
+        detail = file_check
+    if os.geteuid() == 0:
+        notes.append("checked as root, which may write anywhere: run `" + _as_service_user("doctor")
+                     + "` to check the service user's access")
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return Check("database", WARN, f"{detail}; " + "; ".join(notes), f"chmod 0700 {directory}")
+    return Check("database", OK, "; ".join([detail, *notes]))
+
+
+def _database_place(path: Path, who: str, own: str) -> Check | None:
+    """The verdict when the database's directory is missing, not a directory or not
+    writable, or the path is not a file; None when the file can be created or used there."""
+    directory = path.parent
     if not directory.exists():
         parent = _existing_ancestor(directory)
         if not os.access(parent, os.W_OK | os.X_OK):
@@ -303,49 +325,37 @@ def check_database(s: Settings) -> Check:
     reason = _probe_writable(directory)
     if reason is not None:
         return Check("database", FAIL, f"{directory} is not writable by {who}: {reason}", own)
-    notes = []
-    mode = stat.S_IMODE(directory.stat().st_mode)
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        notes.append(f"{directory} has mode {mode:o}: readable by others (transcripts are private)")
-    if not path.exists():
-        detail = f"{path} will be created at the first start ({directory} is writable by {who})"
-    else:
-        if not os.access(path, os.R_OK | os.W_OK):
-            return Check("database", FAIL, f"{path} is not readable and writable by {who}", own)
-        try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True,
-                                   timeout=BUSY_TIMEOUT_MS / 1000)
-            try:
-                version = schema_version(sqlite_utils.Database(conn))
-            finally:
-                conn.close()
-        except SchemaError as exc:
-            return Check("database", FAIL, f"{path}: {exc}",
-                         "paths.database points at a file that is not an edge-plm replay buffer; "
-                         "move it away or point paths.database elsewhere")
-        except sqlite3.DatabaseError as exc:
-            return Check("database", FAIL, f"{path}: not a readable SQLite database ({exc})",
-                         "restore a backup, or move the file away (the service starts a new buffer)")
-        if version > SCHEMA_VERSION:
-            return Check("database", FAIL, f"{path}: schema v{version} is newer than this edge-plm "
-                         f"knows (v{SCHEMA_VERSION})",
-                         "upgrade edge-plm (rerun install.sh from a newer checkout); the file is kept as is")
-        if version < SCHEMA_VERSION:
-            detail = (f"{path}: schema v{version}, migrated to v{SCHEMA_VERSION} at the next start "
-                      f"(writable by {who})")
-        else:
-            try:
-                with ReplayStore(path, read_only=True) as store:
-                    n = store.count()
-            except StoreError as exc:
-                return Check("database", FAIL, f"{path}: {exc}", "restore a backup or move the file away")
-            detail = f"{path}: schema v{version}, {n} interaction(s), writable by {who}"
-    if os.geteuid() == 0:
-        notes.append("checked as root, which may write anywhere: run `" + _as_service_user("doctor")
-                     + "` to check the service user's access")
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        return Check("database", WARN, f"{detail}; " + "; ".join(notes), f"chmod 0700 {directory}")
-    return Check("database", OK, "; ".join([detail, *notes]))
+    return None
+
+
+def _database_file(path: Path, who: str, own: str) -> Check | str:
+    """An existing database file: its schema and size (a line), or the failing check."""
+    from edge_plm.store import SCHEMA_VERSION, ReplayStore, SchemaError, StoreError, file_schema_version  # noqa: PLC0415
+
+    if not os.access(path, os.R_OK | os.W_OK):
+        return Check("database", FAIL, f"{path} is not readable and writable by {who}", own)
+    try:
+        version = file_schema_version(path)
+    except SchemaError as exc:
+        return Check("database", FAIL, f"{path}: {exc}",
+                     "paths.database points at a file that is not an edge-plm replay buffer; "
+                     "move it away or point paths.database elsewhere")
+    except sqlite3.DatabaseError as exc:
+        return Check("database", FAIL, f"{path}: not a readable SQLite database ({exc})",
+                     "restore a backup, or move the file away (the service starts a new buffer)")
+    if version > SCHEMA_VERSION:
+        return Check("database", FAIL, f"{path}: schema v{version} is newer than this edge-plm "
+                     f"knows (v{SCHEMA_VERSION})",
+                     "upgrade edge-plm (rerun install.sh from a newer checkout); the file is kept as is")
+    if version < SCHEMA_VERSION:
+        return (f"{path}: schema v{version}, migrated to v{SCHEMA_VERSION} at the next start "
+                f"(writable by {who})")
+    try:
+        with ReplayStore(path, read_only=True) as store:
+            n = store.count()
+    except StoreError as exc:
+        return Check("database", FAIL, f"{path}: {exc}", "restore a backup or move the file away")
+    return f"{path}: schema v{version}, {n} interaction(s), writable by {who}"
 
 
 # --- Numba cache ------------------------------------------------------------------------------

@@ -1,13 +1,9 @@
-"""Queries and aggregations over the replay buffer for the data commands of the CLI.
+"""What the data commands of the CLI compute, as plain dicts (what ``--json`` prints).
 
-`edge-plm status`, `log`, `stats`, `label`, `forget`, `export`, `model ...` and `db backup`
-(`edge_plm/cli/data_cmd.py`, `edge_plm/cli/model_cmd.py`) are thin: what they compute is here,
-as plain dicts (what ``--json`` prints) so that it can be tested without a terminal.
-
-Concurrency: all of it runs while the service writes. Readers open the database read-only
-(`ReplayStore(read_only=True)`: a ``mode=ro`` connection with a busy timeout); in WAL mode a
-reader never blocks the writer and sees a consistent snapshot per query. Commands that change
-data (label, forget, model rollback/rebuild) open it read-write and rely on the busy timeout.
+`status`, `log`, `stats`, `label`, `forget`, `export`, `model ...` and `db backup` ask the
+store for the data and shape it here, so it can be tested without a terminal. Readers open the
+database read-only (`open_store`); in WAL mode they never block the service, which keeps
+writing meanwhile.
 
 (Named ``inspection``, not ``inspect``: a module shadowing the standard library's ``inspect``
 breaks ``dataclasses`` as soon as this directory lands on ``sys.path``.)
@@ -27,12 +23,10 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
-                            ReplayStore, SchemaError, StoreError, private_dir,
-                            quiet_unwritable, ro_uri,
-                            row_to_interaction)
+                            ReplayStore, SchemaError, StoreError, copy_database,
+                            passes_quick_check, private_dir, read_only_fs)
 
 SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
 LATENCY_PARTS = ("audio", "asr", "model", "actuator", "total")
@@ -60,7 +54,7 @@ def open_store(path: str | Path, write: bool = False,
                         f"replay run?), or give its path with --db{hint}")
     if path.is_dir():
         raise DataError(f"{path} is a directory, not a database file")
-    if write and _read_only_fs(path):
+    if write and read_only_fs(path):
         raise DataError(f"{path} is on a read-only file system: it cannot be changed here")
     if not os.access(path, os.R_OK | (os.W_OK if write else 0)):
         owner = _owner(path)
@@ -68,13 +62,6 @@ def open_store(path: str | Path, write: bool = False,
                         f"owner {owner}); run the command as that user, e.g. "
                         f"`sudo -u {owner} edge-plm ...`")
     return ReplayStore(path, busy_timeout_ms=busy_timeout_ms, read_only=not write)
-
-
-def _read_only_fs(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
 
 
 def _owner(path: Path) -> str:
@@ -147,18 +134,15 @@ def record(row: Interaction) -> dict[str, Any]:
     return d
 
 
-def _query(store: ReplayStore, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-    return list(store.db.query(sql, list(params)))
-
-
-def _label_filter(label: str | None) -> tuple[str, list[Any]]:
+def _label_filter(label: str | None) -> dict[str, Any]:
+    """`ReplayStore.interactions` filters for ``--label`` (a label, or ``none``)."""
     if label is None:
-        return "", []
+        return {}
     if label.lower() == "none":
-        return " AND label IS NULL", []
+        return {"labeled": False}
     if label.upper() not in LABELS:
         raise DataError(f"--label must be one of {', '.join(LABELS)} or none, got {label!r}")
-    return " AND label = ?", [label.upper()]
+    return {"label": label.upper()}
 
 
 def log_rows(store: ReplayStore, limit: int | None = 20, label: str | None = None,
@@ -168,23 +152,14 @@ def log_rows(store: ReplayStore, limit: int | None = 20, label: str | None = Non
     Recent by id (the order they happened in), not by timestamp: an SBC's clock may step
     back (no RTC, NTP), ids only grow.
     """
-    where, params = _label_filter(label)
-    if since is not None:
-        where += " AND ts >= ?"
-        params.append(since)
-    sql = "SELECT * FROM interactions WHERE 1 = 1" + where + " ORDER BY id DESC"
-    if limit:
-        sql += " LIMIT ?"
-        params.append(int(limit))
-    return [row_to_interaction(r) for r in reversed(_query(store, sql, params))]
+    rows = store.interactions(limit=int(limit) if limit and limit > 0 else None, since=since,
+                              **_label_filter(label))
+    return list(reversed(rows))
 
 
 def all_rows(store: ReplayStore, since: float | None = None) -> list[Interaction]:
     """Every interaction (since a time), in the order they happened (by id)."""
-    if since is None:
-        return [row_to_interaction(r) for r in _query(store, "SELECT * FROM interactions ORDER BY id")]
-    return [row_to_interaction(r) for r in _query(store, "SELECT * FROM interactions WHERE ts >= ? "
-                                    "ORDER BY id", [since])]
+    return store.interactions(since=since, oldest_first=True)
 
 
 def rows_after(store: ReplayStore, last_id: int, label: str | None = None) -> list[Interaction]:
@@ -192,35 +167,21 @@ def rows_after(store: ReplayStore, last_id: int, label: str | None = None) -> li
 
     By id, not time: ids only grow, while an SBC's clock may step back (no RTC, NTP).
     """
-    where, params = _label_filter(label)
-    return [row_to_interaction(r) for r in _query(store, "SELECT * FROM interactions WHERE id > ?" + where
-                                    + " ORDER BY id", [last_id, *params])]
+    return store.interactions(after_id=last_id, oldest_first=True, **_label_filter(label))
 
 
 def labels_of(store: ReplayStore, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
     """(label, source) of those of `ids` that are labelled now."""
-    ids = list(ids)
-    if not ids:
-        return {}
-    marks = ", ".join("?" for _ in ids)
-    return {r["id"]: (r["label"], r["label_source"]) for r in _query(
-        store, f"SELECT id, label, label_source FROM interactions WHERE id IN ({marks}) "
-        "AND label IS NOT NULL", ids)}
+    return store.labels_of(ids)
 
 
 def max_id(store: ReplayStore) -> int:
-    return int(store.db.execute("SELECT coalesce(max(id), 0) FROM interactions").fetchone()[0])
+    return store.last_interaction_id()
 
 
 # --- status ---------------------------------------------------------------------------------
-def _schema(store: ReplayStore) -> int | None:
-    row = store.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else None
-
-
 def _counts(store: ReplayStore, column: str, keys: Iterable[str]) -> dict[str, int]:
-    got = {r[column]: r["n"] for r in _query(
-        store, f"SELECT {column}, count(*) AS n FROM interactions GROUP BY {column}")}
+    got = store.counts_by(column)
     out = {k: int(got.get(k, 0)) for k in keys}
     if None in got:
         out["none"] = int(got[None])
@@ -230,9 +191,7 @@ def _counts(store: ReplayStore, column: str, keys: Iterable[str]) -> dict[str, i
 def versions_in_order(store: ReplayStore) -> list[ModelVersion]:
     """All model versions in the order they were made (insertion order, not ``created_ts``:
     a clock that steps back would misplace them)."""
-    order = {r[0]: i for i, r in enumerate(store.db.execute(
-        "SELECT version FROM model_versions ORDER BY rowid"))}
-    return sorted(store.model_versions(), key=lambda v: order.get(v.version, len(order)))
+    return store.model_versions()
 
 
 def model_record(v: ModelVersion) -> dict[str, Any]:
@@ -299,22 +258,18 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
     """What `edge-plm status` shows."""
     n = store.count()
     labelled = store.count(labeled=True)
-    errors = int(store.db.execute(
-        "SELECT count(*) FROM interactions WHERE error IS NOT NULL").fetchone()[0])
-    holdout = int(store.db.execute(
-        "SELECT count(*) FROM interactions WHERE holdout = 1 AND label IS NOT NULL").fetchone()[0])
+    errors = store.count(error=True)
+    holdout = store.count(labeled=True, holdout=True)
     versions = versions_in_order(store)
     active = store.active_model_version()
     last = store.interactions(limit=1)
-    last_backend = store.db.execute(
-        "SELECT asr_backend FROM interactions WHERE asr_backend IS NOT NULL "
-        "ORDER BY id DESC LIMIT 1").fetchone()
+    last_backend = store.last_asr_backend()
     model = None
     if active is not None:
         model = model_record(active)
     out = {
         "database": {"path": str(store.path), "bytes": db_bytes(store.path),
-                     "schema_version": _schema(store)},
+                     "schema_version": store.stored_schema_version()},
         "model": {"active": model, "versions": len(versions),
                   "rolled_back": sum(v.status == "rolled_back" for v in versions),
                   # learnable labels of the database the active checkpoint lacks (docs/loop.md)
@@ -331,7 +286,7 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
                           if k != "none"},
         "last_interaction": None,
         "asr": {"configured": getattr(getattr(settings, "asr", None), "backend", None),
-                "last_used": last_backend[0] if last_backend else None},
+                "last_used": last_backend},
         "gpio": {"pin_factory": getattr(getattr(settings, "gpio", None), "pin_factory", None)},
         "config": getattr(settings, "source", None),
     }
@@ -507,15 +462,10 @@ def select_for_forget(store: ReplayStore, ids: list[int], before: float | None,
     if sum(bool(x) for x in (ids, before is not None, everything)) != 1:
         raise DataError("say what to forget: interaction IDs, --before TIME or --all "
                         "(exactly one of them)")
-    if everything:
-        return [r[0] for r in store.db.execute("SELECT id FROM interactions ORDER BY id")]
-    if before is not None:
-        return [r[0] for r in store.db.execute(
-            "SELECT id FROM interactions WHERE ts < ? ORDER BY id", [before])]
+    if everything or before is not None:
+        return store.ids_in_order(before=before)
     wanted = sorted(set(ids))
-    marks = ", ".join("?" for _ in wanted)
-    found = {r[0] for r in store.db.execute(
-        f"SELECT id FROM interactions WHERE id IN ({marks})", wanted)}
+    found = store.interaction_ids(among=wanted)
     missing = [i for i in wanted if i not in found]
     if missing:
         raise DataError(f"no interaction with id {', '.join(map(str, missing))}")
@@ -531,19 +481,14 @@ def forget(store: ReplayStore, ids: list[int],
     if not ids:
         return {"deleted": 0, "ids": [], "audio_removed": 0, "audio_missing": 0,
                 "labelled": 0, "learned_by_models": 0}
-    marks = ", ".join("?" for _ in ids)
-    labelled, learnable = store.db.execute(
-        f"SELECT count(label), coalesce(sum(label IS NOT NULL AND holdout = 0), 0) "
-        f"FROM interactions WHERE id IN ({marks})", ids).fetchone()
-    paths = [r[0] for r in store.db.execute(
-        f"SELECT audio_path FROM interactions WHERE id IN ({marks}) AND audio_path IS NOT NULL",
-        ids)]
+    labelled, learnable = store.label_counts(ids)
+    paths = store.audio_paths(ids)
     existed = {p for p in paths if os.path.exists(p)}
     outcome = (delete or (lambda i: store.delete_interactions(i, remove_audio=True)))(ids)
     removed = sum(1 for p in existed if not os.path.exists(p))
     return {"deleted": len(ids), "ids": ids, "audio_removed": removed,
-            "audio_missing": len(paths) - len(existed), "labelled": int(labelled),
-            "learned_by_models": int(learnable), "outcome": outcome}
+            "audio_missing": len(paths) - len(existed), "labelled": labelled,
+            "learned_by_models": learnable, "outcome": outcome}
 
 
 # --- models ---------------------------------------------------------------------------------
@@ -562,12 +507,11 @@ def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
     out["children"] = [c.version for c in versions_in_order(store) if c.parent == v.version]
     out["checkpoint_bytes"] = (Path(v.path).stat().st_size
                                if v.path and Path(v.path).is_file() else None)
-    r = store.db.execute(
-        "SELECT count(*), count(label), coalesce(sum(label = prediction), 0), "
-        "min(ts), max(ts) FROM interactions WHERE model_version = ?", [version]).fetchone()
-    out["predictions"] = {"interactions": r[0], "labelled": r[1], "correct": int(r[2]),
-                          "accuracy": r[2] / r[1] if r[1] else None,
-                          "first": iso(r[3]), "last": iso(r[4])}
+    p = store.prediction_summary(version)
+    out["predictions"] = {"interactions": p["interactions"], "labelled": p["labelled"],
+                          "correct": p["correct"],
+                          "accuracy": p["correct"] / p["labelled"] if p["labelled"] else None,
+                          "first": iso(p["first_ts"]), "last": iso(p["last_ts"])}
     return out
 
 
@@ -584,22 +528,40 @@ def checkpoints_dir(store: ReplayStore, db_path: Path, configured: str = "") -> 
 
 
 # --- backup ---------------------------------------------------------------------------------
-def _ro_uri(path: Path) -> str:
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
-
-
 def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
            busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> dict[str, Any]:
     """A consistent copy of the live database (SQLite's online backup API), verified.
 
-    The whole copy is one step of `sqlite3.Connection.backup` on a read-only connection: in
-    WAL mode that is a read transaction, so it is one snapshot and the service keeps writing
-    meanwhile (a step-wise backup would restart whenever the service commits). The copy is
-    written to a temporary file in the destination directory (0600), switched to a
-    self-contained rollback journal, checked (``PRAGMA integrity_check``, schema version,
-    row counts), fsynced and renamed into place.
+    One snapshot while the service keeps writing (`store.copy_database`), written to a
+    temporary file in the destination directory (0600), checked (``PRAGMA integrity_check``,
+    schema version, row counts), fsynced and renamed into place; the copy in place must then
+    pass ``quick_check``. `DataError` for what the person can fix, `StoreError` when the copy
+    fails its integrity check.
     """
-    src, dest = Path(src), Path(dest)
+    src = Path(src)
+    dest = _backup_destination(src, Path(dest), overwrite)
+    tmp = dest.parent / f".{dest.name}.partial-{os.getpid()}"
+    started = time.perf_counter()
+    try:
+        os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
+        os.chmod(tmp, 0o600)
+        verified = copy_database(src, tmp, busy_timeout_ms)
+        _fsync(tmp)
+        os.replace(tmp, dest)
+        _fsync(dest.parent)
+    except sqlite3.DatabaseError as exc:
+        raise DataError(f"backup of {src} failed: {exc}") from exc
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    if not passes_quick_check(dest, busy_timeout_ms):  # the copy in place opens on its own
+        raise DataError(f"{dest}: the copy does not pass quick_check")
+    return {"source": str(src), "backup": str(dest), "bytes": dest.stat().st_size,
+            "seconds": round(time.perf_counter() - started, 3), **verified}
+
+
+def _backup_destination(src: Path, dest: Path, overwrite: bool) -> Path:
+    """The file a backup of `src` goes to (`dest`, or `src`'s name inside directory `dest`)."""
     if not src.exists():
         raise DataError(f"no database at {src}: nothing to back up (give its path with --db)")
     if dest.is_dir():
@@ -611,66 +573,16 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
             raise DataError(f"{dest} exists; not overwritten (use --force)")
     if not dest.parent.is_dir():
         raise DataError(f"directory {dest.parent} does not exist")
-    tmp = dest.parent / f".{dest.name}.partial-{os.getpid()}"
-    started = time.perf_counter()
+    return dest
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file (or a directory: a rename in it) to the disk."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
-        os.chmod(tmp, 0o600)
-        source = sqlite3.connect(_ro_uri(src), uri=True, timeout=busy_timeout_ms / 1000)
-        try:
-            source.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            try:
-                source.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.OperationalError:
-                if not quiet_unwritable(src):
-                    raise
-                source.close()  # read-only directory, no writer: read it as immutable
-                source = sqlite3.connect(ro_uri(src, immutable=True), uri=True)
-            target = sqlite3.connect(str(tmp), timeout=busy_timeout_ms / 1000)
-            try:
-                source.backup(target)  # pages=-1: everything in one step, one snapshot
-                target.execute("PRAGMA journal_mode = DELETE")
-                verified = _verify(target)
-            finally:
-                target.close()
-        finally:
-            source.close()
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, dest)
-        dfd = os.open(dest.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except sqlite3.DatabaseError as exc:
-        raise DataError(f"backup of {src} failed: {exc}") from exc
+        os.fsync(fd)
     finally:
-        if tmp.exists():
-            tmp.unlink()
-    # the copy in place opens on its own
-    with sqlite3.connect(_ro_uri(dest), uri=True, timeout=busy_timeout_ms / 1000) as check:
-        if check.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-            raise DataError(f"{dest}: the copy does not pass quick_check")
-    check.close()
-    return {"source": str(src), "backup": str(dest), "bytes": dest.stat().st_size,
-            "seconds": round(time.perf_counter() - started, 3), **verified}
-
-
-def _verify(conn: sqlite3.Connection) -> dict[str, Any]:
-    problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
-    if problems != ["ok"]:
-        raise DataError("integrity_check of the copy failed: " + "; ".join(problems[:5]))
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "meta" not in tables:
-        raise SchemaError("the copied database is not an edge-plm database (no meta table)")
-    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return {"integrity_check": "ok", "schema_version": int(version[0]) if version else None,
-            "interactions": conn.execute("SELECT count(*) FROM interactions").fetchone()[0],
-            "model_versions": conn.execute("SELECT count(*) FROM model_versions").fetchone()[0]}
+        os.close(fd)
 
 
 __all__ = ["DataError", "SchemaError", "StoreError", "all_rows", "backup", "checkpoints_dir",

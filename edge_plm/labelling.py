@@ -65,9 +65,7 @@ def _learn_correction(learner: Learner, interaction: int, label: str):
 
 def audio_count(store, ids: list[int]) -> int:
     """How many of these interactions have an audio file."""
-    return store.db.execute(
-        "SELECT count(audio_path) FROM interactions WHERE id IN "
-        f"({', '.join('?' for _ in ids)})", ids).fetchone()[0]
+    return len(store.audio_paths(ids))
 
 
 def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = False,

@@ -1,66 +1,13 @@
-"""Online learning on the replay buffer: holdout slice, model versions, automatic rollback.
+"""Online learning on the replay buffer: the live model, its holdout, versions and rollbacks.
 
-The `Learner` owns the live `SwitchModel` (docs/design.md §2.6, §3 "Online learning safety"):
-
-- `predict(text)` — the model's distribution over ON / OFF / NOOP.
-- `on_label(interaction_id, text, label)` — a label arrived for an interaction. A deterministic
-  slice of labelled interactions is the **holdout**: chosen by a hash of the interaction id
-  (`is_holdout_id`), marked in the store (``interactions.holdout``) and never learned from.
-  Every other label is one `SwitchModel.learn` update (which includes its replay mini-batch).
-  A *correction* (label source ``override`` or ``manual``: the device acted wrongly or missed
-  a command) is always learned, never held out: withholding it meant the device made the same
-  mistake on the same words again (on the spoken household sessions, BENCHMARKS.md §5).
-- `observe(text)` — a transcript that got no label: unlabelled language signal.
-- `on_relabel(interaction_id, label)` — a corrected label. The learner keeps a map interaction
-  id -> example key of the model (`keys`, saved in every checkpoint's metadata as
-  ``interaction_keys``), so a correction of an interaction the model learned *replaces* its
-  label in the model (`SwitchModel.relabel`: the old contribution is taken back); one it
-  never learned is learned. `on_label` for an id the model already holds does the same.
-- `on_forget(ids)` — interactions deleted by the person: the model and the active version
-  take them back (`SwitchModel.forget_example`); when the active version held any, it is
-  saved again, without them, as a new active version (``gate: "forget"``; not gated: a
-  deletion is not a candidate).
-- **Several processes** (the service, `edge-plm label` / `forget` / `model ...`) share the
-  database. Version names are claimed by inserting the row first (a name taken meanwhile is
-  retried with the next one), then the checkpoint is written. The service notices that the
-  active version is no longer its own (`sync`: at each version boundary, and before a
-  prediction at most every ``sync_every_s`` seconds: one small query), loads it and learns
-  again the labels of its pending window that the new version does not hold.
-- **Versions**: after every `version_window` learned labels (``version_every``, or
-  ``version_growth`` of the labels held when more) the in-memory model is a *candidate*. It
-  is scored on the holdout (balanced accuracy) against the active version's cached
-  predictions on the same rows. Candidate worse than the active one by more than
-  ``rollback_margin`` and by more than the holdout's noise (`_noise`) -> **automatic
-  rollback**: the candidate is recorded ``rolled_back`` and the live model is reloaded from
-  the active checkpoint, the labels it lacks are learned onto it again and that is saved as
-  the next active version (gate ``relearned``): a rollback rejects a model, never the
-  person's labels. Otherwise the candidate is saved as an atomic
-  checkpoint under the checkpoints directory and becomes ``active`` (parent = previous active,
-  metrics = its scores). A candidate is only judged when the score means something: the
-  holdout holds at least ``holdout_min`` labels *and* at least ``MIN_PER_CLASS`` (2) rows of
-  every class the candidate was trained on. Otherwise it is accepted and the metrics say why
-  (``gate: "holdout too small"`` / ``"holdout lacks classes"``, ``holdout_classes``). Why:
-  balanced accuracy averages per-class recall, so with a single ON row in the holdout one
-  prediction moves the score by a third; on a 425-line replay with margin 0 that noise
-  rolled back 12 of 33 candidates, several by about 0.01.
-- `rollback(version)` — manual: make an older saved version active and live.
-- `rebuild_from_store()` — the database is the source of truth: a fresh model re-learns every
-  learnable label in time order (and observes unlabelled transcripts) on top of the starting
-  model (``model.start``), then is saved as a new active version.
-- `Learner.open(...)` — start-up: clean checkpoint debris, load the active checkpoint; if it is
-  missing or damaged, log it, mark it rolled back and try the previous good (retired, saved,
-  not pruned) versions newest first; if none loads and the database holds labels, rebuild;
-  else start from the starting model (``model.start``: the shipped one, a checkpoint, or an
-  empty model; `load_start`). Then `reconcile`: what the checkpoint lacks against the
-  database is learned (the invariant: every learnable label is in the live model).
-- `poll()` (the loop's pump, predict) notices versions made and rows deleted by other
-  processes; `forget_interactions` is `edge-plm forget` (rows and model in one transaction);
-  `checkpoint_pending` saves the window at a clean stop. The state helpers (what is
-  learnable, debris, retention) are in `learning_state.py`.
-
-Holdout choice: ``frac(id * golden_ratio) < holdout_fraction``. The golden-ratio sequence is
-evenly spread for consecutive ids (about one in five for 0.2, from the first labels on), needs
-no counter that could drift after a restart or a rebuild, and gives the same slice every time.
+`Learner` owns the live `SwitchModel`. It predicts; learns each stored label, or puts it in the
+holdout slice (`is_holdout_id`, a hash of the interaction id; corrections are always learned);
+replaces a corrected label and takes forgotten interactions back; and every few labels gates
+the model as a candidate version against the active one on the holdout: accepted and saved,
+or rolled back (the labels are then learned again onto the active version). Other processes
+share the database: `sync` and `poll` notice the versions they make and the rows they delete.
+How and why: docs/loop.md ("Labels", "Holdout", "Versions and automatic rollback",
+"Start-up"). What is learnable, debris and retention are in `learning_state.py`.
 """
 
 from __future__ import annotations
@@ -95,33 +42,39 @@ def is_holdout_id(interaction_id: int, fraction: float) -> bool:
     return state.hash_holdout(interaction_id, fraction)
 
 
+_MODEL = ModelConfig()  # the defaults of the [model] section
+
+#: `ModelConfig` fields the learner takes as they are (``start`` is resolved to a path).
+_FROM_MODEL = ("config", "seed", "replay_size", "holdout_fraction", "holdout_min",
+               "version_every", "rollback_margin", "prior_strength", "evidence_prior",
+               "keep_checkpoints", "checkpoints_max_mb", "version_growth")
+
+
 @dataclass(frozen=True)
 class LearnerConfig:
-    """What the learner needs from `ModelConfig` (same defaults; see settings.py).
+    """What the learner needs from `ModelConfig`, with its defaults (settings.py explains
+    them), plus the learner's own timings and noise threshold.
 
     ``version_every``: labels learned between candidate versions. ``rollback_margin``: how
     much lower a candidate's holdout balanced accuracy may be before it is rolled back.
     """
 
-    config: str = "potato"
-    seed: int = 0
-    replay_size: int = 8
-    holdout_fraction: float = 0.2
-    holdout_min: int = 10
-    version_every: int = 10
-    rollback_margin: float = 0.03
+    config: str = _MODEL.config
+    seed: int = _MODEL.seed
+    replay_size: int = _MODEL.replay_size
+    holdout_fraction: float = _MODEL.holdout_fraction
+    holdout_min: int = _MODEL.holdout_min
+    version_every: int = _MODEL.version_every
+    rollback_margin: float = _MODEL.rollback_margin
     sync_every_s: float = 5.0  # how often predict() checks the database's active version
     forget_check_s: float = 1.0  # how often poll() checks for deleted rows (`forget`)
-    prior_strength: float = 0.5  # act/ask on the balanced distribution x label frequencies^a
-    evidence_prior: float = 3.0  # ... weighed by its evidence: (n p + k/3) / (n + k), n labels
+    prior_strength: float = _MODEL.prior_strength
+    evidence_prior: float = _MODEL.evidence_prior
     start: str = ""  # checkpoint every fresh model starts from ("": an empty model); model.start
-    keep_checkpoints: int = 5  # retention: newest saved versions that keep their file
-    checkpoints_max_mb: float = 64.0  # ... and older ones pruned while the dir holds more
+    keep_checkpoints: int = _MODEL.keep_checkpoints
+    checkpoints_max_mb: float = _MODEL.checkpoints_max_mb
     noise_se: float = 2.0  # the gate rolls back only beyond this many standard errors
-    # the window grows with the model: a version every max(version_every, growth x labels
-    # held) labels, so versioning (a checkpoint and a holdout pass, both proportional to the
-    # model) costs the same per label at 100 labels as at 10,000
-    version_growth: float = 0.05
+    version_growth: float = _MODEL.version_growth  # the window grows with the model
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -142,14 +95,8 @@ class LearnerConfig:
     @classmethod
     def from_settings(cls, m: ModelConfig, **overrides: Any) -> LearnerConfig:
         """From the `[model]` section of the config (keyword arguments override it)."""
-        values = dict(config=m.config, seed=m.seed, replay_size=m.replay_size,
-                      holdout_fraction=m.holdout_fraction, holdout_min=m.holdout_min,
-                      version_every=m.version_every, rollback_margin=m.rollback_margin,
-                      prior_strength=m.prior_strength, evidence_prior=m.evidence_prior,
-                      start=start_checkpoint(m),
-                      keep_checkpoints=getattr(m, "keep_checkpoints", 5),
-                      checkpoints_max_mb=getattr(m, "checkpoints_max_mb", 64.0),
-                      version_growth=getattr(m, "version_growth", 0.05))
+        values: dict[str, Any] = {name: getattr(m, name) for name in _FROM_MODEL}
+        values["start"] = start_checkpoint(m)
         values.update(overrides)
         return cls(**values)
 
@@ -613,10 +560,7 @@ class Learner:
     # --- versions -------------------------------------------------------------------------
     def holdout_rows(self) -> list[tuple[int, str, str]]:
         """(id, transcript, label) of the holdout slice, in interaction order."""
-        with self.store._lock:
-            return [(int(r[0]), r[1], r[2]) for r in self.store.db.execute(
-                "SELECT id, transcript, label FROM interactions WHERE label IS NOT NULL "
-                "AND holdout = 1 ORDER BY id").fetchall()]
+        return self.store.holdout_rows()
 
     @staticmethod
     def _predict_rows(model: SwitchModel, rows: list[tuple[int, str, str]]) -> dict[int, str]:
@@ -766,6 +710,36 @@ class Learner:
         layers (`regather_all`), and that is saved as the new active version (gate
         ``relearned``). See docs/loop.md for what the gate protects against."""
         self.sync()
+        cand, cand_all, base, cand_preds = self._candidate_scores()
+        window = self._window
+        self._window = _Window()
+        metrics = self._candidate_metrics(window, cand, cand_all, base, extra_metrics)
+        unjudgeable = self._unjudgeable(cand) if base is not None else None
+        judged = (base is not None and base.balanced_accuracy is not None
+                  and cand.balanced_accuracy is not None and unjudgeable is None)
+        noise = None
+        if judged:
+            corrections = self._corrections_in(window)
+            noise = self._noise(cand, base, corrections)
+            metrics["noise"] = noise
+            metrics["corrections"] = corrections
+        worse = judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin
+        if worse and not noise["within_noise"]:
+            event = self._roll_back_candidate(metrics, cand, base, window)
+        else:
+            reason = self._accept_reason(metrics, cand, base, judged, unjudgeable,
+                                         noise if worse else None)
+            parent = self.version
+            name = self._save_active(metrics, cand_preds)
+            log.info("model version %s active (parent %s): %s", name, parent, reason)
+            event = VersionEvent(name, "active", parent, cand, base, reason)
+        self.events.append(event)
+        return event
+
+    def _candidate_scores(self) -> tuple[HoldoutScore, HoldoutScore, HoldoutScore | None,
+                                         dict[int, str]]:
+        """(candidate score on the rows the gate compares, on the whole holdout, the active
+        version's score on the compared rows or None, the candidate's predictions)."""
         rows = self.holdout_rows()
         cand_preds: dict[int, str] = {}
         cand = cand_all = self.score(self.model, rows, preds=cand_preds)
@@ -777,8 +751,12 @@ class Learner:
             base = self._score_base(common)
             if len(common) != len(rows):
                 cand = self.score(self.model, common, preds=cand_preds)
-        window = self._window
-        self._window = _Window()
+        return cand, cand_all, base, cand_preds
+
+    def _candidate_metrics(self, window: _Window, cand: HoldoutScore, cand_all: HoldoutScore,
+                           base: HoldoutScore | None,
+                           extra_metrics: dict[str, Any] | None) -> dict[str, Any]:
+        """The metrics a candidate version is stored with (the gate adds its verdict)."""
         metrics: dict[str, Any] = {
             "holdout_n": cand_all.n, "balanced_accuracy": cand_all.balanced_accuracy,
             "parent_balanced_accuracy": base.balanced_accuracy if base else None,
@@ -790,61 +768,52 @@ class Learner:
         if window.relabelled:
             metrics["relabelled"] = window.relabelled
         metrics.update(extra_metrics or {})
-        unjudgeable = self._unjudgeable(cand) if base is not None else None
-        judged = (base is not None and base.balanced_accuracy is not None
-                  and cand.balanced_accuracy is not None and unjudgeable is None)
-        corrections = self._corrections_in(window) if judged else 0
-        noise = self._noise(cand, base, corrections) if judged else None
-        if noise is not None:
-            metrics["noise"] = noise
-            metrics["corrections"] = corrections
-        worse = judged and cand.balanced_accuracy < base.balanced_accuracy - self.cfg.rollback_margin
-        if worse and noise is not None and noise["within_noise"]:
+        return metrics
+
+    def _accept_reason(self, metrics: dict[str, Any], cand: HoldoutScore,
+                       base: HoldoutScore | None, judged: bool, unjudgeable: str | None,
+                       within_noise: dict[str, Any] | None) -> str:
+        """Why an accepted candidate passed; sets ``metrics["gate"]``. `within_noise`: the
+        noise test of a candidate that scored worse, but within the holdout's noise."""
+        if within_noise is not None:
             metrics["gate"] = "passed (within noise)"
-            reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} vs active "
-                      f"{base.balanced_accuracy:.3f}: the difference is within the holdout's "
-                      f"noise (se {noise['se']:.3f}, rows lost/won "
-                      f"{noise.get('rows_lost', '-')}/{noise.get('rows_won', '-')})")
-            parent = self.version
-            name = self._save_active(metrics, cand_preds)
-            log.info("model version %s active (parent %s): %s", name, parent, reason)
-            event = VersionEvent(name, "active", parent, cand, base, reason)
-        elif worse:
-            reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
-                      f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
-            metrics["gate"] = "rolled back"
-            parent = self.version
-            name = self._claim_version(parent=self.version, path=None, status="rolled_back",
-                                       metrics=metrics, n_train=self.model.n_examples)
-            # the candidate goes before the active version is loaded: two models at once
-            # raised the resident high-water mark by a model's size, for good
-            self.model, self.keys = self._fresh_model(), {}
-            self.model, self.keys = self._reload_good()
-            self._window = _Window()
-            relearned = self._relearn_after_rollback(name, cand, base, window)
-            log.warning("model candidate %s rolled back: %s; its labels were learned again "
-                        "onto %s: %s is active", name, reason, parent, relearned)
-            event = VersionEvent(name, "rolled_back", parent, cand, base,
-                                 f"{reason}; labels re-learned onto {parent} as {relearned}")
-        else:
-            if judged:
-                reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} >= active "
-                          f"{base.balanced_accuracy:.3f} - margin {self.cfg.rollback_margin}")
-                metrics["gate"] = "passed"
-            elif base is None:
-                reason = "first version"
-                metrics["gate"] = "first version"
-            else:
-                reason = unjudgeable or "no holdout score to compare"
-                metrics["gate"] = ("holdout too small" if cand.n < self.cfg.holdout_min
-                                   else "holdout lacks classes")
-                metrics["gate_reason"] = reason
-            parent = self.version
-            name = self._save_active(metrics, cand_preds)
-            log.info("model version %s active (parent %s): %s", name, parent, reason)
-            event = VersionEvent(name, "active", parent, cand, base, reason)
-        self.events.append(event)
-        return event
+            return (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} vs active "
+                    f"{base.balanced_accuracy:.3f}: the difference is within the holdout's "
+                    f"noise (se {within_noise['se']:.3f}, rows lost/won "
+                    f"{within_noise.get('rows_lost', '-')}/{within_noise.get('rows_won', '-')})")
+        if judged:
+            metrics["gate"] = "passed"
+            return (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} >= active "
+                    f"{base.balanced_accuracy:.3f} - margin {self.cfg.rollback_margin}")
+        if base is None:
+            metrics["gate"] = "first version"
+            return "first version"
+        reason = unjudgeable or "no holdout score to compare"
+        metrics["gate"] = ("holdout too small" if cand.n < self.cfg.holdout_min
+                           else "holdout lacks classes")
+        metrics["gate_reason"] = reason
+        return reason
+
+    def _roll_back_candidate(self, metrics: dict[str, Any], cand: HoldoutScore,
+                             base: HoldoutScore, window: _Window) -> VersionEvent:
+        """Record the candidate ``rolled_back``, reload the active version and learn the
+        labels onto it again (a new active version)."""
+        reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
+                  f"{self.version} {base.balanced_accuracy:.3f} (n={cand.n})")
+        metrics["gate"] = "rolled back"
+        parent = self.version
+        name = self._claim_version(parent=self.version, path=None, status="rolled_back",
+                                   metrics=metrics, n_train=self.model.n_examples)
+        # the candidate goes before the active version is loaded: two models at once
+        # raised the resident high-water mark by a model's size, for good
+        self.model, self.keys = self._fresh_model(), {}
+        self.model, self.keys = self._reload_good()
+        self._window = _Window()
+        relearned = self._relearn_after_rollback(name, cand, base, window)
+        log.warning("model candidate %s rolled back: %s; its labels were learned again "
+                    "onto %s: %s is active", name, reason, parent, relearned)
+        return VersionEvent(name, "rolled_back", parent, cand, base,
+                            f"{reason}; labels re-learned onto {parent} as {relearned}")
 
     def _save_active(self, metrics: dict[str, Any], preds: dict[int, str] | None = None) -> str:
         """The live model as a new active version; returns its name. ``preds``: its holdout
@@ -867,15 +836,8 @@ class Learner:
 
     def _corrections_in(self, window: _Window) -> int:
         """How many labels of the window are corrections (override / manual)."""
-        ids = window.learned + window.relabelled
-        if not ids:
-            return 0
-        marks = ", ".join("?" for _ in ids)
-        with self.store._lock:
-            return int(self.store.db.execute(
-                f"SELECT count(*) FROM interactions WHERE id IN ({marks}) AND label_source IN "
-                f"({', '.join('?' for _ in CORRECTION_SOURCES)})",
-                [*ids, *CORRECTION_SOURCES]).fetchone()[0])
+        return self.store.count_label_sources(window.learned + window.relabelled,
+                                              CORRECTION_SOURCES)
 
     def _relearn_after_rollback(self, rolled: str, cand: HoldoutScore, base: HoldoutScore,
                                 window: _Window) -> str:

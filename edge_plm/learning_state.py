@@ -1,25 +1,8 @@
-"""The learning state around the database: what the model must hold, what it lacks, and the
-checkpoint directory kept bounded and clean (docs/loop.md "Nothing lost, nothing unbounded").
+"""The learning state around the database: which labels the live model must hold, what it
+lacks, and a checkpoints directory kept bounded and clean (lock, debris, retention).
 
-The invariant: every *learnable* label in the database is in the live model. A label is
-learnable when its row has a non-empty transcript, no error, is not in the holdout slice, and
-(for a row the model never saw) the holdout hash does not claim it — corrections (sources
-`override`/`manual`) are always learnable, as in `Learner.on_label`.
-
-- `unlearned_ids` compares the database with a model's interaction keys (the map interaction
-  id -> example key saved in every checkpoint): labels missing, labels that differ, and
-  examples of rows that are no longer learnable (deleted, moved to the holdout).
-- `unlearned_in_active` does it for the active checkpoint (``edge-plm status``).
-- `checkpoint_lock` is an advisory ``flock`` on ``<checkpoints>/.lock``: writers of a
-  checkpoint hold it shared from claiming the version row to activating it; `clean_debris`
-  takes it exclusively without waiting, so it never removes a file another process is
-  writing. A killed writer's lock goes with it.
-- `clean_debris` removes ``*.tmp`` files (half-written checkpoints) and ``candidate`` version
-  rows (and their files) left by a process that died mid-write.
-- `prune_checkpoints`: retention. The active version, its parent and the newest
-  ``keep`` saved versions keep their files; older files are deleted, then more (oldest
-  first, never the active one or its parent) while the directory exceeds ``max_bytes``.
-  Pruned rows stay, with ``metrics.pruned = true``.
+The invariant (every learnable label of the database is in the live model) and its rules:
+docs/loop.md "Nothing lost, nothing unbounded".
 """
 
 from __future__ import annotations
@@ -61,16 +44,15 @@ class LabelRow:
 
 def labelled_rows(store: ReplayStore) -> list[LabelRow]:
     """Labelled rows with a transcript and no error, in interaction order."""
-    sql = ("SELECT id, transcript, label, label_source, holdout FROM interactions "
-           "WHERE label IS NOT NULL AND error IS NULL AND trim(transcript) != '' ORDER BY id")
-    with store._lock:
-        rows = store.db.execute(sql).fetchall()
-    return [LabelRow(int(r[0]), r[1], r[2], r[3], bool(r[4])) for r in rows]
+    return [LabelRow(*r) for r in store.labelled_transcripts()]
 
 
 def should_learn(row: LabelRow, fraction: float, held: bool) -> bool:
-    """Whether `row` belongs in the model. `held`: the model already holds it (then only the
-    stored holdout flag counts; the hash was applied when it was learned)."""
+    """Whether `row` belongs in the model (is *learnable*): not in the holdout slice, and for
+    a row the model never saw, not claimed by the holdout hash unless it is a correction
+    (sources `override`/`manual`). `held`: the model already holds it (then only the stored
+    holdout flag counts; the hash was applied when it was learned). `labelled_rows` already
+    leaves out rows without a transcript or with an error."""
     if row.holdout:
         return False
     if held or row.source in CORRECTION_SOURCES:
@@ -145,7 +127,10 @@ def ensure_dir(directory: Path) -> None:
 @contextlib.contextmanager
 def checkpoint_lock(directory: Path, exclusive: bool = False,
                     blocking: bool = True) -> Iterator[bool]:
-    """Advisory lock on the checkpoints directory; yields whether it was taken."""
+    """Advisory ``flock`` on ``<directory>/.lock``; yields whether it was taken. Writers of a
+    checkpoint hold it shared from claiming the version row to activating it; `clean_debris`
+    takes it exclusively without waiting, so it never removes a file another process is
+    writing. A killed writer's lock goes with it."""
     ensure_dir(directory)
     fd = os.open(directory / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o600)
     try:
@@ -198,7 +183,10 @@ def is_pruned(v: ModelVersion) -> bool:
 
 
 def prune_checkpoints(store: ReplayStore, keep: int, max_bytes: float) -> list[str]:
-    """Retention (see the module docstring); returns the versions pruned now."""
+    """Retention: the active version, its parent and the newest `keep` saved versions keep
+    their files; older files are deleted, then more (oldest first, never the active one or its
+    parent) while the directory holds more than `max_bytes`. Pruned rows stay, with
+    ``metrics.pruned = true``. Returns the versions pruned now."""
     versions = store.model_versions()
     saved = [v for v in versions if v.path and v.status in ("active", "retired")
              and not is_pruned(v)]

@@ -1,30 +1,9 @@
 """The replay buffer: one SQLite file (via sqlite-utils), the device's source of truth.
 
-Durability: WAL journal + ``synchronous=FULL``. Power can fail at any instant on an SBC; in
-WAL mode ``NORMAL`` may lose the last committed transactions on power loss (the WAL is not
-fsynced at each commit), while ``FULL`` fsyncs the WAL on every commit, so a label the person
-gave is never lost once `set_label` returned. The cost (one fsync per interaction) is nothing
-next to an utterance. WAL also lets the CLI read while the service writes.
-
-Concurrency: every connection (read-only or not) gets the same busy timeout, `BUSY_TIMEOUT_MS`,
-so a second writer waits instead of failing. SQLite cannot wait in one case: a transaction that
-read first and then writes (a deferred ``BEGIN``) gets ``SQLITE_BUSY`` at once when another
-connection writes meanwhile. Every multi-statement write here therefore starts with
-``BEGIN IMMEDIATE`` (it takes the write lock first, and waits for it), and a write that still
-gets ``SQLITE_BUSY`` (e.g. during WAL recovery) is retried until the busy timeout has passed.
-
-Failures: a write that cannot be stored (disk full, I/O error, read-only file or directory)
-raises `StorageError` with a one-line message; callers must not report such work as done.
-
-Privacy: the database file is 0600 (SQLite gives its -wal/-shm files the same mode); a
-directory the store creates is 0700, an existing group/world-readable one is reported.
-
-Schema: ``meta.schema_version`` + `MIGRATIONS` (ordered, each applied in one transaction with
-its version bump). A file with a newer schema than this code raises `SchemaError` and is not
-touched (not even switched to WAL).
-
-Text from outside (transcripts, backend names, errors) may hold bytes that are not UTF-8; it is
-stored with U+FFFD replacement characters rather than dropping the row.
+Every SQL statement of edge-plm is here: the schema and its migrations, the writes (each one
+``BEGIN IMMEDIATE`` transaction, retried while the database is busy; `StorageError` when it
+cannot be stored) and the named queries that the loop, the learner and the CLI ask.
+Durability, concurrency, privacy and schema versions: docs/loop.md "The replay buffer".
 """
 
 from __future__ import annotations
@@ -95,7 +74,8 @@ def private_dir(path: str | Path) -> Path:
     return path
 
 
-def _read_only_fs(path: Path) -> bool:
+def read_only_fs(path: Path) -> bool:
+    """Whether `path` lies on a file system mounted read-only."""
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
@@ -108,7 +88,7 @@ def quiet_unwritable(path: Path) -> bool:
     which a read-only directory cannot get)."""
     path = Path(path)
     wal = path.with_name(path.name + "-wal")
-    return not wal.exists() and (_read_only_fs(path.parent)
+    return not wal.exists() and (read_only_fs(path.parent)
                                  or not os.access(path.parent, os.W_OK))
 
 
@@ -228,9 +208,10 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 def schema_version(db: sqlite_utils.Database) -> int:
     """The file's schema version (0 for an empty database)."""
-    if "meta" not in db.table_names():
-        if db.table_names():
-            raise SchemaError(f"not an edge-plm database (tables: {', '.join(db.table_names())})")
+    tables = db.table_names()  # once: another process may create the schema meanwhile
+    if "meta" not in tables:
+        if tables:
+            raise SchemaError(f"not an edge-plm database (tables: {', '.join(tables)})")
         return 0
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     if row is None:
@@ -349,6 +330,47 @@ def _enum_value(value: Any) -> Any:
     return getattr(value, "value", value)
 
 
+#: Columns `ReplayStore.counts_by` may group by.
+_GROUPABLE = ("label", "label_source", "prediction", "decision", "action", "asr_backend",
+              "model_version")
+
+
+def _marks(values: list[Any]) -> str:
+    """``?, ?, ...``: one parameter mark per value."""
+    return ", ".join("?" for _ in values)
+
+
+def _interaction_filter(labeled: bool | None = None, since: float | None = None,
+                        label: Any = None, after_id: int | None = None,
+                        holdout: bool | None = None, error: bool | None = None,
+                        before: float | None = None) -> tuple[str | None, list[Any]]:
+    """A WHERE fragment over ``interactions`` and its parameters (None: no condition)."""
+    where: list[str] = []
+    params: list[Any] = []
+    if labeled is not None:
+        where.append("label IS NOT NULL" if labeled else "label IS NULL")
+    if since is not None:
+        where.append("ts >= ?")
+        params.append(since)
+    if before is not None:
+        where.append("ts < ?")
+        params.append(before)
+    if label is not None:
+        label = _enum_value(label)
+        _check("label", label, LABELS)
+        where.append("label = ?")
+        params.append(label)
+    if after_id is not None:
+        where.append("id > ?")
+        params.append(int(after_id))
+    if holdout is not None:
+        where.append("holdout = ?")
+        params.append(int(bool(holdout)))
+    if error is not None:
+        where.append("error IS NOT NULL" if error else "error IS NULL")
+    return (" AND ".join(where) or None), params
+
+
 # --- the store ------------------------------------------------------------------------------
 class ReplayStore:
     """The replay buffer at `path`. Thread-safe; one instance per process is enough."""
@@ -446,7 +468,8 @@ class ReplayStore:
         if stat.S_IMODE(self.path.stat().st_mode) != 0o600:
             self.path.chmod(0o600)
         self.db.enable_wal()
-        self.db.execute("PRAGMA synchronous = FULL")  # see the module docstring
+        # every commit fsyncs the WAL: a label is never lost once it was stored (docs/loop.md)
+        self.db.execute("PRAGMA synchronous = FULL")
         migrate(self.db)
 
     # --- writing --------------------------------------------------------------------------
@@ -547,16 +570,10 @@ class ReplayStore:
         _check("label_source", source, LABEL_SOURCES)
         if label is None or source is None:
             raise ValueError("set_label needs a label and a source")
-        params = [label, source, self._clock() if ts is None else ts, interaction_id]
-
-        def update() -> None:
-            cur = self.db.execute(
-                "UPDATE interactions SET label = ?, label_source = ?, label_ts = ? WHERE id = ?",
-                params)
-            if cur.rowcount != 1:
-                raise NotFoundError(f"no interaction with id {interaction_id}")
-
-        self._write(update)
+        values = {"label": label, "label_source": source,
+                  "label_ts": self._clock() if ts is None else ts}
+        self._write(lambda: self._update_row("interactions", interaction_id, values,
+                                             f"no interaction with id {interaction_id}"))
 
     def update_interaction(self, interaction_id: int, **fields_: Any) -> None:
         """Set the given fields of an existing interaction (e.g. latencies, error, action).
@@ -566,73 +583,152 @@ class ReplayStore:
         row = self._normalise(fields_, partial=True)
         if not row:
             return
-        cols = ", ".join(f"[{k}] = ?" for k in row)
+        self._write(lambda: self._update_row("interactions", interaction_id, row,
+                                             f"no interaction with id {interaction_id}"))
 
-        def update() -> None:
-            cur = self.db.execute(f"UPDATE interactions SET {cols} WHERE id = ?",
-                                  [*row.values(), interaction_id])
-            if cur.rowcount != 1:
-                raise NotFoundError(f"no interaction with id {interaction_id}")
-
-        self._write(update)
+    def _update_row(self, table: str, key: Any, values: dict[str, Any], missing: str) -> None:
+        """Set `values` in the row of `table` with primary key `key` (inside a write);
+        `NotFoundError` with the message `missing` when there is no such row."""
+        try:
+            self.db[table].update(key, values)
+        except sqlite_utils.db.NotFoundError:
+            raise NotFoundError(missing) from None
 
     def get(self, interaction_id: int) -> Interaction:
         """One interaction; `NotFoundError` when there is none with that id."""
         with self._lock:
-            rows = list(self.db.query("SELECT * FROM interactions WHERE id = ?",
-                                      [interaction_id]))
-        if not rows:
-            raise NotFoundError(f"no interaction with id {interaction_id}")
-        return row_to_interaction(rows[0])
+            try:
+                row = self.db["interactions"].get(interaction_id)
+            except sqlite_utils.db.NotFoundError:
+                raise NotFoundError(f"no interaction with id {interaction_id}") from None
+        return row_to_interaction(row)
 
     def interactions(self, limit: int | None = None, labeled: bool | None = None,
                      since: float | None = None, label: Any = None,
-                     oldest_first: bool = False) -> list[Interaction]:
-        """Interactions, newest first (or oldest first), filtered. Order is by id: the order
-        they were stored in (``ts`` may come from a replay's simulated clock or a clock that
-        was set back)."""
-        where, params = [], []
-        if labeled is not None:
-            where.append("label IS NOT NULL" if labeled else "label IS NULL")
-        if since is not None:
-            where.append("ts >= ?")
-            params.append(since)
-        if label is not None:
-            label = _enum_value(label)
-            _check("label", label, LABELS)
-            where.append("label = ?")
-            params.append(label)
-        order = "ASC" if oldest_first else "DESC"
-        sql = "SELECT * FROM interactions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY id {order}"
-        if limit is not None:
-            if limit < 0:
-                raise ValueError("limit must be >= 0")
-            sql += " LIMIT ?"
-            params.append(limit)
+                     oldest_first: bool = False, after_id: int | None = None
+                     ) -> list[Interaction]:
+        """Interactions, newest first (or oldest first), filtered (`after_id`: ids above it).
+        Order is by id: the order they were stored in (``ts`` may come from a replay's
+        simulated clock or a clock that was set back)."""
+        where, params = _interaction_filter(labeled=labeled, since=since, label=label,
+                                            after_id=after_id)
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
         with self._lock:
-            return [row_to_interaction(r) for r in self.db.query(sql, params)]
+            return [row_to_interaction(r) for r in self.db["interactions"].rows_where(
+                where, params, order_by="id ASC" if oldest_first else "id DESC",
+                limit=None if limit is None else int(limit))]
 
-    def count(self, labeled: bool | None = None) -> int:
-        """Number of interactions (all, labeled or unlabeled)."""
-        sql = "SELECT count(*) FROM interactions"
-        if labeled is not None:
-            sql += " WHERE label IS NOT NULL" if labeled else " WHERE label IS NULL"
+    def count(self, labeled: bool | None = None, holdout: bool | None = None,
+              error: bool | None = None) -> int:
+        """Number of interactions: all, or labelled / in the holdout / with an error (or not)."""
+        where, params = _interaction_filter(labeled=labeled, holdout=holdout, error=error)
         with self._lock:
-            return int(self.db.execute(sql).fetchone()[0])
+            return int(self.db["interactions"].count_where(where, params))
+
+    def counts_by(self, column: str) -> dict[Any, int]:
+        """Number of interactions per value of `column` (a ``None`` key counts NULLs)."""
+        if column not in _GROUPABLE:
+            raise ValueError(f"cannot count by {column!r} (one of {', '.join(_GROUPABLE)})")
+        with self._lock:
+            return {r[0]: int(r[1]) for r in self.db.execute(
+                f"SELECT [{column}], count(*) FROM interactions GROUP BY [{column}]")}
+
+    def last_interaction_id(self) -> int:
+        """The highest interaction id stored (0 when there is none)."""
+        with self._lock:
+            return int(self.db.execute(
+                "SELECT coalesce(max(id), 0) FROM interactions").fetchone()[0])
+
+    def last_asr_backend(self) -> str | None:
+        """The ASR backend of the newest interaction that names one."""
+        with self._lock:
+            rows = list(self.db["interactions"].rows_where(
+                "asr_backend IS NOT NULL", select="asr_backend", order_by="id DESC", limit=1))
+        return rows[0]["asr_backend"] if rows else None
+
+    def ids_in_order(self, before: float | None = None) -> list[int]:
+        """Interaction ids in id order; with `before`, those stored with ``ts`` before it."""
+        where, params = _interaction_filter(before=before)
+        with self._lock:
+            return [int(r["id"]) for r in self.db["interactions"].rows_where(
+                where, params, select="id", order_by="id")]
+
+    def labels_of(self, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+        """(label, label source) of those of `ids` that are labelled now."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        with self._lock:
+            return {r["id"]: (r["label"], r["label_source"])
+                    for r in self.db["interactions"].rows_where(
+                        f"id IN ({_marks(ids)}) AND label IS NOT NULL", ids,
+                        select="id, label, label_source")}
+
+    def audio_paths(self, ids: Iterable[int]) -> list[str]:
+        """The audio files the interactions `ids` refer to (rows without one left out)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return []
+        with self._lock:
+            return [r["audio_path"] for r in self.db["interactions"].rows_where(
+                f"id IN ({_marks(ids)}) AND audio_path IS NOT NULL", ids, select="audio_path")]
+
+    def label_counts(self, ids: Iterable[int]) -> tuple[int, int]:
+        """Among the interactions `ids`: (labelled, labelled outside the holdout slice)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return 0, 0
+        with self._lock:
+            labelled, learnable = self.db.execute(
+                "SELECT count(label), coalesce(sum(label IS NOT NULL AND holdout = 0), 0) "
+                f"FROM interactions WHERE id IN ({_marks(ids)})", ids).fetchone()
+        return int(labelled), int(learnable)
+
+    def count_label_sources(self, ids: Iterable[int], sources: Iterable[str]) -> int:
+        """How many of the interactions `ids` have a label from one of `sources`."""
+        ids, sources = [int(i) for i in ids], list(sources)
+        if not ids or not sources:
+            return 0
+        with self._lock:
+            return int(self.db["interactions"].count_where(
+                f"id IN ({_marks(ids)}) AND label_source IN ({_marks(sources)})",
+                [*ids, *sources]))
+
+    def holdout_rows(self) -> list[tuple[int, str, str]]:
+        """(id, transcript, label) of the labelled holdout rows, in id order."""
+        with self._lock:
+            return [(int(r["id"]), r["transcript"], r["label"])
+                    for r in self.db["interactions"].rows_where(
+                        "label IS NOT NULL AND holdout = 1", select="id, transcript, label",
+                        order_by="id")]
+
+    def labelled_transcripts(self) -> list[tuple[int, str, str, str | None, bool]]:
+        """(id, transcript, label, label source, holdout) of the labelled rows with a
+        transcript and no error, in id order."""
+        with self._lock:
+            return [(int(r["id"]), r["transcript"], r["label"], r["label_source"],
+                     bool(r["holdout"])) for r in self.db["interactions"].rows_where(
+                "label IS NOT NULL AND error IS NULL AND trim(transcript) != ''",
+                select="id, transcript, label, label_source, holdout", order_by="id")]
+
+    def prediction_summary(self, version: str) -> dict[str, Any]:
+        """What model `version` predicted: interactions, labelled ones, correct ones (label
+        = prediction), and the first and last ``ts``."""
+        with self._lock:
+            n, labelled, correct, first, last = self.db.execute(
+                "SELECT count(*), count(label), coalesce(sum(label = prediction), 0), "
+                "min(ts), max(ts) FROM interactions WHERE model_version = ?",
+                [version]).fetchone()
+        return {"interactions": int(n), "labelled": int(labelled), "correct": int(correct),
+                "first_ts": first, "last_ts": last}
 
     def labeled_examples(self, holdout: bool | None = None) -> list[tuple[str, str]]:
         """(transcript, label) of labeled interactions in time order; holdout filter if given."""
-        sql = "SELECT transcript, label FROM interactions WHERE label IS NOT NULL"
-        params: list[Any] = []
-        if holdout is not None:
-            sql += " AND holdout = ?"
-            params.append(int(holdout))
-        sql += " ORDER BY ts, id"
+        where, params = _interaction_filter(labeled=True, holdout=holdout)
         with self._lock:
-            return [(r[0], r[1]) for r in self.db.execute(sql, params).fetchall()]
+            return [(r["transcript"], r["label"]) for r in self.db["interactions"].rows_where(
+                where, params, select="transcript, label", order_by="ts, id")]
 
     def set_holdout(self, interaction_id: int, holdout: bool) -> None:
         """Put an interaction into (or take it out of) the holdout slice."""
@@ -654,21 +750,16 @@ class ReplayStore:
         ids = [int(i) for i in ids]
         if not ids:
             return []
-        marks = ", ".join("?" for _ in ids)
         def delete() -> list[str]:
-            found = [r[0] for r in self.db.execute(
-                f"SELECT audio_path FROM interactions WHERE id IN ({marks}) "
-                "AND audio_path IS NOT NULL", ids).fetchall()]
-            self.db.execute(f"DELETE FROM interactions WHERE id IN ({marks})", ids)
+            found = self.audio_paths(ids)
+            self.db["interactions"].delete_where(f"id IN ({_marks(ids)})", ids)
             self.db.execute(
                 "INSERT INTO meta (key, value) VALUES ('forget_seq', '1') ON CONFLICT(key) "
                 "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
             if activate_version is not None:
                 self._retire_active(except_version=activate_version)
-                cur = self.db.execute("UPDATE model_versions SET status = 'active' "
-                                      "WHERE version = ?", [activate_version])
-                if cur.rowcount != 1:
-                    raise NotFoundError(f"no model version {activate_version!r}")
+                self._update_row("model_versions", activate_version, {"status": "active"},
+                                 f"no model version {activate_version!r}")
             return found
 
         paths = self._write(delete)
@@ -709,13 +800,12 @@ class ReplayStore:
     def set_model_status(self, version: str, status: str) -> None:
         """Change a version's status; making one active retires the previous active one."""
         _check("status", status, MODEL_STATUSES)
+
         def update() -> None:
             if status == "active":
                 self._retire_active(except_version=version)
-            cur = self.db.execute("UPDATE model_versions SET status = ? WHERE version = ?",
-                                  [status, version])
-            if cur.rowcount != 1:
-                raise NotFoundError(f"no model version {version!r}")
+            self._update_row("model_versions", version, {"status": status},
+                             f"no model version {version!r}")
 
         self._write(update)
 
@@ -726,40 +816,54 @@ class ReplayStore:
     def forget_seq(self) -> int:
         """How many `delete_interactions` transactions this database has seen (a cheap
         signal for a running service that rows it may have learned are gone)."""
-        with self._lock:
-            row = self.db.execute("SELECT value FROM meta WHERE key = 'forget_seq'").fetchone()
-        return int(row[0]) if row else 0
+        value = self._meta("forget_seq")
+        return 0 if value is None else int(value)
 
-    def interaction_ids(self) -> set[int]:
-        """Every stored interaction id."""
+    def stored_schema_version(self) -> int | None:
+        """``meta.schema_version`` of the open database (None if the row is gone)."""
+        value = self._meta("schema_version")
+        return None if value is None else int(value)
+
+    def _meta(self, key: str) -> str | None:
         with self._lock:
-            return {int(r[0]) for r in self.db.execute("SELECT id FROM interactions")}
+            try:
+                return self.db["meta"].get(key)["value"]
+            except sqlite_utils.db.NotFoundError:
+                return None
+
+    def interaction_ids(self, among: Iterable[int] | None = None) -> set[int]:
+        """Every stored interaction id (only those `among` the given ids, if given)."""
+        where, params = None, []
+        if among is not None:
+            params = [int(i) for i in among]
+            if not params:
+                return set()
+            where = f"id IN ({_marks(params)})"
+        with self._lock:
+            return {int(r["id"]) for r in self.db["interactions"].rows_where(
+                where, params, select="id")}
 
     def set_model_metrics(self, version: str, metrics: dict[str, Any]) -> None:
         """Replace a version's metrics (e.g. to mark its checkpoint pruned)."""
-        with self._lock, self.db.atomic():
-            cur = self.db.execute("UPDATE model_versions SET metrics = ? WHERE version = ?",
-                                  [json.dumps(metrics, sort_keys=True), version])
-            if cur.rowcount != 1:
-                raise NotFoundError(f"no model version {version!r}")
+        values = {"metrics": json.dumps(metrics, sort_keys=True)}
+        self._write(lambda: self._update_row("model_versions", version, values,
+                                             f"no model version {version!r}"))
 
     def delete_model_version(self, version: str) -> None:
         """Remove a version row (only for debris: a candidate whose writer died)."""
-        with self._lock, self.db.atomic():
-            self.db.execute("DELETE FROM model_versions WHERE version = ? AND status = "
-                            "'candidate'", [version])
+        self._write(lambda: self.db["model_versions"].delete_where(
+            "version = ? AND status = 'candidate'", [version]))
 
     def model_versions(self) -> list[ModelVersion]:
         """All model versions in the order they were made (rowid; ``created_ts`` is the
         clock of whoever made them, e.g. a replay's simulated time)."""
         with self._lock:
-            return [_model(r) for r in self.db.query(
-                "SELECT * FROM model_versions ORDER BY rowid")]
+            return [_model(r) for r in self.db["model_versions"].rows_where(order_by="rowid")]
 
     def active_model_version(self) -> ModelVersion | None:
         """The active model version, if any."""
         with self._lock:
-            rows = list(self.db.query("SELECT * FROM model_versions WHERE status = 'active'"))
+            rows = list(self.db["model_versions"].rows_where("status = 'active'"))
         return _model(rows[0]) if rows else None
 
     def close(self) -> None:
@@ -772,6 +876,83 @@ class ReplayStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# --- whole database files -------------------------------------------------------------------
+def file_schema_version(path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> int:
+    """The schema version of the database file at `path`, read on a read-only connection
+    (the file is not changed). `SchemaError`: not an edge-plm database;
+    `sqlite3.DatabaseError`: not a readable SQLite database."""
+    conn = sqlite3.connect(ro_uri(Path(path)), uri=True, timeout=busy_timeout_ms / 1000)
+    try:
+        return schema_version(sqlite_utils.Database(conn))
+    finally:
+        conn.close()
+
+
+def copy_database(src: str | Path, target: str | Path,
+                  busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> dict[str, Any]:
+    """Copy the live database at `src` into the file `target` and check the copy.
+
+    The whole copy is one step of `sqlite3.Connection.backup` on a read-only connection: in
+    WAL mode that is a read transaction, so it is one snapshot and the service keeps writing
+    meanwhile (a step-wise backup would restart whenever the service commits). The copy is
+    switched to a self-contained rollback journal, then checked: returns ``integrity_check``,
+    ``schema_version`` and the row counts. `StoreError` when ``PRAGMA integrity_check``
+    fails, `SchemaError` when the copy is not an edge-plm database.
+    """
+    source = _snapshot_source(Path(src), busy_timeout_ms)
+    try:
+        copy = sqlite3.connect(str(target), timeout=busy_timeout_ms / 1000)
+        try:
+            source.backup(copy)  # pages=-1: everything in one step, one snapshot
+            copy.execute("PRAGMA journal_mode = DELETE")
+            return _verify_copy(copy)
+        finally:
+            copy.close()
+    finally:
+        source.close()
+
+
+def _snapshot_source(src: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """A read-only connection to `src`; immutable when its directory is read-only and no
+    writer is active (a WAL database otherwise needs a -shm file it cannot get there)."""
+    source = sqlite3.connect(ro_uri(src), uri=True, timeout=busy_timeout_ms / 1000)
+    try:
+        source.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        try:
+            source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            if not quiet_unwritable(src):
+                raise
+            source.close()
+            return sqlite3.connect(ro_uri(src, immutable=True), uri=True)
+    except BaseException:
+        source.close()
+        raise
+    return source
+
+
+def _verify_copy(conn: sqlite3.Connection) -> dict[str, Any]:
+    problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+    if problems != ["ok"]:
+        raise StoreError("integrity_check of the copy failed: " + "; ".join(problems[:5]))
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        raise SchemaError("the copied database is not an edge-plm database (no meta table)")
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return {"integrity_check": "ok", "schema_version": int(version[0]) if version else None,
+            "interactions": conn.execute("SELECT count(*) FROM interactions").fetchone()[0],
+            "model_versions": conn.execute("SELECT count(*) FROM model_versions").fetchone()[0]}
+
+
+def passes_quick_check(path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> bool:
+    """Whether the database file at `path` opens read-only and passes ``PRAGMA quick_check``."""
+    conn = sqlite3.connect(ro_uri(Path(path)), uri=True, timeout=busy_timeout_ms / 1000)
+    try:
+        return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
 
 
 def row_to_interaction(row: dict[str, Any]) -> Interaction:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import stat
 import subprocess
@@ -34,12 +35,13 @@ def _replay(tmp_path, **lcfg):
 
 def _fill_disk_after(store: ReplayStore, statement: str, n_ok: int) -> None:
     """SQLite answers 'database or disk is full' to `statement` after `n_ok` successes (what
-    a full SD card does; the tmpfs case is benchmarks/bench_faults.py --scenario full-disk)."""
+    a full SD card does; the tmpfs case is benchmarks/bench_faults.py --scenario full-disk).
+    Matched in upper case with identifier quotes ([name], "name") left out."""
     real = store.db.execute
     seen = [0]
 
     def execute(sql, *args, **kw):
-        if sql.lstrip().upper().startswith(statement):
+        if " ".join(re.sub(r'[\[\]"]', "", sql).split()).upper().startswith(statement):
             seen[0] += 1
             if seen[0] > n_ok:
                 raise sqlite3.OperationalError("database or disk is full")

@@ -8,11 +8,12 @@ import stat
 import threading
 
 import pytest
+import sqlite_utils
 
 from edge_plm.policy import Action, LabelSource
 from edge_plm.store import (BUSY_TIMEOUT_MS, BusyError,
     SCHEMA_VERSION, NotFoundError, ReplayStore, SchemaError, StoreError, clean_text,
-    row_to_interaction,
+    row_to_interaction, schema_version,
 )
 
 
@@ -133,6 +134,15 @@ def test_foreign_database_is_refused(tmp_path):
     conn.close()
     with pytest.raises(SchemaError, match="not an edge-plm database"):
         ReplayStore(path)
+
+
+def test_schema_version_decides_on_one_look_at_the_tables():
+    """Another process may create the schema between two looks at the table list (a
+    second look at it made a new file "not an edge-plm database"); one look decides."""
+    db = sqlite_utils.Database(memory=True)
+    looks = iter([[], ["meta", "interactions", "model_versions"]])
+    db.table_names = lambda *a, **k: next(looks)  # type: ignore[method-assign]
+    assert schema_version(db) == 0
 
 
 def test_garbage_file_is_a_clear_error(tmp_path):
