@@ -35,10 +35,10 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_plm.plm.config import get_config  # noqa: E402
-from edge_plm.plm.dialogue import LABEL_INDEX  # noqa: E402
-from edge_plm.plm.switch import Batch, SwitchNet  # noqa: E402
-from edge_plm.plm.tokenizer import CharTokenizer  # noqa: E402
+from edge_plm.switch.config import get_config  # noqa: E402
+from edge_plm.switch.model import LABEL_INDEX  # noqa: E402
+from edge_plm.switch.charnet import Batch, SwitchNet  # noqa: E402
+from edge_plm.switch.tokenizer import CharTokenizer  # noqa: E402
 
 
 def make_batches(rows: list[dict], tok: CharTokenizer, size: int) -> list[Batch]:

@@ -35,7 +35,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_plm.plm.dialogue import SwitchModel  # noqa: E402
+from edge_plm.switch.model import SwitchModel  # noqa: E402
 
 
 def pct(ms: list[float]) -> dict:
@@ -96,7 +96,7 @@ def rss():  # current and peak resident set size, MB (Linux /proc)
     f = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
     return int(f["VmRSS"].split()[0]) / 1024, int(f["VmHWM"].split()[0]) / 1024
 config, data, init = sys.argv[1], sys.argv[2], sys.argv[3] or None
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 from curves import load_jsonl
 rows = load_jsonl(Path(data))
 w = SwitchModel.empty(config)  # warm the kernels (Numba cache) on a throwaway model

@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--config", default="potato")
     args = ap.parse_args()
-    from edge_plm.plm.dialogue import SwitchModel
+    from edge_plm.switch.model import SwitchModel
 
     train = load_jsonl(Path(args.data) / "switch-dev-train.jsonl")[: args.n]
     test = [r["text"] for r in load_jsonl(Path(args.data) / "switch-dev-test.jsonl")]

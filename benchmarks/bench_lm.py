@@ -3,11 +3,11 @@
     python benchmarks/bench_lm.py init     # (a) val ppl at step 0: explicit warm start vs random init
     python benchmarks/bench_lm.py curve --start warm|cold --budget 300   # (b)+(d)+(e) one run
     python benchmarks/bench_lm.py speed    # (c) tokens/s: Numba vs NumPy reference vs PyTorch
-    python benchmarks/bench_lm.py medium --steps 30   # medium (BPE 16K) short run: ppl, tokens/s, memory
+    python benchmarks/bench_lm.py bpe16k --steps 30   # bpe16k (BPE 16K) short run: ppl, tokens/s, memory
     python benchmarks/bench_lm.py report   # benchmarks/results/lm.md from the JSON results
 
 Results: benchmarks/results/lm_*.json. PyTorch is a benchmark-only dependency
-(pip install torch==2.13.0); ``medium`` needs Hugging Face ``tokenizers``. Randomness appears
+(pip install torch==2.13.0); ``bpe16k`` needs Hugging Face ``tokenizers``. Randomness appears
 only here (the cold-start baselines), never in the model path.
 """
 
@@ -32,8 +32,8 @@ from benchinfo import DEFAULT_DATA, shown  # noqa: E402
 
 CORPUS = DEFAULT_DATA / "tinyshakespeare.txt"
 
-from edge_plm.plm.lm_config import get_lm_config  # noqa: E402
-from edge_plm.plm.trainer import Trainer, set_threads  # noqa: E402
+from edge_plm.lm.config import get_lm_config  # noqa: E402
+from edge_plm.lm.trainer import Trainer, set_threads  # noqa: E402
 
 
 def machine() -> dict:
@@ -80,7 +80,7 @@ class ColdTrainer(Trainer):
 
 def cmd_init(args):
     set_threads(args.threads)
-    cfg = get_lm_config("orange")
+    cfg = get_lm_config("char")
     out = {"machine": machine(), "config": cfg.to_dict(), "warm": None, "random": []}
     tr = Trainer(cfg, CORPUS, "/tmp/bench_lm_init", steps=0, progress=False, threads=args.threads)
     log = tr.run()
@@ -96,7 +96,7 @@ def cmd_init(args):
 
 
 def cmd_curve(args):
-    cfg = get_lm_config("orange", eval_every=args.eval_every, checkpoint_every=10**9)
+    cfg = get_lm_config("char", eval_every=args.eval_every, checkpoint_every=10**9)
     cls = Trainer if args.start == "warm" else ColdTrainer
     tr = cls(cfg, CORPUS, f"/tmp/bench_lm_{args.start}", time_budget=args.budget, progress=False,
              threads=args.threads)
@@ -110,15 +110,15 @@ def cmd_curve(args):
 
 
 def _speed(args):
-    from edge_plm.plm import lm_kernels, lm_ref
-    from edge_plm.plm.corpus import batches_from_docs, read_window, split_offsets
-    from edge_plm.plm.lm import SaffuLM
-    from edge_plm.plm.subword import CharVocab
+    from edge_plm.lm import kernels as lm_kernels, reference as lm_ref
+    from edge_plm.lm.corpus import batches_from_docs, read_window, split_offsets
+    from edge_plm.lm.model import SaffuLM
+    from edge_plm.lm.subword import CharVocab
 
     sys.path.insert(0, str(ROOT))
     from torch_saffu import make_step
 
-    cfg = get_lm_config("orange")
+    cfg = get_lm_config("char")
     _, split, _ = split_offsets(CORPUS)
     docs, _ = read_window(CORPUS, 0, split, 200_000)
     tok = CharVocab.train(docs)
@@ -160,16 +160,16 @@ def _speed(args):
                            "note": "forward+backward of one branch batch (no optimiser), best of repeated runs"})
 
 
-def cmd_medium(args):
-    cfg = get_lm_config("medium", checkpoint_every=10**9, eval_every=10**9)
-    tr = Trainer(cfg, CORPUS, "/tmp/bench_lm_medium", steps=args.steps, progress=False, threads=args.threads)
+def cmd_bpe16k(args):
+    cfg = get_lm_config("bpe16k", checkpoint_every=10**9, eval_every=10**9)
+    tr = Trainer(cfg, CORPUS, "/tmp/bench_lm_bpe16k", steps=args.steps, progress=False, threads=args.threads)
     t0 = time.perf_counter()
     log = tr.run()
     log["wall_seconds"] = time.perf_counter() - t0
     log["peak_rss_mb"] = peak_mb()
     log["machine"] = machine()
     log["branch_samples"] = None
-    save("lm_medium.json", log)
+    save("lm_bpe16k.json", log)
 
 
 def main():
@@ -181,14 +181,14 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p = sub.add_parser("speed"); p.add_argument("--batch", type=int, default=128)
     p.add_argument("--threads-list", type=int, nargs="+", default=[1, 2]); p.add_argument("--seconds", type=float, default=2.0)
-    p = sub.add_parser("medium"); p.add_argument("--steps", type=int, default=30); p.add_argument("--threads", type=int, default=1)
+    p = sub.add_parser("bpe16k"); p.add_argument("--steps", type=int, default=30); p.add_argument("--threads", type=int, default=1)
     sub.add_parser("report")
     args = ap.parse_args()
     if args.cmd == "report":
         (RESULTS / "lm.md").write_text(report())
         print((RESULTS / "lm.md").read_text())
         return
-    {"init": cmd_init, "curve": cmd_curve, "speed": _speed, "medium": cmd_medium}[args.cmd](args)
+    {"init": cmd_init, "curve": cmd_curve, "speed": _speed, "bpe16k": cmd_bpe16k}[args.cmd](args)
 
 
 def report() -> str:
@@ -199,7 +199,7 @@ def report() -> str:
 
     L = ["## Language model (SAFFU LM, desktop trainer, issue #6)", ""]
     init, warm, cold, speed, med = (load(n) for n in ("lm_init.json", "lm_curve_warm.json", "lm_curve_cold.json",
-                                                      "lm_speed.json", "lm_medium.json"))
+                                                      "lm_speed.json", "lm_bpe16k.json"))
     m = (warm or init or speed or {}).get("machine", {})
     L += [f"Machine: {m.get('cores')} cores ({m.get('cpu')}), Python {m.get('python')}; **shared and busy** "
           f"(load average {m.get('loadavg_at_start')} at start, 2-core box): timings are pessimistic and noisy. "
@@ -213,14 +213,14 @@ def report() -> str:
     if speed:
         L += _speed_section(speed)
     if med:
-        L += _medium_section(med)
-    L += _memory_section({"orange warm run": warm, "orange cold run": cold, "medium smoke run": med})
+        L += _bpe16k_section(med)
+    L += _memory_section({"char warm run": warm, "char cold run": cold, "bpe16k smoke run": med})
     return "\n".join(L) + "\n"
 
 
 def _init_section(init: dict) -> list[str]:
     """(a) validation perplexity at step 0."""
-    L = ["### (a) Validation perplexity at step 0: explicit warm start vs random initialisation (orange)", "",
+    L = ["### (a) Validation perplexity at step 0: explicit warm start vs random initialisation (char)", "",
          "`python benchmarks/bench_lm.py init --seeds 3`", "",
          "| start | val loss (nats/char) | val ppl |", "|---|---|---|",
          f"| explicit warm start ({init['warm']['warm_tokens']:,} tokens, {init['warm']['warm_seconds']:.0f} s) | "
@@ -234,7 +234,7 @@ def _init_section(init: dict) -> list[str]:
 
 def _curve_sections(warm: dict, cold: dict) -> list[str]:
     """(b) loss against wall-clock, warm and cold; (d) next to nanoGPT."""
-    L = ["### (b) Validation loss vs training wall-clock, same budget (orange, 300 s each, run concurrently)", "",
+    L = ["### (b) Validation loss vs training wall-clock, same budget (char, 300 s each, run concurrently)", "",
          "`python benchmarks/bench_lm.py curve --start warm --budget 300` and `--start cold` "
          "(cold = same trainer, Xavier-normal random parameters seed 0, no warm start). Training time "
          "includes the warm start and the thaw-phase cache rebuilds, not evaluation "
@@ -259,7 +259,7 @@ def _curve_sections(warm: dict, cold: dict) -> list[str]:
     L += ["### (d) Char-level validation loss next to nanoGPT's CPU Shakespeare-char reference", "",
           "| model | parameters | val loss | training wall-clock |", "|---|---|---|---|",
           "| nanoGPT shakespeare-char, CPU settings (README) | ~0.8M | ~1.88 | ~3 min on a laptop CPU (per its README) |",
-          f"| SAFFU LM orange, warm start + freeze + thaw | {warm['params']:,} (+{warm['params_with_embedding'] - warm['params']:,} "
+          f"| SAFFU LM char, warm start + freeze + thaw | {warm['params']:,} (+{warm['params_with_embedding'] - warm['params']:,} "
           f"embedding) | {warm['summary']['final_val_loss']:.3f} | {warm['summary']['train_seconds']:.0f} s train "
           f"(busy 2-core box, 1 thread) |", "",
           "Not comparable in context: our contexts stop at paragraph boundaries (<=128 chars back), nanoGPT's "
@@ -272,7 +272,7 @@ def _speed_section(speed: dict) -> list[str]:
     """(c) training throughput of one branch."""
     L = ["### (c) Training throughput of one branch: Numba vs NumPy reference vs PyTorch CPU", "",
          "`python benchmarks/bench_lm.py speed` — forward + backward of one bucketed batch (128 samples, "
-         "orange shapes: 8 heads, b=16, hidden 512, V=68), best of repeated runs, same thread count for "
+         "char shapes: 8 heads, b=16, hidden 512, V=68), best of repeated runs, same thread count for "
          "BLAS, Numba and torch (`torch.set_num_threads`).", "",
          "| threads | width | Numba tok/s | NumPy tok/s | PyTorch tok/s | Numba / NumPy | Numba / PyTorch |",
          "|---|---|---|---|---|---|---|"]
@@ -287,11 +287,11 @@ def _speed_section(speed: dict) -> list[str]:
     return L
 
 
-def _medium_section(med: dict) -> list[str]:
-    """The medium (BPE 16K) smoke run."""
+def _bpe16k_section(med: dict) -> list[str]:
+    """The bpe16k (BPE 16K) smoke run."""
     s = med["summary"]
-    L = ["### medium (BPE 16K) smoke run", "",
-         "`python benchmarks/bench_lm.py medium --steps 30`", "",
+    L = ["### bpe16k (BPE 16K) smoke run", "",
+         "`python benchmarks/bench_lm.py bpe16k --steps 30`", "",
          f"vocabulary {med['vocab']:,}, {med['params']:,} parameters (+{med['params_with_embedding'] - med['params']:,} "
          f"embedding), widths {med['config']['widths']}; tokenizer training {med['tokenizer_seconds']:.0f} s; warm start "
          f"{med['warm_start']['seconds']:.0f} s on {med['warm_start']['tokens']:,} tokens; "

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import DEFAULT_DATA, header, markdown_table, write_result  # noqa: E402
 from curves import load_switch_dev  # noqa: E402
 
-from edge_plm.plm.dialogue import SwitchModel  # noqa: E402
+from edge_plm.switch.model import SwitchModel  # noqa: E402
 from edge_plm.settings import Settings  # noqa: E402
 
 NONSENSE = ["zxqv blorf gnarp", "quaxe vlimph drozzle", "krrt mnemb fyxl", "ploo ghuzz vexterim"]

@@ -10,7 +10,7 @@ Usage (from the repo root):
 starting model before any label); e.g. --init models/switch-en.npz.
 
 --asr uses benchmarks/data/switch-dev-{train,test}.asr.jsonl (ASR transcripts of the same
-utterances, see asr_transcripts.py). --set overrides PLMConfig fields (e.g. --set lr=0.02).
+utterances, see asr_transcripts.py). --set overrides SwitchConfig fields (e.g. --set lr=0.02).
 --order-scheme pyrandom (default) is the scheme docs/design.md's baseline table was made with.
 """
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from edge_plm.device import Devices
 from edge_plm.learner import Learner
 from edge_plm.policy import Action, Decision, Policy, Resolution, Step
-from edge_plm.policy import Prediction as PolicyPrediction
+from edge_plm.policy import Prediction
 from edge_plm.settings import Settings
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.transcript import cap_transcript
@@ -34,7 +34,7 @@ from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
 from edge_plm.voice.endpoint import Endpointer
 
 if TYPE_CHECKING:
-    from edge_plm.plm.dialogue import Prediction
+    from edge_plm.switch.model import SwitchPrediction
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class Controller:
             raise _Rejected(msg, tr.backend, keep_audio=True)
         return text
 
-    def _record_prediction(self, text: str, tr: Transcript, pred: Prediction,
+    def _record_prediction(self, text: str, tr: Transcript, pred: SwitchPrediction,
                            watch: Stopwatch) -> int:
         """The interaction's row, stored before the policy runs (an unstored one is not acted on)."""
         return self.store.add_interaction(
@@ -263,12 +263,12 @@ class Controller:
             model_version=self.learner.version, latency_audio_ms=watch.ms["audio"],
             latency_asr_ms=watch.ms["asr"], latency_model_ms=watch.ms["model"])
 
-    def _decide(self, iid: int, text: str, pred: Prediction) -> tuple[Step, float]:
+    def _decide(self, iid: int, text: str, pred: SwitchPrediction) -> tuple[Step, float]:
         """The policy's step for this utterance (closing the previous interaction), and when."""
         now = self._clock()
         dist = {a: _clamp(v) for a, v in (pred.distribution or {}).items()}
         step = self.policy.on_utterance(
-            iid, PolicyPrediction(Action(pred.action), _clamp(pred.confidence), dist or None),
+            iid, Prediction(Action(pred.action), _clamp(pred.confidence), dist or None),
             self.devices.relay.is_on, now)
         self._resolve_all(step.closed)
         self._open_texts[iid] = text
@@ -287,7 +287,7 @@ class Controller:
             self.devices.ask()
         return driven
 
-    def _record_decision(self, iid: int, utt: Utterance, text: str, pred: Prediction, step: Step,
+    def _record_decision(self, iid: int, utt: Utterance, text: str, pred: SwitchPrediction, step: Step,
                          driven: Action | None, latency: Latency) -> Outcome:
         """The decision, the action and the rest of the latency into the interaction's row."""
         audio_path = self._keep_audio(iid, utt)

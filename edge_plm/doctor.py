@@ -361,7 +361,7 @@ def _database_file(path: Path, who: str, own: str) -> Check | str:
 # --- Numba cache ------------------------------------------------------------------------------
 def _device_kernel_module():
     """The module of the Numba kernels the device's switch model runs (the unit network's)."""
-    from edge_plm.plm import unit_kernels  # noqa: PLC0415
+    from edge_plm.switch import unit_kernels  # noqa: PLC0415
 
     return unit_kernels
 
@@ -454,7 +454,7 @@ def warm_numba_cache(config: str = "potato") -> dict[str, Any]:
     """Compile every Numba kernel into the cache: a tiny observe/learn/predict on an empty model."""
     from numba.core import config as nb_config  # noqa: PLC0415
 
-    from edge_plm.plm.dialogue import SwitchModel  # noqa: PLC0415
+    from edge_plm.switch.model import SwitchModel  # noqa: PLC0415
 
     t0 = time.perf_counter()
     model = SwitchModel.empty(config, seed=0)  # learn runs the refinement kernel

@@ -17,10 +17,10 @@ from edge_plm.actions import ACTIONS
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.transcript import DEFAULT_MAX_CHARS, cap_transcript
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 
 
-class DataError(ValueError):
+class EvalDataError(ValueError):
     """A JSONL file is missing or has a bad line."""
 
 
@@ -31,15 +31,15 @@ def read_labelled_jsonl(path: str | Path) -> list[dict]:
     try:
         for no, row in read_objects(path, shape='an object with a "text" string'):
             if not isinstance(row.get("text"), str):
-                raise DataError(f'{path}:{no}: expected an object with a "text" string')
+                raise EvalDataError(f'{path}:{no}: expected an object with a "text" string')
             label_of(path, no, row)
             if len(row["text"]) > DEFAULT_MAX_CHARS:  # as the loop would see it
                 row["text"] = cap_transcript(row["text"], DEFAULT_MAX_CHARS, f"{path}:{no}")
             rows.append(row)
     except JsonlError as exc:
-        raise DataError(str(exc)) from exc
+        raise EvalDataError(str(exc)) from exc
     if not rows:
-        raise DataError(f"{path}: no examples")
+        raise EvalDataError(f"{path}: no examples")
     return rows
 
 
@@ -71,21 +71,21 @@ def parse_budgets(text: str) -> list[int]:
     try:
         budgets = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError as exc:
-        raise DataError(f"--budgets must be comma-separated integers, got {text!r}") from exc
+        raise EvalDataError(f"--budgets must be comma-separated integers, got {text!r}") from exc
     if not budgets or budgets[0] < 0:
-        raise DataError("--budgets must be integers >= 0 (0: score before any label)")
+        raise EvalDataError("--budgets must be integers >= 0 (0: score before any label)")
     return budgets
 
 
 def load_init(path: str | Path, model_config: str | None = None) -> SwitchModel:
     """The starting model of ``eval --init``: a switch-model checkpoint (of `model_config`, when
-    given). Raises DataError with a one-line reason when it cannot be used."""
+    given). Raises EvalDataError with a one-line reason when it cannot be used."""
     try:
         model = SwitchModel.load(path)
     except CheckpointError as exc:
-        raise DataError(f"--init: {exc}") from exc
+        raise EvalDataError(f"--init: {exc}") from exc
     if model_config is not None and model.config.name != model_config:
-        raise DataError(f"--init: {path} is a {model.config.name} model, not {model_config}")
+        raise EvalDataError(f"--init: {path} is a {model.config.name} model, not {model_config}")
     return model
 
 

@@ -33,7 +33,7 @@ LATENCY_PARTS = ("audio", "asr", "model", "actuator", "total")
 PERCENTILES = (50, 90, 95, 99)
 
 
-class DataError(RuntimeError):
+class UserError(RuntimeError):
     """A problem the person can fix (missing database, bad argument, unknown id...)."""
 
 
@@ -42,7 +42,7 @@ def open_store(path: str | Path, write: bool = False,
                busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> ReplayStore:
     """The replay buffer at `path`: read-only unless `write`; never creates a database.
 
-    Raises `DataError` (missing, unreadable) or `StoreError`/`SchemaError` (not an edge-plm
+    Raises `UserError` (missing, unreadable) or `StoreError`/`SchemaError` (not an edge-plm
     database, newer schema) with a message meant for the person.
     """
     path = Path(path)
@@ -50,15 +50,15 @@ def open_store(path: str | Path, write: bool = False,
         hint = ""
         if path != SERVICE_DB and SERVICE_DB.exists():
             hint = f"; the service's database is {SERVICE_DB} (use --db {SERVICE_DB})"
-        raise DataError(f"no database at {path}: nothing recorded yet (has the service or a "
+        raise UserError(f"no database at {path}: nothing recorded yet (has the service or a "
                         f"replay run?), or give its path with --db{hint}")
     if path.is_dir():
-        raise DataError(f"{path} is a directory, not a database file")
+        raise UserError(f"{path} is a directory, not a database file")
     if write and read_only_fs(path):
-        raise DataError(f"{path} is on a read-only file system: it cannot be changed here")
+        raise UserError(f"{path} is on a read-only file system: it cannot be changed here")
     if not os.access(path, os.R_OK | (os.W_OK if write else 0)):
         owner = _owner(path)
-        raise DataError(f"permission denied: {path} (mode {path.stat().st_mode & 0o777:o}, "
+        raise UserError(f"permission denied: {path} (mode {path.stat().st_mode & 0o777:o}, "
                         f"owner {owner}); run the command as that user, e.g. "
                         f"`sudo -u {owner} edge-plm ...`")
     return ReplayStore(path, busy_timeout_ms=busy_timeout_ms, read_only=not write)
@@ -105,7 +105,7 @@ def parse_time(text: str, now: float | None = None) -> float:
         return datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s
                                       ).timestamp()
     except ValueError:
-        raise DataError(f"cannot read the time {text!r}: use an ISO date or time "
+        raise UserError(f"cannot read the time {text!r}: use an ISO date or time "
                         "(2024-05-01, 2024-05-01T18:30, 2024-05-01 18:30:00+02:00) or an age "
                         "(90s, 15m, 2h, 1d, 1w), today, yesterday") from None
 
@@ -141,7 +141,7 @@ def _label_filter(label: str | None) -> dict[str, Any]:
     if label.lower() == "none":
         return {"labeled": False}
     if label.upper() not in LABELS:
-        raise DataError(f"--label must be one of {', '.join(LABELS)} or none, got {label!r}")
+        raise UserError(f"--label must be one of {', '.join(LABELS)} or none, got {label!r}")
     return {"label": label.upper()}
 
 
@@ -460,7 +460,7 @@ def select_for_forget(store: ReplayStore, ids: list[int], before: float | None,
                       everything: bool) -> list[int]:
     """The ids `forget` would delete (all of `ids` must exist)."""
     if sum(bool(x) for x in (ids, before is not None, everything)) != 1:
-        raise DataError("say what to forget: interaction IDs, --before TIME or --all "
+        raise UserError("say what to forget: interaction IDs, --before TIME or --all "
                         "(exactly one of them)")
     if everything or before is not None:
         return store.ids_in_order(before=before)
@@ -468,7 +468,7 @@ def select_for_forget(store: ReplayStore, ids: list[int], before: float | None,
     found = store.interaction_ids(among=wanted)
     missing = [i for i in wanted if i not in found]
     if missing:
-        raise DataError(f"no interaction with id {', '.join(map(str, missing))}")
+        raise UserError(f"no interaction with id {', '.join(map(str, missing))}")
     return wanted
 
 
@@ -497,7 +497,7 @@ def find_version(store: ReplayStore, version: str) -> ModelVersion:
         if v.version == version:
             return v
     known = ", ".join(v.version for v in versions_in_order(store)) or "none yet"
-    raise DataError(f"no model version {version!r} (versions: {known})")
+    raise UserError(f"no model version {version!r} (versions: {known})")
 
 
 def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
@@ -535,7 +535,7 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
     One snapshot while the service keeps writing (`store.copy_database`), written to a
     temporary file in the destination directory (0600), checked (``PRAGMA integrity_check``,
     schema version, row counts), fsynced and renamed into place; the copy in place must then
-    pass ``quick_check``. `DataError` for what the person can fix, `StoreError` when the copy
+    pass ``quick_check``. `UserError` for what the person can fix, `StoreError` when the copy
     fails its integrity check.
     """
     src = Path(src)
@@ -550,12 +550,12 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
         os.replace(tmp, dest)
         _fsync(dest.parent)
     except sqlite3.DatabaseError as exc:
-        raise DataError(f"backup of {src} failed: {exc}") from exc
+        raise UserError(f"backup of {src} failed: {exc}") from exc
     finally:
         if tmp.exists():
             tmp.unlink()
     if not passes_quick_check(dest, busy_timeout_ms):  # the copy in place opens on its own
-        raise DataError(f"{dest}: the copy does not pass quick_check")
+        raise UserError(f"{dest}: the copy does not pass quick_check")
     return {"source": str(src), "backup": str(dest), "bytes": dest.stat().st_size,
             "seconds": round(time.perf_counter() - started, 3), **verified}
 
@@ -563,16 +563,16 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
 def _backup_destination(src: Path, dest: Path, overwrite: bool) -> Path:
     """The file a backup of `src` goes to (`dest`, or `src`'s name inside directory `dest`)."""
     if not src.exists():
-        raise DataError(f"no database at {src}: nothing to back up (give its path with --db)")
+        raise UserError(f"no database at {src}: nothing to back up (give its path with --db)")
     if dest.is_dir():
         dest = dest / src.name
     if dest.exists():
         if dest.resolve() == src.resolve():
-            raise DataError(f"{dest} is the database itself")
+            raise UserError(f"{dest} is the database itself")
         if not overwrite:
-            raise DataError(f"{dest} exists; not overwritten (use --force)")
+            raise UserError(f"{dest} exists; not overwritten (use --force)")
     if not dest.parent.is_dir():
-        raise DataError(f"directory {dest.parent} does not exist")
+        raise UserError(f"directory {dest.parent} does not exist")
     return dest
 
 
@@ -585,7 +585,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["DataError", "SchemaError", "StoreError", "all_rows", "backup", "checkpoints_dir",
+__all__ = ["UserError", "SchemaError", "StoreError", "all_rows", "backup", "checkpoints_dir",
            "db_bytes", "export_csv", "export_jsonl", "find_version", "forget", "iso",
            "labels_of", "learning_curve", "log_rows", "max_id", "model_detail", "model_record",
            "open_store", "parse_time", "record", "rows_after", "select_for_forget",

@@ -20,10 +20,10 @@ def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
             rebuild: bool = False, checkpoints: Optional[Path] = None) -> dict[str, Any]:
     """Give `interaction` the label `label` (source "manual") and learn it: the active model
     takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
-    the database). An interaction without a transcript is a `q.DataError`."""
+    the database). An interaction without a transcript is a `q.UserError`."""
     row = store.get(interaction)
     if row.error is not None or not row.transcript.strip():
-        raise q.DataError(f"interaction {interaction} has no transcript"
+        raise q.UserError(f"interaction {interaction} has no transcript"
                           + (f" (error: {row.error})" if row.error else "") + ": nothing to label")
     result: dict[str, Any] = {
         "id": row.id, "transcript": row.transcript, "label": label, "label_source": "manual",

@@ -25,8 +25,8 @@ import numpy as np
 from edge_plm import learning_state as state
 from edge_plm.evaluation import balanced_accuracy, confusion
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.dialogue import Prediction, SwitchModel
-from edge_plm.plm.tokenizer import ACTIONS
+from edge_plm.switch.model import SwitchPrediction, SwitchModel
+from edge_plm.switch.tokenizer import ACTIONS
 from edge_plm.settings import ModelConfig
 from edge_plm.store import ModelVersion, ReplayStore
 
@@ -322,7 +322,7 @@ class Learner:
         return self._window.count
 
     # --- the loop's calls ---------------------------------------------------------------
-    def predict(self, text: str) -> Prediction:
+    def predict(self, text: str) -> SwitchPrediction:
         """The live model's prediction for a transcript (after a cheap check, at most every
         ``sync_every_s`` seconds, that no other process made another version active)."""
         self.poll()

@@ -62,7 +62,7 @@ def should_learn(row: LabelRow, fraction: float, held: bool) -> bool:
 
 def model_labels(model: Any, keys: dict[int, int]) -> dict[int, str]:
     """interaction id -> label the model holds for it (forgotten examples left out)."""
-    from edge_plm.plm.tokenizer import ACTIONS  # noqa: PLC0415
+    from edge_plm.switch.tokenizer import ACTIONS  # noqa: PLC0415
 
     live = set(model.live_keys())
     return {iid: ACTIONS[model.examples[k][1]] for iid, k in keys.items() if k in live}
@@ -101,7 +101,7 @@ def unlearned_in_active(store: ReplayStore, fraction: float) -> int | None:
     examples it holds that are no longer learnable (None: no active version or it cannot be
     read). With no version at all, every learnable label counts."""
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
-    from edge_plm.plm.dialogue import SwitchModel  # noqa: PLC0415
+    from edge_plm.switch.model import SwitchModel  # noqa: PLC0415
 
     active = store.active_model_version()
     if active is None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from edge_plm.learner import HoldoutScore, Learner, LearnerConfig
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.config import CONFIGS
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.config import CONFIGS
+from edge_plm.switch.model import SwitchModel
 from edge_plm.store import ReplayStore
 
 # the fields that shape the network's arrays: a checkpoint must agree on all of them

@@ -209,7 +209,7 @@ GPIO_PINS = range(0, 28)
 
 
 def _known_model_configs() -> list[str]:
-    from edge_plm.plm.config import CONFIGS  # noqa: PLC0415 - plain dataclasses, no kernels
+    from edge_plm.switch.config import CONFIGS  # noqa: PLC0415 - plain dataclasses, no kernels
 
     return sorted(CONFIGS)
 

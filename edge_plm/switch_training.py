@@ -30,8 +30,8 @@ import numpy as np
 from edge_plm.evaluation import balanced_accuracy, confusion
 from edge_plm.jsonl import JsonlError, read_objects
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.dialogue import LABEL_INDEX, SwitchModel
-from edge_plm.plm.tokenizer import ACTIONS
+from edge_plm.switch.model import LABEL_INDEX, SwitchModel
+from edge_plm.switch.tokenizer import ACTIONS
 
 PHASE = "frozen"  # the epoch records' phase: refinement with the embeddings as they are
 LOG_NAME = "train_log.json"

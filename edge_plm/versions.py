@@ -22,7 +22,7 @@ def learner_setup(store, settings, db_path: Path,
 def rollback(store, settings, db_path: Path, version: str,
              checkpoints: Optional[Path] = None) -> dict[str, Any]:
     """Make the saved `version` active: ``{"version", "previous", "changed"}``. A version
-    whose checkpoint does not load is a `q.DataError`, and nothing changes."""
+    whose checkpoint does not load is a `q.UserError`, and nothing changes."""
     target = q.find_version(store, version)
     active = store.active_model_version()
     previous = active.version if active else None
@@ -31,7 +31,7 @@ def rollback(store, settings, db_path: Path, version: str,
     try:
         Learner(store, *learner_setup(store, settings, db_path, checkpoints)).rollback(target.version)
     except CheckpointError as exc:
-        raise q.DataError(f"cannot roll back to {version}: {exc}; nothing changed"
+        raise q.UserError(f"cannot roll back to {version}: {exc}; nothing changed"
                           + (" (rolled-back candidates are never saved)"
                              if target.status == "rolled_back" and not target.path else "")) from exc
     return {"version": version, "previous": previous, "changed": True}

@@ -7,9 +7,9 @@ import sqlite3
 import pytest
 
 from edge_plm import actions, jsonl, store
-from edge_plm.plm import switch, unitnet
-from edge_plm.plm.dialogue import SwitchModel
-from edge_plm.plm.tokenizer import ACTION_IDS, RESERVED, CharTokenizer
+from edge_plm.switch import charnet, unitnet
+from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.tokenizer import ACTION_IDS, RESERVED, CharTokenizer
 from edge_plm.policy import Action
 
 
@@ -23,7 +23,7 @@ def test_registry_is_the_current_three_actions():
 
 
 def test_every_layer_reads_the_registry():
-    assert switch.N_ACTIONS == unitnet.N_ACTIONS == actions.N_ACTIONS
+    assert charnet.N_ACTIONS == unitnet.N_ACTIONS == actions.N_ACTIONS
     assert tuple(RESERVED[i] for i in ACTION_IDS) == actions.TOKENS
     assert CharTokenizer().tokens[len(RESERVED) - actions.N_ACTIONS:] == list(actions.TOKENS)
     assert jsonl.LABELS == store.LABELS == actions.ACTIONS

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edge_plm.plm.bitcipher import bit_cipher, code_patterns, embedding_hash, min_bits, radial_refine
-from edge_plm.plm.tokenizer import (
+from edge_plm.switch.tokenizer import (
     ACTION_IDS, DEVICE, PAD, RESERVED, SEP, UNK, USER, CharTokenizer, normalize,
 )
 

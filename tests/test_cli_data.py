@@ -112,7 +112,7 @@ def test_parse_time_forms():
     assert q.parse_time("2024-05-01T00:00:00Z") == 1714521600.0
     assert q.parse_time("2024-05-01") == datetime(2024, 5, 1).timestamp()
     assert q.parse_time("today", now) <= now
-    with pytest.raises(q.DataError):
+    with pytest.raises(q.UserError):
         q.parse_time("soon")
 
 

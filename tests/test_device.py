@@ -11,8 +11,8 @@ import pytest
 from gpiozero.pins.mock import MockFactory
 
 from edge_plm import actions
-from edge_plm.device import (MAIN_RELAY, Devices, FlipEvent, PersonSwitch, Relay, RelayConfig, SwitchConfig,
-                             SwitchConfigError)
+from edge_plm.device import (MAIN_RELAY, Devices, FlipEvent, PersonSwitch, Relay, RelayConfig, PersonSwitchConfig,
+                             PersonSwitchConfigError)
 from edge_plm.device import relay as relay_mod
 from edge_plm.device.led import AskBuzzer, NoLed, StatusLed, make_ask_buzzer, make_status_led
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
@@ -204,7 +204,7 @@ def test_sigterm_becomes_system_exit():
 
 # --- switch ------------------------------------------------------------------------------
 def make_switch(factory, clock, mode="toggle", bounce_ms=50, reference=None, pull_up=True):
-    return PersonSwitch(SwitchConfig(SWITCH, mode, pull_up, bounce_ms), factory, clock=clock,
+    return PersonSwitch(PersonSwitchConfig(SWITCH, mode, pull_up, bounce_ms), factory, clock=clock,
                         reference=reference)
 
 
@@ -304,7 +304,7 @@ def test_held_down_button_counts_once_and_is_logged_once(factory, clock, caplog)
     switch = make_switch(factory, clock, "momentary")
     pin = factory.pin(SWITCH)
     pin.drive_low()
-    with caplog.at_level(logging.WARNING, logger="edge_plm.device.switch"):
+    with caplog.at_level(logging.WARNING, logger="edge_plm.device.person_switch"):
         flips = []
         for _ in range(20):  # the controller keeps polling while the button is held for 20 s
             clock.advance(1.0)
@@ -348,9 +348,9 @@ def test_wait_flip_wakes_on_event_from_another_thread(factory, clock):
 
 
 def test_bad_switch_mode_is_rejected(factory, clock):
-    from edge_plm.device import SwitchConfigError
+    from edge_plm.device import PersonSwitchConfigError
 
-    with pytest.raises(SwitchConfigError, match="mode"):
+    with pytest.raises(PersonSwitchConfigError, match="mode"):
         make_switch(factory, clock, "rocker")
 
 
@@ -500,7 +500,7 @@ def test_named_relays_need_their_own_pins_and_names(clock):
 def test_a_second_relay_is_closed_when_a_later_device_fails(clock):
     factory = MockFactory()
     cfg = GpioConfig(switch_mode="bogus")  # the switch refuses its config after the relays exist
-    with pytest.raises(SwitchConfigError, match="bogus"):
+    with pytest.raises(PersonSwitchConfigError, match="bogus"):
         Devices.from_config(cfg, clock=clock, factory=factory, install_exit_handlers=False,
                             extra_relays={"fan": RelayConfig(pin=23, active_high=False)})
     # both relays were released (gpiozero returns a closed output to an input) in their safe state

@@ -19,7 +19,7 @@ from edge_plm.config_file import default_config_toml
 from edge_plm.device.pins import PinFactoryError
 
 Usage = namedtuple("Usage", "total used free")
-KERNELS = ["_batch_loss_grad"]  # edge_plm.plm.unit_kernels: what the device runs
+KERNELS = ["_batch_loss_grad"]  # edge_plm.switch.unit_kernels: what the device runs
 
 
 class FakeSoundDevice:

@@ -119,7 +119,7 @@ def test_eval_missing_file_and_bad_budgets(tmp_path, small):
 def test_eval_budget_zero_scores_the_start(tmp_path, small):
     """Budget 0: an empty model scores a uniform guess (every prediction the first action);
     from --init the checkpoint's own predictions, before any label of TRAIN."""
-    from edge_plm.plm.dialogue import SwitchModel
+    from edge_plm.switch.model import SwitchModel
 
     res = _run("--train", small, "--test", small, "--budgets", "0,6", "--json")
     assert res.exit_code == 0, res.output

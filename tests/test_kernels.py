@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from edge_plm.plm import kernels, saffu
-from edge_plm.plm.switch import Batch
+from edge_plm.switch.charnet import Batch
 
 from _plm_util import copy_params, random_net, random_sequences
 
@@ -211,12 +211,12 @@ def test_row_reductions_match_numpy(n):
 
 @pytest.mark.parametrize("n", [1, 3, 16, 257])
 def test_softmax_inplace_matches_the_numpy_softmax(n):
-    """_softmax_inplace (global block, LM trainer rows) == saffu.softmax, also on a row view."""
+    """softmax_inplace (global block, LM trainer rows) == saffu.softmax, also on a row view."""
     from edge_plm.plm.saffu import softmax
 
     rng = np.random.default_rng(n)
     x = rng.normal(size=(2, n)) * 30
     expect = softmax(x[1])
-    kernels._softmax_inplace(x[1])
+    kernels.softmax_inplace(x[1])
     np.testing.assert_allclose(x[1], expect, rtol=1e-12, atol=1e-300)
     assert x[1].sum() == pytest.approx(1.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 from edge_plm.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
 from edge_plm.settings import ConfigError, ModelConfig, parse
 from edge_plm.store import ReplayStore

@@ -10,10 +10,10 @@ import pytest
 
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.corpus import BatchStream, split_offsets
-from edge_plm.plm.lm_checkpoint import LMPredictor, load_lm
-from edge_plm.plm.subword import CharVocab
-from edge_plm.plm.trainer import Trainer
+from edge_plm.lm.corpus import BatchStream, split_offsets
+from edge_plm.lm.checkpoint import LMPredictor, load_lm
+from edge_plm.lm.subword import CharVocab
+from edge_plm.lm.trainer import Trainer
 
 from _lm_util import TEXT, tiny_config, write_corpus
 
@@ -69,7 +69,7 @@ def test_checkpoint_loads_in_the_device_predictor(tmp_path):
 
 
 def test_incompatible_checkpoints_are_rejected_clearly(tmp_path):
-    from edge_plm.plm.dialogue import SwitchModel
+    from edge_plm.switch.model import SwitchModel
 
     _run(tmp_path, "run", steps=2)
     path = tmp_path / "run" / "checkpoint.npz"
@@ -112,7 +112,7 @@ def test_char_tokenizer_round_trips():
 
 def test_bpe_tokenizer_round_trips(tmp_path):
     pytest.importorskip("tokenizers")
-    from edge_plm.plm.subword import BPEVocab, tokenizer_from_json
+    from edge_plm.lm.subword import BPEVocab, tokenizer_from_json
 
     tok = BPEVocab.train(lambda: [TEXT] * 3, 300)
     for text in (TEXT, "Unseen wörds — ünïcode ✓\n\n"):
@@ -145,7 +145,7 @@ def test_cli_train(tmp_path):
     from edge_plm.cli import app
 
     corpus = write_corpus(tmp_path)
-    args = ["train", "lm", "--model-config", "orange", "--corpus", str(corpus), "--out", str(tmp_path / "o"), "--steps", "3",
+    args = ["train", "lm", "--model-config", "char", "--corpus", str(corpus), "--out", str(tmp_path / "o"), "--steps", "3",
             "--quiet", "--set", "warm_tokens=200", "--set", "widths=4,8,16", "--set", "hidden=16",
             "--set", "heads=2", "--set", "positional_heads=1", "--set", "batch_size=8"]
     res = CliRunner().invoke(app, args)
@@ -154,4 +154,4 @@ def test_cli_train(tmp_path):
     res = CliRunner().invoke(app, args + ["--resume", "--steps", "5"])
     assert res.exit_code == 0, res.output
     bad = CliRunner().invoke(app, ["train", "lm", "--model-config", "nope", "--corpus", str(corpus), "--steps", "1"])
-    assert bad.exit_code == 2 and "--model-config" in bad.output and "'nope' is not one of 'orange', 'medium'" in bad.output
+    assert bad.exit_code == 2 and "--model-config" in bad.output and "'nope' is not one of 'char', 'bpe16k'" in bad.output

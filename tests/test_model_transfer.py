@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _data_util import cli, js, query
 
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 
 pytestmark = pytest.mark.usefixtures("no_user_config")  # tests use conftest's demo database (db)
 
@@ -77,9 +77,9 @@ def test_import_rejects_foreign_checkpoints(db, tmp_path):
     odd.learn("lamp on", "ON")
     res = cli("model", "import", str(odd.save(tmp_path / "odd.npz")), "--db", db)
     assert res.exit_code == 2 and "another potato structure: unit_max_n=4" in res.stderr
-    from edge_plm.plm.config import PLMConfig
+    from edge_plm.switch.config import SwitchConfig
 
-    banana = SwitchModel.empty(PLMConfig(name="banana")).save(tmp_path / "banana.npz")
+    banana = SwitchModel.empty(SwitchConfig(name="banana")).save(tmp_path / "banana.npz")
     res = cli("model", "import", str(banana), "--db", db)
     assert res.exit_code == 2 and "'banana', which this edge-plm does not run" in res.stderr
     lm = tmp_path / "lm.npz"  # another kind of edge-plm checkpoint

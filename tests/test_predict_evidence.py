@@ -4,7 +4,7 @@ evidence weighting (``SwitchModel.predict``), and their config checks."""
 import numpy as np
 import pytest
 
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 from edge_plm.settings import ConfigError, parse
 
 

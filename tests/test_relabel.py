@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 
 DATA = [
     ("turn on the lamp", "ON"), ("what time is it", "NOOP"), ("switch the light off", "OFF"),

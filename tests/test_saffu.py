@@ -12,8 +12,8 @@ import pytest
 from edge_plm.plm import saffu
 from edge_plm.plm.bitcipher import bit_cipher
 from edge_plm.plm.cache import ComparisonCache
-from edge_plm.plm.config import PLMConfig
-from edge_plm.plm.switch import PARAM_NAMES, Batch
+from edge_plm.switch.config import SwitchConfig
+from edge_plm.switch.charnet import PARAM_NAMES, Batch
 
 from _plm_util import batch, random_net, random_sequences
 
@@ -269,7 +269,7 @@ def _fd_check(net, b, names, h=1e-5):
         np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-8, err_msg=name)
 
 
-HAS_SHARED_U2 = "shared_u2" in {f.name for f in dataclasses.fields(PLMConfig)}
+HAS_SHARED_U2 = "shared_u2" in {f.name for f in dataclasses.fields(SwitchConfig)}
 
 
 @pytest.mark.parametrize("kernel", BACKENDS)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edge_plm.learner import LearnerConfig
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 from edge_plm.settings import ConfigError, ModelConfig, parse
 from edge_plm.starting_model import StartError, resolve, shipped_path
 

@@ -14,7 +14,7 @@ from edge_plm import inspection as q
 from edge_plm import learning_state as state
 from edge_plm.replay import SessionLine, build_replay, run_session
 from edge_plm.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 from edge_plm.policy import Action
 from edge_plm.settings import Settings
 from edge_plm.store import ReplayStore

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from edge_plm.cli import app
-from edge_plm.plm.dialogue import SwitchModel
+from edge_plm.switch.model import SwitchModel
 from edge_plm.switch_training import SwitchTrainConfig, SwitchTrainer, gradient_epoch
 
 ROWS = [("turn on the light", "ON"), ("lights off please", "OFF"), ("what time is it", "NOOP"),

@@ -1,15 +1,16 @@
-"""The unit network of the switch (units.py, unitnet.py, unit_kernels.py) and the model's
-corrections memory (dialogue.py)."""
+"""The unit network of the switch (switch/units.py, switch/unitnet.py, switch/unit_kernels.py) and the model's
+corrections memory (switch/model.py)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from edge_plm.plm import checkpoint, unit_kernels
+from edge_plm.plm import checkpoint
+from edge_plm.switch import unit_kernels
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.dialogue import SwitchModel
-from edge_plm.plm.units import UnitVocab, unit_strings
+from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.units import UnitVocab, unit_strings
 
 DATA = [("turn on the light", "ON"), ("lights off please", "OFF"), ("what time is it", "NOOP"),
         ("switch the lamp on", "ON"), ("kill the lamp", "OFF"), ("play some jazz", "NOOP"),
@@ -205,7 +206,7 @@ def test_explicit_solution_refuses_negative_statistics():
 
 
 def test_soundex_units_join_words_that_sound_alike():
-    from edge_plm.plm.units import soundex
+    from edge_plm.switch.units import soundex
 
     assert soundex("off") == soundex("of") == "o100"
     assert soundex("robert") == soundex("rupert") == "r163" and soundex("ashcraft") == "a261"

@@ -24,8 +24,8 @@ import typer
 from typer.core import TyperGroup
 
 from edge_plm import inspection as q
-from edge_plm.plm.config import CONFIGS
-from edge_plm.plm.lm_config import LM_CONFIGS
+from edge_plm.switch.config import CONFIGS
+from edge_plm.lm.config import LM_CONFIGS
 from edge_plm.store import LABELS, StoreError
 
 try:  # typer >= 0.20 runs a copy of click of its own
@@ -168,13 +168,13 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     """Error types whose message is meant for a person (each module's own error class)."""
     out: list[type[BaseException]] = []
     for module, name in (("edge_plm.replay", "SessionError"),
-                         ("edge_plm.evaluation", "DataError"),
-                         ("edge_plm.inspection", "DataError"),
+                         ("edge_plm.evaluation", "EvalDataError"),
+                         ("edge_plm.inspection", "UserError"),
                          ("edge_plm.voice.asr", "AsrError"),
                          ("edge_plm.voice.audio", "AudioError"),
                          ("edge_plm.voice.models", "ModelError"),
                          ("edge_plm.device.pins", "PinFactoryError"),
-                         ("edge_plm.device.switch", "SwitchConfigError"),
+                         ("edge_plm.device.person_switch", "PersonSwitchConfigError"),
                          ("edge_plm.plots", "PlotUnavailable"),
                          ("edge_plm.plm.checkpoint", "CheckpointError")):
         mod = sys.modules.get(module)  # only modules already imported can have raised it
@@ -222,7 +222,7 @@ def load_settings(config: Optional[Path]):
 
 
 # the failures `opened` reports as ``error: ...`` (a missing database, a newer schema, an unknown id)
-EXPECTED_ERRORS = (q.DataError, StoreError, sqlite3.Error, OSError, LookupError)
+EXPECTED_ERRORS = (q.UserError, StoreError, sqlite3.Error, OSError, LookupError)
 
 
 def database_path(db: Optional[Path], settings) -> Path:
@@ -253,7 +253,7 @@ def time_option(text: Optional[str], name: str) -> Optional[float]:
         return None
     try:
         return q.parse_time(text)
-    except q.DataError as exc:
+    except q.UserError as exc:
         fail(f"{name}: {exc}", 2)
 
 

@@ -401,7 +401,7 @@ def forget_command(
     with opened(db, config, write=True) as (store, settings, path):
         try:
             selected = q.select_for_forget(store, list(ids or []), t_before, everything)
-        except q.DataError as exc:
+        except q.UserError as exc:
             fail(str(exc), 2)
         if selected and not yes and not typer.confirm(
                 f"forget {len(selected)} interaction(s) (ids {selected[0]}..{selected[-1]}, "

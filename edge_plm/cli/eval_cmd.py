@@ -30,14 +30,14 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Start from an empty model (or --init CKPT), learn TRAIN online, score TEST after each budget."""
-    from edge_plm.evaluation import DataError, load_init, parse_budgets, read_labelled_jsonl, run_eval
+    from edge_plm.evaluation import EvalDataError, load_init, parse_budgets, read_labelled_jsonl, run_eval
 
     name = _model_config_name(model_config.value if model_config else None, config)
     try:
         train_rows, test_rows = read_labelled_jsonl(train), read_labelled_jsonl(test)
         budget_list = parse_budgets(budgets)
         start = load_init(init, name) if init is not None else None
-    except DataError as exc:
+    except EvalDataError as exc:
         fail(str(exc), 2)
     if as_json:
         result = run_eval(train_rows, test_rows, budget_list, config=name or "potato", seed=seed, init=start)
@@ -54,7 +54,7 @@ def eval_command(
 
 def _model_config_name(model_config: Optional[str], old_name: Optional[str]) -> Optional[str]:
     """The model configuration's name from --model-config or the deprecated `--config NAME`."""
-    from edge_plm.plm.config import CONFIGS
+    from edge_plm.switch.config import CONFIGS
 
     if old_name is None:
         return model_config

@@ -90,8 +90,8 @@ def _show_epoch(rec: dict) -> None:
 def lm_command(
     corpus: Annotated[Path, typer.Option("--corpus", help="UTF-8 text; paragraphs separated by blank lines.")],
     model_config: Annotated[LMModelConfig, typer.Option(
-        "--model-config", help="Language-model configuration: orange (characters) or medium (BPE 16K).")
-    ] = LMModelConfig.orange,
+        "--model-config", help="Language-model configuration: char (characters) or bpe16k (byte-level BPE, 16K tokens).")
+    ] = LMModelConfig.char,
     val: Annotated[Optional[Path], typer.Option(
         "--val", help="Validation text (default: the last 10% of the corpus).")] = None,
     out: OutOpt = Path("runs/lm"),
@@ -107,8 +107,8 @@ def lm_command(
     """Language model: explicit warm start, then Adam with frozen embeddings, then thawed embeddings."""
     _no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
-    from edge_plm.plm.lm_config import get_lm_config
-    from edge_plm.plm.trainer import Trainer
+    from edge_plm.lm.config import get_lm_config
+    from edge_plm.lm.trainer import Trainer
 
     if steps is None and time_budget is None:
         fail("give --steps and/or --time-budget", 2)
@@ -128,7 +128,7 @@ def lm_command(
 
 def _lm_overrides(model_config: str, items: list[str]) -> dict:
     """``--set KEY=VALUE`` items as typed fields of the language-model configuration."""
-    from edge_plm.plm.lm_config import LM_CONFIGS, LMConfig
+    from edge_plm.lm.config import LM_CONFIGS, LMConfig
 
     overrides = {}
     fields = {f.name: f.type for f in LMConfig.__dataclass_fields__.values()}

@@ -20,14 +20,14 @@ from edge_plm import actions
 from edge_plm.device.led import AskBuzzer, NoLed, StatusLed, make_ask_buzzer, make_status_led
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
 from edge_plm.device.relay import Clock, Relay, RelayClosed, RelayConfig
-from edge_plm.device.switch import FlipEvent, PersonSwitch, SwitchConfig, SwitchConfigError
+from edge_plm.device.person_switch import FlipEvent, PersonSwitch, PersonSwitchConfig, PersonSwitchConfigError
 from edge_plm.settings import GpioConfig
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "AskBuzzer", "Devices", "FlipEvent", "MAIN_RELAY", "NoLed", "PersonSwitch", "PinFactoryError", "Relay",
-    "RelayClosed", "RelayConfig", "StatusLed", "SwitchConfig", "SwitchConfigError", "make_pin_factory",
+    "RelayClosed", "RelayConfig", "StatusLed", "PersonSwitchConfig", "PersonSwitchConfigError", "make_pin_factory",
     "make_ask_buzzer", "make_status_led",
 ]
 
@@ -105,7 +105,7 @@ class Devices:
                 relays[name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
             relay = relays[MAIN_RELAY]
             switch = PersonSwitch(
-                SwitchConfig(cfg.switch_pin, cfg.switch_mode, cfg.switch_pull_up,
+                PersonSwitchConfig(cfg.switch_pin, cfg.switch_mode, cfg.switch_pull_up,
                              cfg.switch_bounce_ms, initial_desired=cfg.relay_safe_state),
                 factory, clock=clock, reference=lambda: relay.is_on,
             )

@@ -3,7 +3,7 @@
 Each kernel computes exactly what its twin computes (parity tests: tests/test_kernels.py) but
 as fused loops without temporaries, compiled once and cached on disk (``cache=True``). The
 functions ``local_forward`` ... ``global_backward`` at the bottom have the same signatures and
-return the same objects as the reference ones, so ``switch.py`` selects a backend by name.
+return the same objects as the reference ones, so ``switch/charnet.py`` selects a backend by name.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ _EXP_MIN = -708.39  # exp below this is subnormal (< 2.3e-308): returned as 0
 
 
 @nb.njit(cache=True, fastmath=False)
-def _softmax_inplace(v):
+def softmax_inplace(v):
     """v <- softmax(v) for a 1-D array (or row view), max-shifted (twin: saffu.softmax)."""
     m = -1e300
     for i in range(v.shape[0]):
@@ -314,7 +314,7 @@ def _global_forward(h, lengths, branch, W2, U2, O, c2, a2, z2, g, y):
                 wr = W2[bi, k]
                 for j in range(Ln):
                     ar[j] += ck * wr[j]
-            _softmax_inplace(ar[:Ln])
+            softmax_inplace(ar[:Ln])
             for j in range(Ln):
                 aj = ar[j]
                 xr = h[n, Ln - 1 - j]
@@ -327,13 +327,13 @@ def _global_forward(h, lengths, branch, W2, U2, O, c2, a2, z2, g, y):
             for o in range(dh):
                 s += zr[o] * U2[bi, o, e]
             g[n, e] = s
-        _softmax_inplace(g[n])
+        softmax_inplace(g[n])
         for r in range(n_out):
             s = 0.0
             for e in range(d):
                 s += g[n, e] * O[e, r]
             y[n, r] = s
-        _softmax_inplace(y[n])
+        softmax_inplace(y[n])
 
 
 @nb.njit(cache=True, fastmath=False)

@@ -6,7 +6,7 @@ One SAFFU unit, for a context X (K x b, rows are non-negative codes) and its que
     z = a X                       aggregated features (non-negative, sums to 1)
     h = softmax(z U)
 
-Two blocks make the switch model (see ``config.PLMConfig``):
+Two blocks make the switch model (see ``edge_plm.switch.config.SwitchConfig``):
   local  — at every position t, the context is the last `window` tokens (slot k = position
            t-k), with several heads whose z's are concatenated before U;
   global — at the last position, the context is the sequence of local states h (slot k =

@@ -30,7 +30,7 @@ from edge_plm.actions import N_ACTIONS
 from edge_plm.plm import kernels
 from edge_plm.plm.bitcipher import bit_cipher
 from edge_plm.plm.cache import ComparisonCache
-from edge_plm.plm.config import PLMConfig
+from edge_plm.switch.config import SwitchConfig
 from edge_plm.plm.optim import Adam, clip_by_global_norm
 from edge_plm.plm.saffu import branch_for, local_windows
 from edge_plm.plm.warmstart import CooccurrenceStats
@@ -102,7 +102,7 @@ class ClassStats:
 
 
 class SwitchNet:
-    def __init__(self, config: PLMConfig, vocab_size: int):
+    def __init__(self, config: SwitchConfig, vocab_size: int):
         c = config
         self.config = c
         self.E = bit_cipher(vocab_size, c.bits)

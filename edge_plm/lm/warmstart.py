@@ -31,8 +31,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from edge_plm.plm.bitcipher import bit_cipher
-from edge_plm.plm.corpus import LMBatch
-from edge_plm.plm.lm import SaffuLM
+from edge_plm.lm.corpus import LMBatch
+from edge_plm.lm.model import SaffuLM
 from edge_plm.plm.warmstart import NORM_BINS, CooccurrenceStats, check_nonnegative, explicit_solution
 
 TARGET_EPS = 1e-3

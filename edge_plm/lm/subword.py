@@ -1,5 +1,5 @@
-"""Tokenizers of the language model: raw characters (``orange``) and byte-level BPE trained
-with Hugging Face ``tokenizers`` (``medium``; optional dependency, imported lazily).
+"""Tokenizers of the language model: raw characters (``char``) and byte-level BPE trained
+with Hugging Face ``tokenizers`` (``bpe16k``; optional dependency, imported lazily).
 
 Both are lossless (decode(encode(text)) == text for text of known symbols; byte-level BPE for
 any text) and renumber their tokens by frequency on the training split: ids 0..2 are

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from edge_plm.plm.tokenizer import normalize
+from edge_plm.switch.tokenizer import normalize
 
 WORD_PREFIX = "w:"
 SOUND_PREFIX = "s:"

@@ -1,4 +1,4 @@
-"""Configurations of the SAFFU next-token language model (desktop trainer, issue #6).
+"""Configurations of the SAFFU next-token language model (the desktop trainer, `edge-plm train lm`).
 
 One prediction: the context is the last K tokens of the current paragraph (slot k = k tokens
 back, slot 0 = the most recent token = the query). Branch B = the smallest width >= K
@@ -12,13 +12,13 @@ back, slot 0 = the most recent token = the query). Branch B = the smallest width
     y   = softmax(h O)                                                     (V,)
 
 Heads 0..positional_heads-1 are warm-started to attend to slot h (the n-gram heads); the
-others to positions whose code resembles the target's (content heads). See ``lm_warm.py``.
+others to positions whose code resembles the target's (content heads). See ``lm/warmstart.py``.
 
-The switch model's configs (``config.py``) are a different model; these names refer to the
-language model only. ``medium`` scales the lecture's ~2K context down to 512 on a 2-core
-desktop: W_2048 alone would be 4 x 2048^2 = 16.8M parameters and 16M multiply-adds per
-token, and tinyshakespeare paragraphs rarely exceed 512 subword tokens (see
-benchmarks/results/lm.md).
+The switch model's configurations (``switch/config.py``: potato, orange) belong to a different
+model; these names (``char``, ``bpe16k``) refer to the language model only. ``bpe16k`` scales
+the lecture's ~2K context down to 512 on a 2-core desktop: W_2048 alone would be
+4 x 2048^2 = 16.8M parameters and 16M multiply-adds per token, and tinyshakespeare paragraphs
+rarely exceed 512 subword tokens (see benchmarks/results/lm.md).
 """
 
 from __future__ import annotations
@@ -99,9 +99,9 @@ class LMConfig:
 
 LM_CONFIGS: dict[str, LMConfig] = {
     # char level, SBC-sized: ~0.47M weights with a 67-symbol vocabulary
-    "orange": LMConfig(name="orange"),
+    "char": LMConfig(name="char"),
     # ~16K BPE vocabulary, context up to 512 (scaled down from ~2K, see module docstring)
-    "medium": LMConfig(name="medium", level="bpe", vocab_size=16384, bits=32, heads=4, positional_heads=3,
+    "bpe16k": LMConfig(name="bpe16k", level="bpe", vocab_size=16384, bits=32, heads=4, positional_heads=3,
                        hidden=512, widths=(32, 64, 128, 256, 512), batch_size=128, lr=2e-3, lr_thaw=3e-4,
                        warm_tokens=100_000, eval_tokens=8_000),
 }

@@ -1,4 +1,4 @@
-"""Numba twin of ``lm_ref.py`` (parity: tests/test_lm_kernels.py).
+"""Numba twin of ``lm/reference.py`` (parity: tests/test_lm_model.py, test_numba_equals_numpy).
 
 The dense products (c W, z U, h O and their transposes) go to BLAS as 2-D matrix products;
 Numba fuses what NumPy would materialise: the comparison gather from the cache, the masked
@@ -14,8 +14,8 @@ import math
 import numba as nb
 import numpy as np
 
-from edge_plm.plm.kernels import _softmax_inplace
-from edge_plm.plm.lm_ref import BranchCache
+from edge_plm.plm.kernels import softmax_inplace
+from edge_plm.lm.reference import BranchCache
 
 
 @nb.njit(cache=True, parallel=True)
@@ -59,7 +59,7 @@ def _attend(ctx, lengths, E, logits, a, z):
 @nb.njit(cache=True, parallel=True)
 def _softmax_rows(x):
     for n in nb.prange(x.shape[0]):
-        _softmax_inplace(x[n])
+        softmax_inplace(x[n])
 
 
 @nb.njit(cache=True, parallel=True)

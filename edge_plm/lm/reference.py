@@ -1,4 +1,4 @@
-"""NumPy reference of one SAFFU language-model branch (the twin of ``lm_kernels.py``).
+"""NumPy reference of one SAFFU language-model branch (the twin of ``lm/kernels.py``).
 
 For a bucket of N samples of one branch (width B, heads H, bits b):
     c   = C[ctx_k, ctx_0] masked                   (N, B)     cached comparisons

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_plm.plm.subword import BOS, PAD
+from edge_plm.lm.subword import BOS, PAD
 
 
 @dataclass

@@ -1,12 +1,12 @@
-"""SAFFU next-token language model (docs/design.md §2.2-§2.6; shapes in ``lm_config.py``).
+"""SAFFU next-token language model (docs/design.md §2.2-§2.6; shapes in ``lm/config.py``).
 
 ``SaffuLM`` holds the bit-cipher embedding E, the comparison cache C = E E^T
 (``ComparisonCache``: rebuilt whenever E changes, the rebuild time counted there), and the
 parameters ``W.i`` (heads x B_i x B_i), ``U.i`` (heads*bits x hidden) per branch i and the
 shared ``O`` (hidden x V). There are no random numbers: parameters start at zero (uniform
-attention and outputs) and get their values from the explicit warm start (``lm_warm.py``).
+attention and outputs) and get their values from the explicit warm start (``lm/warmstart.py``).
 
-A batch of one branch (``LMBatch`` from ``corpus.py``) goes through that branch only; a
+A batch of one branch (``LMBatch`` from ``lm/corpus.py``) goes through that branch only; a
 mixed batch (``branch`` = -1) is split by branch internally, so a bucketed and an unbucketed
 batch of the same samples give the same loss and gradients.
 """
@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_plm.plm import lm_kernels, lm_ref
+from edge_plm.lm import kernels, reference
 from edge_plm.plm.bitcipher import bit_cipher, embedding_hash
 from edge_plm.plm.cache import ComparisonCache
-from edge_plm.plm.corpus import LMBatch
-from edge_plm.plm.lm_config import LMConfig
+from edge_plm.lm.corpus import LMBatch
+from edge_plm.lm.config import LMConfig
 
 BACKENDS = {
-    "numpy": (lm_ref.branch_forward, lm_ref.branch_backward),
-    "numba": (lm_kernels.branch_forward, lm_kernels.branch_backward),
+    "numpy": (reference.branch_forward, reference.branch_backward),
+    "numba": (kernels.branch_forward, kernels.branch_backward),
 }
 
 
@@ -104,7 +104,7 @@ class SaffuLM:
 
     def next_proba(self, context_ids) -> np.ndarray:
         """Distribution of the token following ``context_ids`` (its last max(widths) tokens)."""
-        from edge_plm.plm.subword import BOS, PAD
+        from edge_plm.lm.subword import BOS, PAD
 
         ids = np.concatenate([[BOS], np.asarray(context_ids, dtype=np.int64)])[-self.config.max_len:]
         L = len(ids)

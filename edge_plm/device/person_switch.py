@@ -57,7 +57,7 @@ class FlipEvent:
 
 
 @dataclass(frozen=True)
-class SwitchConfig:
+class PersonSwitchConfig:
     """The switch part of `GpioConfig`."""
 
     pin: int
@@ -68,7 +68,7 @@ class SwitchConfig:
     initial_desired: bool = False
 
 
-class SwitchConfigError(ValueError):
+class PersonSwitchConfigError(ValueError):
     """The switch configuration is invalid (e.g. an unknown mode)."""
 
 
@@ -77,15 +77,15 @@ class PersonSwitch:
 
     def __init__(
         self,
-        cfg: SwitchConfig,
+        cfg: PersonSwitchConfig,
         pin_factory: Factory,
         clock: Clock = time.monotonic,
         reference: Callable[[], bool] | None = None,
     ) -> None:
         if cfg.mode not in MODES:
-            raise SwitchConfigError(f"switch mode must be one of {MODES}, got {cfg.mode!r}")
+            raise PersonSwitchConfigError(f"switch mode must be one of {MODES}, got {cfg.mode!r}")
         if cfg.bounce_ms < 0:
-            raise SwitchConfigError("switch bounce_ms must be >= 0")
+            raise PersonSwitchConfigError("switch bounce_ms must be >= 0")
         self.cfg = cfg
         self._clock = clock
         self._reference = reference

@@ -1,6 +1,6 @@
 """Model configurations as dataclasses, and parameter counting.
 
-The switch model (``edge_plm.plm.switch``) is two SAFFU blocks and an output layer:
+The switch model (``edge_plm.switch.charnet``) is two SAFFU blocks and an output layer:
   local block  — at every position t: context = the last `window` tokens, query = token t,
                  `heads` attention heads with W_h in R^{window x window}, z_t = concat_h(a_h X),
                  h_t = softmax(z_t U) with U in R^{heads*bits x local_hidden};
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class PLMConfig:
+class SwitchConfig:
     name: str
     bits: int = 24  # bit-cipher width b
     window: int = 4  # local context (tokens) of the local block
@@ -35,7 +35,7 @@ class PLMConfig:
     update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see BENCHMARKS.md)
     clip: float = 5.0  # gradient-norm clipping
     kernel: str = "numba"  # numba | numpy
-    # the unit network (unitnet.py), what the device runs; the fields above are SwitchNet's
+    # the unit network (switch/unitnet.py), what the device runs; the fields above are SwitchNet's
     unit_cap: int = 60000  # units in the vocabulary at most (3 parameters each)
     unit_min_n: int = 2  # shortest character n-gram unit (word-anchored, padded with spaces)
     unit_max_n: int = 5  # longest
@@ -53,7 +53,7 @@ class PLMConfig:
     support_power: float = 2.0  # logits x (labelled support of the transcript's units)^power
     agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power
 
-    def with_(self, **changes) -> "PLMConfig":
+    def with_(self, **changes) -> "SwitchConfig":
         return dataclasses.replace(self, **changes)
 
     @property
@@ -65,7 +65,7 @@ class PLMConfig:
         return 3 * self.unit_cap + 3
 
     def switchnet_param_count(self) -> int:
-        """Parameters of the character-level SwitchNet (switch.py; benchmarks of its kernels)."""
+        """Parameters of the character-level SwitchNet (switch/charnet.py; benchmarks of its kernels)."""
         local = self.heads * self.window * self.window + self.heads * self.bits * self.local_hidden
         n_u2 = 1 if self.shared_u2 else len(self.widths)
         glob = sum(w * w for w in self.widths) + n_u2 * self.local_hidden * 3
@@ -73,17 +73,17 @@ class PLMConfig:
         return local + glob + out
 
 
-CONFIGS: dict[str, PLMConfig] = {
-    "potato": PLMConfig(name="potato"),
+CONFIGS: dict[str, SwitchConfig] = {
+    "potato": SwitchConfig(name="potato"),
     # orange: room for a household that talks a lot (600K parameters), 6-grams and word pairs,
     # twice the refinement per label; on switch-dev its curve equals potato's (BENCHMARKS.md §8)
-    "orange": PLMConfig(name="orange", bits=32, window=5, heads=5, local_hidden=512, hidden_ngram=5,
+    "orange": SwitchConfig(name="orange", bits=32, window=5, heads=5, local_hidden=512, hidden_ngram=5,
                         widths=(16, 32, 64, 128, 256), unit_cap=200_000, unit_max_n=6,
                         bigram_weight=1.0, refine_steps=20, refine_rows=20_000),
 }
 
 
-def get_config(name: str, **overrides) -> PLMConfig:
+def get_config(name: str, **overrides) -> SwitchConfig:
     if name not in CONFIGS:
         raise ValueError(f"unknown model config {name!r}; known: {', '.join(CONFIGS)}")
     return CONFIGS[name].with_(**overrides) if overrides else CONFIGS[name]

@@ -15,9 +15,9 @@ import numpy as np
 
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.lm import SaffuLM
-from edge_plm.plm.lm_config import LM_KIND, LMConfig
-from edge_plm.plm.subword import tokenizer_from_json
+from edge_plm.lm.model import SaffuLM
+from edge_plm.lm.config import LM_KIND, LMConfig
+from edge_plm.lm.subword import tokenizer_from_json
 
 
 def save_lm(path, model: SaffuLM, tokenizer, extra_arrays: dict | None = None, counters: dict | None = None) -> Path:
@@ -33,7 +33,7 @@ def load_lm(path, max_params: int | None = None, kernel: str | None = None):
     arrays, meta = checkpoint.load(path)
     if meta.get("kind") != LM_KIND:
         raise CheckpointError(f"{path} is not a language-model checkpoint (kind={meta.get('kind')!r}); "
-                              f"a switch model loads with edge_plm.plm.dialogue.SwitchModel.load")
+                              f"a switch model loads with edge_plm.switch.model.SwitchModel.load")
     try:
         config = LMConfig.from_dict(meta["config"])
         if kernel:
@@ -85,7 +85,7 @@ class LMPredictor:
 
     def score(self, text: str) -> float:
         """Mean negative log-likelihood (nats per token) of ``text`` as one paragraph."""
-        from edge_plm.plm.corpus import batches_from_docs
+        from edge_plm.lm.corpus import batches_from_docs
 
         batches = batches_from_docs([self.tokenizer.encode(text)], self.model.config.widths, 1024)
         nll = np.concatenate([self.model.nll(b) for b in batches]) if batches else np.zeros(0)

@@ -2,7 +2,7 @@
 
 A transcript is a dialogue ``USER: <transcript> <sep> DEVICE:``; the prediction is the
 distribution over the action tokens (`edge_plm.actions`) that may follow ``DEVICE:``. The
-network is ``unitnet.UnitNet`` over the collision-free units of ``units.py`` (docs/method.md).
+network is ``unitnet.UnitNet`` over the collision-free units of ``switch/units.py`` (docs/method.md).
 ``learn`` adds the interaction to the explicit statistics, re-solves the explicit layer and
 runs a bounded number of full-batch refinement steps (``refine``), all deterministic: the same
 interactions in the same order give the same model, byte for byte.
@@ -28,10 +28,10 @@ import numpy as np
 from edge_plm.actions import ACTIONS, INDEX
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.config import PLMConfig, get_config
-from edge_plm.plm.tokenizer import RESERVED, CharTokenizer, normalize
-from edge_plm.plm.unitnet import UnitNet
-from edge_plm.plm.units import UnitVocab
+from edge_plm.switch.config import SwitchConfig, get_config
+from edge_plm.switch.tokenizer import RESERVED, CharTokenizer, normalize
+from edge_plm.switch.unitnet import UnitNet
+from edge_plm.switch.units import UnitVocab
 
 LABEL_INDEX = INDEX  # action name -> class index
 
@@ -40,13 +40,13 @@ def softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max())
     return e / e.sum()
 
-MODEL_FORMAT = 2  # 1: the character SwitchNet (switch.py); 2: the unit network
+MODEL_FORMAT = 2  # 1: the character SwitchNet (switch/charnet.py); 2: the unit network
 MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
 MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
 
 
 @dataclass
-class Prediction:
+class SwitchPrediction:
     action: str
     confidence: float
     distribution: dict[str, float]
@@ -54,7 +54,7 @@ class Prediction:
 
 @dataclass
 class SwitchModel:
-    config: PLMConfig
+    config: SwitchConfig
     tokenizer: CharTokenizer
     net: UnitNet
     units: UnitVocab
@@ -69,12 +69,12 @@ class SwitchModel:
     memory: dict[str, list[int]] = field(default_factory=dict, repr=False)  # transcript -> keys
 
     @classmethod
-    def empty(cls, config: str | PLMConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
+    def empty(cls, config: str | SwitchConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
         cfg = get_config(config, **overrides) if isinstance(config, str) else config
         return cls(cfg, CharTokenizer(), UnitNet(cfg), cls._vocab(cfg), seed)
 
     @staticmethod
-    def _vocab(cfg: PLMConfig, units=()) -> UnitVocab:
+    def _vocab(cfg: SwitchConfig, units=()) -> UnitVocab:
         return UnitVocab(cfg.unit_cap, cfg.unit_min_n, cfg.unit_max_n, cfg.word_weight, units, cfg.support_min_n,
                          cfg.sound_weight, cfg.bigram_weight)
 
@@ -92,7 +92,7 @@ class SwitchModel:
 
     # -- prediction ------------------------------------------------------------------------
 
-    def predict(self, transcript: str, prior_strength: float = 0.0, evidence_prior: float = 0.0) -> Prediction:
+    def predict(self, transcript: str, prior_strength: float = 0.0, evidence_prior: float = 0.0) -> SwitchPrediction:
         """The distribution over the actions. The network is class-balanced (each action counts
         equally, what balanced accuracy measures); an exact transcript the person labelled is
         decided by its labels (module docstring). ``prior_strength`` a > 0 multiplies in the
@@ -120,7 +120,7 @@ class SwitchModel:
             n = float(self.net.class_counts.sum())
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
         i = int(np.argmax(scores))  # the ranking before the shrink (which only flattens it)
-        return Prediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
+        return SwitchPrediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
     def scores(self, transcript: str) -> tuple[np.ndarray, float]:
         """(log-scores, shrink): the network's logits and the support shrink of its units, or
@@ -289,10 +289,10 @@ class SwitchModel:
                 f"network); this edge-plm reads format {MODEL_FORMAT}. Rebuild the model from the database's "
                 f"labels (`edge-plm model rebuild`) or train a new one")
         try:
-            known = {f.name for f in dataclasses.fields(PLMConfig)}
+            known = {f.name for f in dataclasses.fields(SwitchConfig)}
             cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
             cfg_dict["widths"] = tuple(cfg_dict["widths"])
-            config = PLMConfig(**cfg_dict)
+            config = SwitchConfig(**cfg_dict)
             tok = CharTokenizer.from_json(meta["vocabulary"])
             units = cls._vocab(config, json.loads(arrays["units.vocabulary"].tobytes().decode()))
             model = cls(config, tok, UnitNet(config), units, int(meta["seed"]))

@@ -2,7 +2,7 @@
 action layer, refined by full-batch gradient steps pulled toward it (docs/method.md).
 
 Local block: the state at a word's positions is the identity of the units (word-anchored
-character n-grams and the word, ``units.py``) ending there, read exactly from the unit vocabulary
+character n-grams and the word, ``switch/units.py``) ending there, read exactly from the unit vocabulary
 (the target identity the local layer's explicit solution is fitted to, without the blur of
 hashing thousands of n-grams into a few hundred soft detectors).
 Global block: count-scaled pooling with uniform attention (the W_B = 0 member of the global SAFFU
@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from edge_plm.actions import N_ACTIONS
-from edge_plm.plm import unit_kernels
-from edge_plm.plm.config import PLMConfig
+from edge_plm.switch import unit_kernels
+from edge_plm.switch.config import SwitchConfig
 from edge_plm.plm.warmstart import check_nonnegative
 
 ABSENT_LOGIT = -10.0
@@ -41,7 +41,7 @@ def l2_normalise(w: np.ndarray) -> np.ndarray:
 
 
 class UnitNet:
-    def __init__(self, config: PLMConfig):
+    def __init__(self, config: SwitchConfig):
         c = config
         self.config = c
         cap = c.unit_cap

@@ -3,7 +3,7 @@ thawed embeddings (docs/design.md §2.6), streaming, checkpointed, resumable.
 
 Phases
   warm    one streaming pass over the first ``warm_tokens`` tokens of the training split
-          (``lm_warm.py``); validation perplexity right after it ("step 0").
+          (``lm/warmstart.py``); validation perplexity right after it ("step 0").
   freeze  Adam (lr) on W, U, O; E frozen, the comparison cache stays valid.
   thaw    Adam (lr_thaw) on W, U, O and E (projected to E >= 0); the cache is rebuilt whenever
           E changed (every step), and the rebuild time is part of the training time.
@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.plm.corpus import BatchStream, batches_from_docs, iter_texts, read_window, split_offsets
-from edge_plm.plm.lm import SaffuLM
-from edge_plm.plm.lm_checkpoint import load_lm, save_lm
-from edge_plm.plm.lm_config import LMConfig
-from edge_plm.plm.lm_warm import LMWarmStart
+from edge_plm.lm.corpus import BatchStream, batches_from_docs, iter_texts, read_window, split_offsets
+from edge_plm.lm.model import SaffuLM
+from edge_plm.lm.checkpoint import load_lm, save_lm
+from edge_plm.lm.config import LMConfig
+from edge_plm.lm.warmstart import LMWarmStart
 from edge_plm.plm.optim import Adam, clip_by_global_norm
-from edge_plm.plm.subword import BPEVocab, CharVocab
+from edge_plm.lm.subword import BPEVocab, CharVocab
 
 CHECKPOINT = "checkpoint.npz"
 LOG = "train_log.json"
@@ -80,7 +80,7 @@ class Evaluator:
         by_branch: dict[int, list] = {}
         for b in self.batches:
             by_branch.setdefault(b.branch, []).append(b)
-        from edge_plm.plm.corpus import LMBatch
+        from edge_plm.lm.corpus import LMBatch
 
         self.batches = []
         for bi, bs in sorted(by_branch.items()):
@@ -253,7 +253,7 @@ class Trainer:
     def run(self, stop_after: int | None = None) -> dict:
         """Train until done (or ``stop_after`` more steps: used by tests to simulate an
         interruption). Returns the log."""
-        from edge_plm.plm.trainer_progress import make_progress
+        from edge_plm.lm.progress import make_progress
 
         set_threads(self.threads)
         self.out.mkdir(parents=True, exist_ok=True)

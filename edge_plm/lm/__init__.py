@@ -1,0 +1,1 @@
+"""The desktop SAFFU next-token language model: configurations, model, warm start, streaming corpus and trainer."""

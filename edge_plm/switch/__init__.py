@@ -1,0 +1,1 @@
+"""The device's switch model: a transcript in, ON / OFF / NOOP out, learned online (pure computation, no I/O)."""

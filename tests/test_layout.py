@@ -1,0 +1,171 @@
+"""The package's layout rules (docs/design.md §7), checked on the source:
+
+- no two modules import each other, and there is no longer import cycle;
+- the model packages are pure computation: `plm` (shared core) and `switch` (the device's model)
+  import nothing from the application (store, device, voice, cli, ...), and `plm` does not import
+  either model;
+- nothing the device runs imports the desktop language model (`lm`) or its extra dependencies;
+- every SQL statement lives in `store.py`;
+- no function outside the Numba kernels (`plm/kernels.py`) is longer than 60 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "edge_plm"
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        mods[name] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The edge_plm modules `name` imports (at module level or inside functions)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in MODULES)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                if full in MODULES:
+                    found.add(full)
+                elif source in MODULES:
+                    found.add(source)
+    found.discard(name)
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _reachable(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for w in GRAPH[todo.pop()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
+def test_no_import_cycles():
+    assert _cycles() == []
+
+
+def _in(package: str, name: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+@pytest.mark.parametrize("package, allowed", [
+    ("edge_plm.plm", {"edge_plm.plm", "edge_plm.actions"}),
+    ("edge_plm.switch", {"edge_plm.plm", "edge_plm.switch", "edge_plm.actions"}),
+])
+def test_model_packages_are_pure_computation(package, allowed):
+    outside = {f"{m} -> {w}" for m in MODULES if _in(package, m)
+               for w in GRAPH[m] if not any(_in(a, w) for a in allowed) and w != "edge_plm"}
+    assert outside == set()
+
+
+@pytest.mark.parametrize("entry", ["edge_plm.controller", "edge_plm.learner", "edge_plm.replay"])
+def test_the_loop_does_not_import_the_language_model(entry):
+    assert {m for m in _reachable(entry) if _in("edge_plm.lm", m)} == set()
+
+
+def test_starting_the_cli_loads_no_language_model():
+    """`edge-plm run` on a Pi loads the CLI: of the language model it reads only the names of its
+    configurations (`lm/config.py`, plain dataclasses, for `train lm --model-config`); the model,
+    its kernels, trainer and optional `tokenizers` are imported only by `train lm`."""
+    code = ("import sys, edge_plm.cli, edge_plm.controller, edge_plm.replay; "
+            "print(sorted(m for m in sys.modules if m.startswith(('edge_plm.lm', 'tokenizers'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(["edge_plm.lm", "edge_plm.lm.config"])
+
+
+def _calls_sql(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"execute", "executemany", "executescript", "query"})
+
+
+def _reaches_into_store(node: ast.AST) -> bool:
+    """`store.db` or `self.store.db`: the store's sqlite-utils Database used from outside."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "db"):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Name) and owner.id == "store") or (isinstance(owner, ast.Attribute) and owner.attr == "store")
+
+
+def test_sql_lives_in_the_store():
+    offenders = []
+    for name, path in MODULES.items():
+        if name == "edge_plm.store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if _calls_sql(node) or _reaches_into_store(node):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_functions_are_short():
+    long = []
+    for name, path in MODULES.items():
+        if name.startswith("edge_plm.plm.kernels"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
