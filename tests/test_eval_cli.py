@@ -108,12 +108,11 @@ def test_eval_missing_file_and_bad_budgets(tmp_path, small):
     assert res.exit_code == 2 and ">= 0" in res.stderr
     res = _run("--train", small, "--test", small, "--model-config", "banana", "--json")
     assert res.exit_code == 2 and res.stderr.startswith("error:") and "'banana' is not one of 'potato', 'orange'" in res.stderr
-    # --config is the TOML file everywhere; a configuration name there still works (deprecated)
-    res = _run("--train", small, "--test", small, "--config", "banana", "--json")
-    assert res.exit_code == 2 and "--model-config" in res.stderr
-    res = _run("--train", small, "--test", small, "--budgets", "2", "--config", "potato", "--json")
-    assert res.exit_code == 0 and "deprecated" in res.stderr
-    assert json.loads(res.stdout)["config"] == "potato"
+    # --config is the TOML file in every command: a configuration's name there is refused
+    for name in ("banana", "potato"):
+        res = _run("--train", small, "--test", small, "--budgets", "2", "--config", name, "--json")
+        assert res.exit_code == 2 and res.stdout == ""
+        assert res.stderr.startswith("error:") and "--model-config" in res.stderr
 
 
 def test_eval_budget_zero_scores_the_start(tmp_path, small):

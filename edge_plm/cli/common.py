@@ -66,11 +66,18 @@ JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 CheckpointsOpt = Annotated[Optional[Path], typer.Option("--checkpoints", help=CKPT_HELP)]
 SinceOpt = Annotated[Optional[str], typer.Option("--since", help=SINCE_HELP)]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Model seed.")]
-# `--config NAME` named the model configuration before --model-config existed (hidden)
+# `--config NAME` named the model configuration before --model-config existed (hidden): it is
+# refused with a pointer to --model-config, since --config is the TOML file in every command
 OldConfigNameOpt = Annotated[Optional[str], typer.Option(
-    "--config", hidden=True, help="Deprecated: the model configuration's name (--model-config).")]
+    "--config", hidden=True, help="Removed: name the model configuration with --model-config.")]
 NAME_MOVED = ("--config is the TOML configuration file; name the model configuration with "
               "--model-config")
+
+
+def no_config_name(config: Optional[str]) -> None:
+    """Refuse a model configuration's name given as `--config NAME` (the old spelling)."""
+    if config is not None:
+        fail(NAME_MOVED, 2)
 
 
 # --- errors ---------------------------------------------------------------------------------

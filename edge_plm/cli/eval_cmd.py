@@ -10,8 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from edge_plm.cli.common import (NAME_MOVED, OldConfigNameOpt, SwitchModelConfig,
-                                 fail)
+from edge_plm.cli.common import OldConfigNameOpt, SwitchModelConfig, fail, no_config_name
 from edge_plm.cli.root import app
 
 
@@ -32,7 +31,8 @@ def eval_command(
     """Start from an empty model (or --init CKPT), learn TRAIN online, score TEST after each budget."""
     from edge_plm.evaluation import EvalDataError, load_init, parse_budgets, read_labelled_jsonl, run_eval
 
-    name = _model_config_name(model_config.value if model_config else None, config)
+    no_config_name(config)
+    name = model_config.value if model_config else None
     try:
         train_rows, test_rows = read_labelled_jsonl(train), read_labelled_jsonl(test)
         budget_list = parse_budgets(budgets)
@@ -50,20 +50,6 @@ def eval_command(
         result = run_eval(train_rows, test_rows, budget_list, config=name or "potato", seed=seed,
                           init=start, progress=lambda: bar.advance(task))
     _print_curve(result)
-
-
-def _model_config_name(model_config: Optional[str], old_name: Optional[str]) -> Optional[str]:
-    """The model configuration's name from --model-config or the deprecated `--config NAME`."""
-    from edge_plm.switch.config import CONFIGS
-
-    if old_name is None:
-        return model_config
-    if old_name not in CONFIGS:
-        fail(f"{NAME_MOVED} (known: {', '.join(CONFIGS)}), got {old_name!r}", 2)
-    if model_config is not None and model_config != old_name:
-        fail("give the model configuration once, with --model-config", 2)
-    typer.echo("warning: `eval --config NAME` is deprecated; use --model-config NAME", err=True)
-    return old_name
 
 
 def _print_curve(result: dict) -> None:

@@ -17,8 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from edge_plm.cli.common import (NAME_MOVED, LMModelConfig, OldConfigNameOpt, SwitchModelConfig,
-                                 fail)
+from edge_plm.cli.common import LMModelConfig, OldConfigNameOpt, SwitchModelConfig, fail, no_config_name
 from edge_plm.cli.root import app
 
 train_app = typer.Typer(help="Desktop trainers: switch models for the device, language models.",
@@ -28,11 +27,6 @@ app.add_typer(train_app, name="train")
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for checkpoint.npz and train_log.json.")]
 TimeBudgetOpt = Annotated[Optional[float], typer.Option(
     "--time-budget", help="Training seconds (warm start included).")]
-
-
-def _no_config_name(config: Optional[str]) -> None:
-    if config is not None:
-        fail(NAME_MOVED, 2)
 
 
 @train_app.command("switch")
@@ -54,7 +48,7 @@ def switch_command(
     config: OldConfigNameOpt = None,
 ) -> None:
     """Warm start + gradient training of a switch model -> OUT/checkpoint.npz (a device checkpoint)."""
-    _no_config_name(config)
+    no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.switch_training import SwitchTrainConfig, SwitchTrainer, TrainDataError
 
@@ -105,7 +99,7 @@ def lm_command(
     config: OldConfigNameOpt = None,
 ) -> None:
     """Language model: explicit warm start, then Adam with frozen embeddings, then thawed embeddings."""
-    _no_config_name(config)
+    no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.lm.config import get_lm_config
     from edge_plm.lm.trainer import Trainer
