@@ -826,11 +826,12 @@ class Learner:
         self._window = _Window()
         return name
 
-    def adopt(self, model: SwitchModel, metrics: dict[str, Any]) -> str:
+    def adopt(self, model: SwitchModel, metrics: dict[str, Any], keys: dict[int, int] | None = None) -> str:
         """A model made elsewhere (`edge-plm model import`) becomes the live model and a new
-        active version (no holdout gate here: the caller judged it). It holds no interaction
-        keys of this database. Returns the version name."""
-        self.model, self.keys = model, {}
+        active version (no holdout gate here: the caller judged it). `keys`: the rows of this
+        database whose labels it already holds (`learning_state.match_examples`); the others
+        are learned on the next start. Returns the version name."""
+        self.model, self.keys = model, dict(keys or {})
         self._window = _Window()
         return self._save_active(metrics)
 

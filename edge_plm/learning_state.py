@@ -81,6 +81,28 @@ class Difference:
         return len(self.missing) + len(self.changed) + len(self.extra)
 
 
+def match_examples(store: ReplayStore, model: Any, fraction: float) -> dict[int, int]:
+    """interaction id -> key of a live example of `model` with the same transcript (as the model
+    encodes it) and the same label, for the database's learnable labels; each example matches
+    one row at most, both taken in order. A model trained elsewhere on this device's exported
+    data (`model import`) holds these labels already: mapping them to their rows keeps them
+    from being learned a second time and lets `forget` take them out again."""
+    from edge_plm.switch.tokenizer import ACTIONS  # noqa: PLC0415
+
+    free: dict[tuple[tuple[int, ...], int], list[int]] = {}
+    for key in reversed(model.live_keys()):  # pop() then yields them in learning order
+        seq, y = model.examples[key]
+        free.setdefault((tuple(seq), y), []).append(key)
+    keys = {}
+    for row in labelled_rows(store):
+        if not should_learn(row, fraction, False):
+            continue
+        slot = free.get((tuple(model.encode(row.transcript, grow=False)), ACTIONS.index(row.label)))
+        if slot:
+            keys[row.id] = slot.pop()
+    return keys
+
+
 def difference(store: ReplayStore, held: dict[int, str], fraction: float) -> Difference:
     """Compare the database with the labels a model holds (`model_labels`)."""
     missing, changed, learnable = [], [], set()

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from edge_plm.learner import HoldoutScore, Learner, LearnerConfig
+from edge_plm.learning_state import match_examples
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.config import CONFIGS
 from edge_plm.switch.model import SwitchModel
@@ -87,7 +88,9 @@ def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: s
                "source_sha256": result["source_sha256"], "forced": result["forced"],
                "trained_by": model.meta.get("trained_by"), "training": model.meta.get("training"),
                "interactions": [None, None], "labels_in_window": 0}
-    result["version"] = learner.adopt(model, metrics)
+    keys = match_examples(store, model, cfg.holdout_fraction)
+    metrics["labels_matched"] = result["labels_matched"] = len(keys)
+    result["version"] = learner.adopt(model, metrics, keys)
     return result
 
 

@@ -102,3 +102,35 @@ def test_import_rejects_foreign_checkpoints(db, tmp_path):
 def test_export_errors(db, tmp_path):
     res = cli("model", "export", "v9999", str(tmp_path / "x.npz"), "--db", db)
     assert res.exit_code == 1 and "no model version" in res.stderr
+
+
+def test_a_model_trained_on_the_exported_data_holds_the_device_labels_once(db, tmp_path):
+    """The round trip of docs/deploy.md: export -> train switch -> import. The imported model
+    already holds every learnable label of the database (the trainer leaves holdout lines out),
+    so nothing is unlearned right after the import and nothing is learned twice on the next
+    start; `forget` takes a matched row's example out of the model again."""
+    data = tmp_path / "household.jsonl"
+    cli("export", "--db", db, "--format", "jsonl", "--labelled", "--output", str(data))
+    res = cli("train", "switch", "--model-config", "potato", "--data", str(data), "--out", str(tmp_path / "run"),
+              "--epochs", "1", "--json")
+    assert res.exit_code == 0, res.output
+    learnable = js(cli("status", "--db", db, "--json"))
+    r = js(cli("model", "import", str(tmp_path / "run" / "checkpoint.npz"), "--db", db, "--force", "--json"))
+    held = SwitchModel.load(tmp_path / "run" / "checkpoint.npz").n_examples
+    assert 0 < r["labels_matched"] <= held
+    status = js(cli("status", "--db", db, "--json"))
+    assert status["model"]["active"]["version"] == r["version"]
+    assert status["model"]["unlearned_labels"] == 0  # before: every label of the database
+    assert learnable["model"]["unlearned_labels"] == 0
+    shown = js(cli("model", "show", r["version"], "--db", db, "--json"))
+    assert shown["metrics"]["labels_matched"] == r["labels_matched"]
+    model = SwitchModel.load(shown["checkpoint"])
+    assert model.n_examples == held  # the device's labels were not added a second time
+
+    matched = [i for i, _ in model.meta["interaction_keys"]]
+    res = cli("forget", str(matched[0]), "--db", db, "--yes", "--json")
+    assert res.exit_code == 0, res.output
+    after = js(cli("status", "--db", db, "--json"))
+    assert after["model"]["unlearned_labels"] == 0
+    assert SwitchModel.load(js(cli("model", "show", after["model"]["active"]["version"], "--db", db,
+                                   "--json"))["checkpoint"]).n_examples == held - 1

@@ -210,6 +210,8 @@ def import_command(
               f"(previous {fmt_ba(r['previous_balanced_accuracy'])})")
     typer.echo(f"model {r['version']} ({r['config']}) imported from {r['source']} and active (was "
                f"{r['previous'] or 'none'}): {judged}" + ("; forced" if r["forced"] else ""))
+    typer.echo(f"{r['labels_matched']} of this device's labels are in it already; the service learns the "
+               "others when it next starts")
     if r["config"] != r["model_config_setting"]:
         typer.echo(f"note: the device now runs a {r['config']} model; model.config is "
                    f"{r['model_config_setting']!r}, which a rebuild or a new start uses: set "
