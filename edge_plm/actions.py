@@ -13,7 +13,7 @@ their character ids shifted. With such a change, bump ``MODEL_FORMAT`` in `edge_
 existing replay buffer keeps its old CHECK constraints until a store migration rebuilds them
 (a new database gets the new ones).
 
-A leaf module: it imports nothing from edge_plm (`edge_plm.plm` may import it).
+A leaf module: it imports nothing from edge_plm (`edge_plm.plm` and `edge_plm.switch` may import it).
 """
 
 from __future__ import annotations
