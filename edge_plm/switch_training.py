@@ -46,8 +46,8 @@ class SwitchTrainConfig:
     model_config: str = "potato"
     seed: int = 0
     epoch_steps: int = 20  # full-batch refinement steps per epoch
-    max_epochs: int = 30  # per phase
-    patience: int = 4  # epochs without a better validation score before a phase stops
+    max_epochs: int = 30  # most epochs of refinement
+    patience: int = 4  # epochs without a better validation score before training stops
     steps: int | None = None  # total gradient steps (checked at epoch boundaries)
     time_budget: float | None = None  # seconds, warm start included (checked at epoch boundaries)
 

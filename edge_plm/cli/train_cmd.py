@@ -41,9 +41,9 @@ def switch_command(
     steps: Annotated[Optional[int], typer.Option("--steps", help="Gradient steps (checked after each epoch).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in OUT.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Model seed and epoch-order seed.")] = 0,
-    epochs: Annotated[int, typer.Option("--epochs", min=0, help="Most epochs per phase (frozen, thawed).")] = 30,
+    epochs: Annotated[int, typer.Option("--epochs", min=0, help="Most epochs of refinement.")] = 30,
     patience: Annotated[int, typer.Option(
-        "--patience", min=1, help="Epochs without a better --val score before a phase ends.")] = 4,
+        "--patience", min=1, help="Epochs without a better --val score before training stops.")] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     config: OldConfigNameOpt = None,
 ) -> None:
