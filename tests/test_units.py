@@ -130,6 +130,9 @@ def test_tf_modes_and_ngram_mass():
     assert m["w:on"] == m["w:lights"] == 8.0
     p = weights("lights", ngram_mass=6.0, ngram_power=0.5)
     assert p[" l"] == pytest.approx(6.0 / np.sqrt(len(long_)))
+    assert "s:o100" in weights("off lights", sound_weight=4.0, sound_max_len=3)
+    assert "s:l232" not in weights("off lights", sound_weight=4.0, sound_max_len=3)
+    assert "s:l232" in weights("off lights", sound_weight=4.0)
     with pytest.raises(ValueError):
         UnitVocab(cap=10, min_n=2, max_n=3, word_weight=8.0, tf="sqrt")
     with pytest.raises(ValueError):

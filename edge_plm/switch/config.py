@@ -41,6 +41,7 @@ class SwitchConfig:
     unit_max_n: int = 5  # longest
     bigram_weight: float = 0.0  # weight of a unit for each pair of adjacent words (0: none)
     sound_weight: float = 0.0  # weight of a word's Soundex-key unit (0: no such units)
+    sound_max_len: int = 0  # > 0: Soundex units only for words of at most this many characters
     unit_tf: str = "count"  # a unit's weight from its occurrences c in a transcript: count c | log 1+ln c | binary 1
     ngram_mass: float = 0.0  # > 0: a word's n-grams share this weight (else each weighs 1)
     ngram_power: float = 1.0  # ... shared as ngram_mass / k^power among the word's k n-grams

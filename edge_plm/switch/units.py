@@ -48,9 +48,11 @@ def soundex(word: str) -> str:
     return ("".join(out) + "000")[:4]
 
 
-def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams: bool = False) -> list[str]:
+def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams: bool = False,
+                 sound_max_len: int = 0) -> list[str]:
     """Units of ``text`` in reading order, with repeats (the n-grams of each word, then it, then
-    with ``sound`` its Soundex key; with ``bigrams`` each pair of adjacent words at the end)."""
+    with ``sound`` its Soundex key, of words of at most ``sound_max_len`` characters when that
+    is > 0; with ``bigrams`` each pair of adjacent words at the end)."""
     if not 1 <= min_n <= max_n:
         raise ValueError(f"need 1 <= min_n <= max_n, got {min_n}, {max_n}")
     out: list[str] = []
@@ -60,7 +62,7 @@ def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams
         for n in range(min_n, max_n + 1):
             out.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
         out.append(WORD_PREFIX + word)
-        if sound:
+        if sound and (not sound_max_len or len(word) <= sound_max_len):
             out.append(SOUND_PREFIX + soundex(word))
     if bigrams:
         out.extend(f"{BIGRAM_PREFIX}{a} {b}" for a, b in zip(words, words[1:]))
@@ -81,7 +83,8 @@ class UnitVocab:
     def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = (),
                  support_min_n: int = 4, sound_weight: float = 0.0, bigram_weight: float = 0.0,
                  tf: str = "count", ngram_mass: float = 0.0,
-                 ngram_power: float = 1.0):
+                 ngram_power: float = 1.0, sound_max_len: int = 0):
+        self.sound_max_len = int(sound_max_len)
         if ngram_mass < 0:
             raise ValueError(f"n-gram mass must be >= 0, got {ngram_mass}")
         self.ngram_mass = float(ngram_mass)
@@ -136,7 +139,8 @@ class UnitVocab:
         ``sound_weight``, a word pair ``bigram_weight``."""
         out: list[tuple[str, float]] = []
         start = 0  # first n-gram of the current word
-        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0, bigrams=self.bigram_weight > 0):
+        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0, bigrams=self.bigram_weight > 0,
+                             sound_max_len=self.sound_max_len):
             if u[1:2] != ":":
                 out.append((u, 1.0))
                 continue
