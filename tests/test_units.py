@@ -74,9 +74,15 @@ def _learned(n=len(DATA), **overrides):
     return m
 
 
+# the optional input transforms and the per-unit pull (BENCHMARKS.md §1, 2026-12-01 ASR study)
+KNOBS = {"unit_tf": "binary", "ngram_mass": 8.0, "ngram_power": 0.75, "sound_weight": 3.5,
+         "l2_df_power": 0.75, "l2": 0.06, "logit_scale": 1.5, "idf_power": 1.0}
+
+
+@pytest.mark.parametrize("knobs", [{}, KNOBS], ids=["default", "knobs"])
 @pytest.mark.parametrize("kernel", ["numpy", "numba"])
-def test_refinement_gradient_matches_finite_differences(kernel):
-    m = _learned(kernel=kernel, refine_steps=3)
+def test_refinement_gradient_matches_finite_differences(kernel, knobs):
+    m = _learned(kernel=kernel, refine_steps=3, **knobs)
     net = m.net
     rng = np.random.default_rng(0)
     used = np.unique(np.concatenate([r[0] for r in net.rows.values()]))
@@ -104,7 +110,49 @@ def test_refinement_gradient_matches_finite_differences(kernel):
     only0 = np.setdiff1d(m.units.features(DATA[5][0], grow=False)[0],
                          np.concatenate([r[0] for r in net.rows.values()]))
     assert only0.size
-    np.testing.assert_allclose(dD[only0], net.l2() * net.delta[only0])
+    np.testing.assert_allclose(dD[only0], net.l2() * net.delta[only0])  # df 0: the pull's factor is 1
+
+
+def test_tf_modes_and_ngram_mass():
+    def weights(text, **kw):
+        v = UnitVocab(cap=1000, min_n=2, max_n=3, word_weight=8.0, **kw)
+        ids, w, _ = v.features(text, grow=True)
+        return {v.units[i]: x for i, x in zip(ids.tolist(), w.tolist())}
+
+    count, binary, log = (weights("on and on", tf=tf) for tf in ("count", "binary", "log"))
+    assert count["w:on"] == 16.0 and binary["w:on"] == 8.0 and log["w:on"] == pytest.approx(8.0 * (1 + np.log(2)))
+    assert count[" o"] == 2.0 and binary[" o"] == 1.0 and count["an"] == binary["an"] == 1.0
+    # ngram_mass: a word's n-grams share the mass, whatever the word's length
+    m = weights("on lights", ngram_mass=6.0)
+    short = [u for u in unit_strings("on", 2, 3) if ":" not in u]
+    long_ = [u for u in unit_strings("lights", 2, 3) if ":" not in u]
+    assert sum(m[u] for u in short) == pytest.approx(6.0) and sum(m[u] for u in long_) == pytest.approx(6.0)
+    assert m["w:on"] == m["w:lights"] == 8.0
+    p = weights("lights", ngram_mass=6.0, ngram_power=0.5)
+    assert p[" l"] == pytest.approx(6.0 / np.sqrt(len(long_)))
+    assert "s:o100" in weights("off lights", sound_weight=4.0, sound_max_len=3)
+    assert "s:l232" not in weights("off lights", sound_weight=4.0, sound_max_len=3)
+    assert "s:l232" in weights("off lights", sound_weight=4.0)
+    with pytest.raises(ValueError):
+        UnitVocab(cap=10, min_n=2, max_n=3, word_weight=8.0, tf="sqrt")
+    with pytest.raises(ValueError):
+        UnitVocab(cap=10, min_n=2, max_n=3, word_weight=8.0, ngram_mass=-1.0)
+
+
+def test_idf_and_per_unit_pull():
+    m = _learned(idf_power=1.0, l2_df_power=1.0)
+    net = m.net
+    ids, w, _ = m.units.features("turn on the light", grow=False)
+    idf = net.idf(ids)
+    n = len(net.rows)
+    np.testing.assert_allclose(idf, np.log((1 + n) / (1 + net.df[ids])) + 1)
+    x = net.inputs(ids, w)
+    np.testing.assert_allclose(x, w * idf / np.linalg.norm(w * idf))
+    pull = net.unit_pull(net.n_active)
+    np.testing.assert_allclose(pull, 1.0 / np.maximum(net.df[: net.n_active], 1.0))
+    plain = _learned()
+    np.testing.assert_array_equal(plain.net.unit_pull(5), np.ones(5))
+    np.testing.assert_array_equal(plain.net.idf(ids), np.ones(len(ids)))
 
 
 def test_refinement_lowers_the_objective_and_is_deterministic(tmp_path):

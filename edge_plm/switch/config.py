@@ -41,10 +41,16 @@ class SwitchConfig:
     unit_max_n: int = 5  # longest
     bigram_weight: float = 0.0  # weight of a unit for each pair of adjacent words (0: none)
     sound_weight: float = 0.0  # weight of a word's Soundex-key unit (0: no such units)
+    sound_max_len: int = 0  # > 0: Soundex units only for words of at most this many characters
+    unit_tf: str = "count"  # a unit's weight from its occurrences c in a transcript: count c | log 1+ln c | binary 1
+    ngram_mass: float = 0.0  # > 0: a word's n-grams share this weight (else each weighs 1)
+    ngram_power: float = 1.0  # ... shared as ngram_mass / k^power among the word's k n-grams
+    idf_power: float = 0.0  # input x = L2-normalised (weights x idf^p), idf = ln((1+N)/(1+df)) + 1 over the N labelled examples
     word_weight: float = 8.0  # weight of a whole-word unit relative to one n-gram occurrence
     alpha: float = 0.03  # additive smoothing of the explicit (naive-Bayes) solution
     logit_scale: float = 1.0  # U = logit_scale * B + delta
     l2: float = 0.02  # refinement's pull toward the explicit solution (|delta|^2, |b|^2)
+    l2_df_power: float = 0.0  # per unit the pull is l2 x df^-power (df: labelled examples holding it)
     l2_n0: int = 0  # beyond this many labelled examples the pull weakens as l2_n0 / n (0: constant)
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label

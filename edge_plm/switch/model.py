@@ -76,7 +76,8 @@ class SwitchModel:
     @staticmethod
     def _vocab(cfg: SwitchConfig, units=()) -> UnitVocab:
         return UnitVocab(cfg.unit_cap, cfg.unit_min_n, cfg.unit_max_n, cfg.word_weight, units, cfg.support_min_n,
-                         cfg.sound_weight, cfg.bigram_weight)
+                         cfg.sound_weight, cfg.bigram_weight, cfg.unit_tf,
+                         cfg.ngram_mass, cfg.ngram_power, cfg.sound_max_len)
 
     @property
     def params(self) -> int:

@@ -114,8 +114,20 @@ class UnitNet:
     def mask(self) -> np.ndarray:
         return np.where(self.class_counts > 0.5, 0.0, ABSENT_LOGIT)
 
+    def idf(self, ids: np.ndarray) -> np.ndarray:
+        """ln((1 + N) / (1 + df)) + 1 of each unit over the N labelled examples, raised to
+        ``idf_power`` (all ones when it is 0)."""
+        p = self.config.idf_power
+        if not p:
+            return np.ones(len(ids))
+        return (np.log((1.0 + len(self.rows)) / (1.0 + self.df[ids])) + 1.0) ** p
+
+    def inputs(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """x: the L2-normalised unit weights (times their idf when ``idf_power`` > 0)."""
+        return l2_normalise(weights * self.idf(ids)) if self.config.idf_power else l2_normalise(weights)
+
     def logits(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        x = l2_normalise(weights)
+        x = self.inputs(ids, weights)
         U = self.config.logit_scale * self.base[ids] + self.delta[ids]
         return x @ U + self.bias + self.mask()
 
@@ -146,7 +158,7 @@ class UnitNet:
         d_j = x_j (U[j, top] - U[j, second]); (sum of d_j > 0 - sum of |d_j < 0|) / (sum |d_j|),
         at least 0. "turn off the light" after "turn on the light" = ON: turn, the, light say
         ON, off says OFF strongly -> low agreement, however sure the summed logits are."""
-        x = l2_normalise(weights)
+        x = self.inputs(ids, weights)
         U = self.config.logit_scale * self.base[ids] + self.delta[ids]
         s = x @ U + self.bias + self.mask()
         order = np.argsort(-s)
@@ -173,7 +185,11 @@ class UnitNet:
             lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
             indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
             indices = np.concatenate([self.rows[k][0] for k in keys] or [np.zeros(0, np.int64)]).astype(np.int64)
-            values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
+            if self.config.idf_power:  # the idf moves with every label: normalise afresh
+                values = np.concatenate([self.inputs(self.rows[k][0], self.rows[k][1]) for k in keys]
+                                        or [np.zeros(0)]).astype(np.float64)
+            else:
+                values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
             labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
             self._batch = (indptr, indices, values, labels, self.sample_weights(labels))
         return self._batch
@@ -197,11 +213,20 @@ class UnitNet:
         indptr, indices, values, labels, sw = self.batch()
         U = c.logit_scale * self.base[:n] + delta
         lam = self.l2()
-        dD = lam * delta
+        pull = self.unit_pull(n)
+        dD = lam * pull[:, None] * delta
         fn = unit_kernels.BACKENDS[kernel or c.kernel]
         loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
-        loss += 0.5 * lam * (float((delta * delta).sum()) + float(bias @ bias))
+        loss += 0.5 * lam * (float((pull[:, None] * delta * delta).sum()) + float(bias @ bias))
         return loss, dD, db + lam * bias
+
+    def unit_pull(self, n: int) -> np.ndarray:
+        """Per unit, the factor of the pull toward the explicit solution: df^-l2_df_power over
+        the labelled examples holding it (df at least 1; all ones when the power is 0)."""
+        q = self.config.l2_df_power
+        if not q:
+            return np.ones(n)
+        return np.maximum(self.df[:n], 1.0) ** -q
 
     def l2(self) -> float:
         """The pull toward the explicit solution: ``l2``, divided by n / l2_n0 once there are

@@ -27,6 +27,7 @@ from edge_plm.switch.tokenizer import normalize
 WORD_PREFIX = "w:"
 SOUND_PREFIX = "s:"
 BIGRAM_PREFIX = "b:"
+TF_MODES = ("count", "log", "binary")
 _SOUNDEX = {**dict.fromkeys("bfpv", "1"), **dict.fromkeys("cgjkqsxz", "2"), **dict.fromkeys("dt", "3"),
             "l": "4", **dict.fromkeys("mn", "5"), "r": "6"}
 
@@ -47,9 +48,11 @@ def soundex(word: str) -> str:
     return ("".join(out) + "000")[:4]
 
 
-def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams: bool = False) -> list[str]:
+def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams: bool = False,
+                 sound_max_len: int = 0) -> list[str]:
     """Units of ``text`` in reading order, with repeats (the n-grams of each word, then it, then
-    with ``sound`` its Soundex key; with ``bigrams`` each pair of adjacent words at the end)."""
+    with ``sound`` its Soundex key, of words of at most ``sound_max_len`` characters when that
+    is > 0; with ``bigrams`` each pair of adjacent words at the end)."""
     if not 1 <= min_n <= max_n:
         raise ValueError(f"need 1 <= min_n <= max_n, got {min_n}, {max_n}")
     out: list[str] = []
@@ -59,7 +62,7 @@ def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams
         for n in range(min_n, max_n + 1):
             out.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
         out.append(WORD_PREFIX + word)
-        if sound:
+        if sound and (not sound_max_len or len(word) <= sound_max_len):
             out.append(SOUND_PREFIX + soundex(word))
     if bigrams:
         out.extend(f"{BIGRAM_PREFIX}{a} {b}" for a, b in zip(words, words[1:]))
@@ -78,7 +81,17 @@ class UnitVocab:
     """Append-only map unit string -> id, capped at ``cap`` units."""
 
     def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = (),
-                 support_min_n: int = 4, sound_weight: float = 0.0, bigram_weight: float = 0.0):
+                 support_min_n: int = 4, sound_weight: float = 0.0, bigram_weight: float = 0.0,
+                 tf: str = "count", ngram_mass: float = 0.0,
+                 ngram_power: float = 1.0, sound_max_len: int = 0):
+        self.sound_max_len = int(sound_max_len)
+        if ngram_mass < 0:
+            raise ValueError(f"n-gram mass must be >= 0, got {ngram_mass}")
+        self.ngram_mass = float(ngram_mass)
+        self.ngram_power = float(ngram_power)
+        if tf not in TF_MODES:
+            raise ValueError(f"unit tf must be one of {TF_MODES}, got {tf!r}")
+        self.tf = tf
         if cap <= 0:
             raise ValueError(f"unit cap must be positive, got {cap}")
         if word_weight <= 0:
@@ -119,22 +132,46 @@ class UnitVocab:
         """For each id: does the unit count for the support (``is_long``)."""
         return self._long[ids]
 
+    def weighted_units(self, text: str) -> list[tuple[str, float]]:
+        """(unit, weight) of each unit occurrence of ``text``: an n-gram weighs 1 (with
+        ``ngram_mass`` > 0: that mass shared by the n-grams of its word, so a word's spelling
+        weighs the same whatever its length), a word ``word_weight``, a Soundex key
+        ``sound_weight``, a word pair ``bigram_weight``."""
+        out: list[tuple[str, float]] = []
+        start = 0  # first n-gram of the current word
+        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0, bigrams=self.bigram_weight > 0,
+                             sound_max_len=self.sound_max_len):
+            if u[1:2] != ":":
+                out.append((u, 1.0))
+                continue
+            if u.startswith(WORD_PREFIX) and self.ngram_mass > 0 and len(out) > start:
+                share = self.ngram_mass / (len(out) - start) ** self.ngram_power
+                out[start:] = [(g, share) for g, _ in out[start:]]
+            out.append((u, self._weight[u[:2]]))
+            start = len(out)
+        return out
+
     def features(self, text: str, grow: bool) -> tuple[np.ndarray, np.ndarray, float]:
         """(ids, weights, unknown): the distinct known units of ``text`` in increasing id
         order with their weights (occurrences; a word unit counts ``word_weight``), and the
         total weight of the support-counting (``is_long``) units that have no id (never heard,
         or heard after the cap). ``grow`` adds new units (while there is room)."""
-        acc: dict[int, float] = {}
+        acc: dict[int, float] = {}  # summed weight of the unit's occurrences
+        occ: dict[int, int] = {}  # its occurrences
         unknown = 0.0
-        for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0, bigrams=self.bigram_weight > 0):
-            w = self._weight.get(u[:2], 1.0) if u[1:2] == ":" else 1.0
+        for u, w in self.weighted_units(text):
             i = self.add(u) if grow else self.index.get(u, -1)
             if i < 0:
                 unknown += w if is_long(u, self.support_min_n) else 0.0
             else:
                 acc[i] = acc.get(i, 0.0) + w
+                occ[i] = occ.get(i, 0) + 1
         ids = np.array(sorted(acc), dtype=np.int64)
-        return ids, np.array([acc[i] for i in ids.tolist()], dtype=np.float64), unknown
+        weights = np.array([acc[i] for i in ids.tolist()], dtype=np.float64)
+        if self.tf != "count":  # the mean weight of an occurrence x (1 + ln c) or x 1
+            c = np.array([occ[i] for i in ids.tolist()], dtype=np.float64)
+            weights = weights / c * (1.0 + np.log(c) if self.tf == "log" else 1.0)
+        return ids, weights, unknown
 
     def to_json(self) -> list[str]:
         return list(self.units)
