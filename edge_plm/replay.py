@@ -200,8 +200,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     the mock switch if the relay is not where they want it (after their reaction time).
     """
     person = person or SimulatedPerson()
-    cfg = controller.settings.policy
-    gap = gap_s if gap_s is not None else max(cfg.ask_window_s, cfg.override_window_s) + 1.0
+    gap = gap_s if gap_s is not None else default_gap_s(controller.settings)
     devices = controller.devices
     pin = devices.factory.pin(devices.switch.cfg.pin)
     result = SessionResult()
@@ -247,6 +246,20 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     return result
 
 
+def default_gap_s(settings: Settings) -> float:
+    """The simulated time between two lines: longer than both windows, so the previous
+    interaction resolves by itself."""
+    return max(settings.policy.ask_window_s, settings.policy.override_window_s) + 1.0
+
+
+def session_span_s(n_lines: int, settings: Settings, person: SimulatedPerson | None = None) -> float:
+    """An upper bound of the simulated time `run_session` takes for `n_lines` lines (a gap per
+    line and one at the end, a reaction and a switch flip per line): `build_replay` starts the
+    clock that long before now, so that a replay's rows end at about the time it ran."""
+    person = person or SimulatedPerson()
+    return (n_lines + 1) * default_gap_s(settings) + n_lines * (person.reaction_s + 0.2)
+
+
 @dataclass
 class Replay:
     """Everything a replay needs, built on MockFactory pins and a simulated clock."""
@@ -276,11 +289,13 @@ def replay_asr(lines: list[SessionLine]) -> AsrBackend | None:
 
 def build_replay(settings: Settings, db: str | Path | None, seed: int | None = None,
                  asr: AsrBackend | None = None, learner_cfg: LearnerConfig | None = None,
-                 epoch: float | None = None) -> Replay:
+                 epoch: float | None = None, span_s: float = 0.0) -> Replay:
     """A controller for replays: given (or temporary) DB, mock GPIO, simulated clock.
 
     Checkpoints go next to the DB (``<db dir>/checkpoints``) unless ``paths.checkpoints_dir``
-    is set. The store's timestamps are the simulated clock offset to the wall time at start.
+    is set. The store's timestamps are the simulated clock offset to `epoch`; without an
+    `epoch`, to `span_s` seconds before now (`session_span_s`), and never later than the
+    real time: rows and versions carry times in the order they were made, none in the future.
     """
     from gpiozero.pins.mock import MockFactory  # noqa: PLC0415
 
@@ -296,8 +311,11 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     settings = replace(settings, paths=paths, model=model,
                        gpio=replace(settings.gpio, pin_factory="mock"))
     clock = SimClock(0.0)
-    start = time.time() if epoch is None else epoch
-    wall = lambda: start + clock()  # noqa: E731
+    if epoch is None:
+        start = time.time() - span_s
+        wall = lambda: min(start + clock(), time.time())  # noqa: E731
+    else:
+        wall = lambda: epoch + clock()  # noqa: E731
     store = ReplayStore(db, clock=wall)
     try:
         lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
@@ -314,4 +332,4 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
 
 __all__ = ["LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine", "SessionResult",
-           "SimClock", "build_replay", "read_session", "replay_asr", "run_session"]
+           "SimClock", "build_replay", "default_gap_s", "read_session", "session_span_s", "replay_asr", "run_session"]

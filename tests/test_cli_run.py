@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -92,15 +93,34 @@ def test_replay_readable_summary(tmp_path):
 
 
 def test_demo_runs_and_prints_its_summary(tmp_path):
-    db = tmp_path / "demo.db"
-    proc = cli("demo", "--db", str(db), "--rounds", "2", "--limit", "3")
+    """Without --db the demo keeps its database under the state dir (not the device's own),
+    says where and how to look at it; its rows are in the past, versions in order."""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("STATE_DIRECTORY", None)
+    db = tmp_path / "data" / "edge-plm" / "demo" / "edge-plm.db"
+    before = time.time()
+    proc = cli("demo", "--rounds", "2", "--limit", "3", env=env)
+    after = time.time()
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())  # rich wraps to the terminal width
     assert "played 2 time(s)" in text and "6 interactions" in text
     assert "acted" in text and "1/4" in text and "4/4" in text
+    assert f"interactions stored in {db}" in text and f"edge-plm status --db {db}" in text
     with sqlite3.connect(db) as conn:
         backends = {r[0] for r in conn.execute("SELECT asr_backend FROM interactions")}
+        times = [r[0] for r in conn.execute("SELECT ts FROM interactions ORDER BY id")]
+        labels = [r[0] for r in conn.execute("SELECT label_ts FROM interactions WHERE label_ts IS NOT NULL")]
+        made = [r[0] for r in conn.execute("SELECT created_ts FROM model_versions ORDER BY rowid")]
     assert backends == {"pocketsphinx"}
+    assert times == sorted(times) and made == sorted(made) and made
+    assert max(times + labels + made) <= after  # nothing in the future
+    assert min(times) > before - 3600  # simulated offsets end near the real time
+    status = cli("status", "--db", str(db), env=env)
+    assert status.returncode == 0 and "6" in status.stdout, status.stderr
+    again = cli("demo", "--rounds", "1", "--limit", "2", env=env)  # a fresh demo database
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM interactions").fetchone()[0] == 2
 
 
 def test_run_refuses_simulated_pins_unless_configured(tmp_path):

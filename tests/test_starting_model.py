@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -102,7 +103,8 @@ def test_replay_starts_from_model_start(tmp_path, own_start):
 def test_demo_starts_from_model_start(tmp_path):
     out = {}
     for start in ("switch-en", "empty"):
-        proc = cli("demo", "--rounds", "1", "--limit", "4", "--start", start)
+        proc = cli("demo", "--rounds", "1", "--limit", "4", "--start", start,
+                   env={**os.environ, "XDG_DATA_HOME": str(tmp_path)})
         assert proc.returncode == 0, proc.stderr
         text = " ".join(proc.stdout.split())
         assert ("starts empty" if start == "empty" else "starts from switch-en") in text

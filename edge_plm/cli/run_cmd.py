@@ -66,14 +66,17 @@ def _replay_settings(start: str | None):
 
 
 def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, settings=None):
-    from edge_plm.replay import build_replay, replay_asr, run_session
+    from edge_plm.replay import build_replay, replay_asr, run_session, session_span_s
     from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.settings import Settings
 
     from edge_plm.store import StorageError
 
+    settings = settings or Settings()
     try:
-        replay = build_replay(settings or Settings(), db, seed=seed, asr=replay_asr(lines))
+        # the simulated times end at about now (none in the future)
+        replay = build_replay(settings, db, seed=seed, asr=replay_asr(lines),
+                              span_s=session_span_s(len(lines) * rounds, settings))
     except (CheckpointError, LookupError) as exc:  # LookupError: StartError (model.start)
         fail(str(exc), 2)
     try:
@@ -142,9 +145,28 @@ def _print_summary(console, result, versions, title: str, parts: int = 4) -> Non
                   f"; rolled back automatically: {', '.join(rolled) or 'none'})")
 
 
+def demo_db() -> Path:
+    """Where `demo` keeps its database by default: ``<state dir>/demo/edge-plm.db``, apart
+    from the device's own database (the demo's labels must not train the owner's model)."""
+    from edge_plm.settings import default_state_dir
+
+    return default_state_dir() / "demo" / "edge-plm.db"
+
+
+def _fresh_demo_dir(db: Path) -> None:
+    """Empty the default demo directory: each demo starts from its own fresh database."""
+    import shutil
+
+    if db.parent.is_dir():
+        shutil.rmtree(db.parent)
+    db.parent.mkdir(parents=True)
+
+
 @app.command("demo")
 def demo_command(
-    db: ReplayDbOpt = None,
+    db: Annotated[Optional[Path], typer.Option("--db", help=(
+        "Replay buffer to write (default: <state dir>/demo/edge-plm.db, replaced by each demo; "
+        "never the device's own database)."))] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Times the session is played.")] = 2,
     seed: SeedOpt = 0,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Play only the first N lines (0: all).")] = 0,
@@ -168,10 +190,13 @@ def demo_command(
                   "ASR pocketsphinx, GPIO simulated (MockFactory), a simulated person flips "
                   "the switch when the device asks or gets it wrong. The model starts "
                   + ("empty." if settings.model.start == "empty" else f"from {settings.model.start}."))
+    if db is None:
+        db = demo_db()
+        _fresh_demo_dir(db)
     with Progress(transient=True, console=console) as bar:
         task = bar.add_task("listening", total=len(lines) * rounds)
         result, versions = _replay(lines, db, seed, rounds=rounds,
                                    progress=lambda: bar.advance(task), settings=settings)
     _print_summary(console, result, versions, "demo")
-    if db is not None:
-        console.print(f"interactions stored in {db}")
+    console.print(f"interactions stored in {db}; look at them with `edge-plm status --db {db}`, "
+                  f"`edge-plm log --db {db}` or `edge-plm stats --db {db}`", soft_wrap=True)
