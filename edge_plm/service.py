@@ -116,8 +116,7 @@ def run_service(settings) -> None:
         devices = Devices.from_config(settings.gpio, mock_fallback=False)
         controller = Controller(settings, store, learner, devices, asr)
         _listen(controller, held["source"], stop, settings.audio.source)
-    except _CANNOT_RUN as exc:
-        log.error("cannot start: %s", exc)
+    except _CANNOT_RUN as exc:  # `edge-plm run` prints it once, as `error: ...`
         raise CannotStart(f"cannot start: {exc}") from exc
     finally:
         sd_notify("STOPPING=1")
@@ -155,8 +154,16 @@ def _open_input(settings):
                                   settings.audio.block_ms, Endpointer.from_config(settings.audio))
         source.open()
         return asr, source
-    log.error("audio.source = 'wav' is for replays: use `edge-plm replay`")
     raise CannotStart("audio.source = 'wav' is for replays: use `edge-plm replay`", code=2)
+
+
+def model_in_use(controller) -> str:
+    """The model the loop predicts with, as the start-up log line names it."""
+    if controller.learner.version:
+        return f"version {controller.learner.version}"
+    start = controller.settings.model.start
+    return ("no version yet: an empty model" if start == "empty"
+            else f"no version yet: the starting model {start}")
 
 
 def _listen(controller, source, stop: threading.Event, source_name: str) -> None:
@@ -164,8 +171,7 @@ def _listen(controller, source, stop: threading.Event, source_name: str) -> None
     sd_notify("READY=1")
     notifier = Notifier(controller, source_name)
     notifier()
-    log.info("ready: listening (%s source, model version %s)", source_name,
-             controller.learner.version or "empty")
+    log.info("ready: listening (%s source, model %s)", source_name, model_in_use(controller))
     while not stop.is_set():
         try:
             controller.run(source, stop, heartbeat=notifier)

@@ -131,7 +131,8 @@ def test_run_refuses_simulated_pins_unless_configured(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr  # the service logs to stdout (journald)
-    assert "no GPIO hardware found" in out and "Traceback" not in out
+    assert out.count("no GPIO hardware found") == 1 and "Traceback" not in out  # once, as error:
+    assert proc.stderr.startswith("error: cannot start:") and "no GPIO hardware found" not in proc.stdout
     assert 'gpio.pin_factory = "mock"' in out
 
 
@@ -147,6 +148,7 @@ def test_run_service_text_source_notify_and_sigterm(tmp_path):
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "relay closed in safe state OFF" in out  # logs go to stdout (journald)
+    assert "model no version yet: the starting model switch-en" in out  # what it predicts with
     with sqlite3.connect(state / "edge-plm.db") as conn:
         texts = [r[0] for r in conn.execute("SELECT transcript FROM interactions ORDER BY id")]
     assert texts == ["turn on the light", "what time is it"]
