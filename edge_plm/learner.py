@@ -45,7 +45,7 @@ def is_holdout_id(interaction_id: int, fraction: float) -> bool:
 _MODEL = ModelConfig()  # the defaults of the [model] section
 
 #: `ModelConfig` fields the learner takes as they are (``start`` is resolved to a path).
-_FROM_MODEL = ("config", "seed", "replay_size", "holdout_fraction", "holdout_min",
+_FROM_MODEL = ("config", "seed", "holdout_fraction", "holdout_min",
                "version_every", "rollback_margin", "prior_strength", "evidence_prior",
                "keep_checkpoints", "checkpoints_max_mb", "version_growth")
 
@@ -61,7 +61,6 @@ class LearnerConfig:
 
     config: str = _MODEL.config
     seed: int = _MODEL.seed
-    replay_size: int = _MODEL.replay_size
     holdout_fraction: float = _MODEL.holdout_fraction
     holdout_min: int = _MODEL.holdout_min
     version_every: int = _MODEL.version_every
@@ -191,9 +190,6 @@ def load_start(cfg: LearnerConfig) -> SwitchModel:
     if model.config.name != cfg.config:
         raise StartError(f"model.start: {cfg.start} is a {model.config.name} model, "
                          f"but model.config is {cfg.config}")
-    if model.config.replay != cfg.replay_size:
-        model.config = model.config.with_(replay=cfg.replay_size)
-        model.net.config = model.config
     model.seed = cfg.seed
     model.rng = np.random.default_rng(cfg.seed)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
@@ -245,14 +241,14 @@ class Learner:
         (it may since have been moved or deleted). `open` loads it if no version loads."""
         if self.cfg.start and any(v.path for v in self.store.model_versions()):
             self._start_deferred = True
-            return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed, replay=self.cfg.replay_size)
+            return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed)
         return self._fresh_model()
 
     def _fresh_model(self) -> SwitchModel:
         """Where learning starts (no version yet, or a rebuild): ``cfg.start`` or empty."""
         if self.cfg.start:
             return load_start(self.cfg)
-        return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed, replay=self.cfg.replay_size)
+        return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed)
 
     @classmethod
     def open(cls, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,

@@ -47,7 +47,8 @@ def default_state_dir() -> Path:
 
 @dataclass
 class PathsConfig:
-    state_dir: str = setting("", "empty: default_state_dir()")
+    state_dir: str = setting("", "empty: $STATE_DIRECTORY (the service: /var/lib/edge-plm), "
+                                      "else $XDG_DATA_HOME/edge-plm (~/.local/share/edge-plm)")
     database: str = setting("", "empty: <state_dir>/edge-plm.db")
     models_dir: str = setting("", "empty: <state_dir>/models (installed ASR models)")
     checkpoints_dir: str = setting("", "empty: <state_dir>/checkpoints")
@@ -94,7 +95,7 @@ class AsrConfig:
 @dataclass
 class GpioConfig:
     pin_factory: str = setting("auto", "auto (GPIOZERO_PIN_FACTORY, else real GPIO; run refuses none) "
-                                       "| mock | lgpio | rpigpio | native ...")
+                                       "| mock | lgpio | rpigpio | pigpio | native (gpiozero pin factories)")
     relay_pin: int = 17
     relay_active_high: bool = True
     relay_safe_state: bool = setting(False, "state on start, stop and crash")
@@ -125,10 +126,10 @@ class ModelConfig:
     # common on/off commands from the first word), "empty", or a switch-model checkpoint path
     start: str = "switch-en"
     seed: int = 0
-    replay_size: int = 8
     holdout_fraction: float = 0.2
     holdout_min: int = setting(10, "holdout rows needed before a candidate is judged at all")
-    version_every: int = setting(10, "learned labels between candidate versions (at least) ...")
+    version_every: int = setting(10, "learned labels between candidate versions, at least "
+                                         "(or version_growth of the labels the model holds, if more)")
     # ... or this share of the labels the model holds, when more: the cost of versioning per
     # label (checkpoint + holdout pass, both proportional to the model) stays constant
     version_growth: float = 0.05
@@ -316,7 +317,6 @@ def _model_problems(s: Settings) -> list[str]:
     out.need(m.config in known, f"model.config {m.config!r} is not a known model configuration "
                                 f"(known: {', '.join(known)})")
     out.need(m.seed >= 0, f"model.seed must be >= 0, got {m.seed}")
-    out.need(m.replay_size >= 0, f"model.replay_size must be >= 0, got {m.replay_size}")
     out.need(0.0 <= m.holdout_fraction < 1.0,
              f"model.holdout_fraction must be in [0, 1), got {m.holdout_fraction}")
     out.need(m.holdout_min >= 1 and m.version_every >= 1,
@@ -329,7 +329,7 @@ def _model_problems(s: Settings) -> list[str]:
     out.need(m.checkpoints_max_mb > 0, f"model.checkpoints_max_mb must be > 0, got {m.checkpoints_max_mb}")
     out.need(m.prior_strength >= 0 and m.evidence_prior >= 0,
              "model.prior_strength and model.evidence_prior must be >= 0")
-    start = _start_problem(m)
+    start = _start_problem(m) if m.config in known else None  # else: the config is the problem
     if start:
         out.append(start)
     return out

@@ -26,7 +26,7 @@ mkdir -p "$HOME"
 
 step() { echo "check-quickstart: $*"; }
 step "command 1 in $clone"
-python3 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/edge-plm demo > "$work/demo.out"
+python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/edge-plm demo > "$work/demo.out"
 site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 stray="$(find "$site/edge_plm" -name '*.nbi' -o -name '*.nbc' | head -5)"
 if [ -n "$stray" ]; then
@@ -41,7 +41,8 @@ bash scripts/setup-dev.sh && .venv/bin/python -m pytest -q
 
 step "the CLI afterwards"
 .venv/bin/edge-plm --version
-.venv/bin/edge-plm status > /dev/null
+grep -q "interactions stored in $HOME/.local/share/edge-plm/demo/edge-plm.db" "$work/demo.out"
+.venv/bin/edge-plm status --db "$HOME/.local/share/edge-plm/demo/edge-plm.db" > /dev/null
 .venv/bin/edge-plm eval --train edge_plm/data/switch-sample-train.jsonl \
     --test edge_plm/data/switch-sample-test.jsonl --budgets 0,10 > /dev/null
 step "ok"

@@ -35,7 +35,7 @@ infinite-window          | [policy]\nask_window_s = inf                      | f
 zero-sample-rate         | [audio]\nsample_rate = 0                          | audio.sample_rate
 min-above-max-utterance  | [audio]\nmin_utterance_ms = 9000\nmax_utterance_ms = 8000 | audio.min_utterance_ms
 negative-transcript-cap  | [asr]\nmax_transcript_chars = -1                  | asr.max_transcript_chars
-negative-replay-size     | [model]\nreplay_size = -2                         | model.replay_size
+removed-replay-size      | [model]\nreplay_size = 8                          | unknown key 'replay_size'
 """
 
 
@@ -152,3 +152,22 @@ def test_problems_come_in_section_order():
     found = problems(s)
     assert [m.split(" ", 1)[0] for m in found] == [
         "audio.sample_rate", "asr.backend", "gpio.switch_mode", "policy.ask_window_s", "model.seed"]
+
+
+def test_an_unknown_model_config_is_named_alone():
+    """model.config = "banana" is answered with the known configurations, not with a hint to
+    train a "banana" model for the starting model."""
+    s = Settings()
+    s.model.config = "banana"
+    found = problems(s)
+    assert found == ["model.config 'banana' is not a known model configuration (known: orange, potato)"]
+
+
+def test_generated_config_comments_read_right():
+    """No Python names, no cut-off comments, and the header names the command that checks it."""
+    text = default_config_toml(path="/etc/edge-plm/config.toml")
+    comments = [line.partition("  # ")[2] for line in text.splitlines() if "  # " in line]
+    assert comments and not [c for c in comments if "()" in c or c.rstrip().endswith(("...", "…"))]
+    assert "`edge-plm config check --config /etc/edge-plm/config.toml`" in text
+    assert "doctor --config" not in text
+    assert "replay_size" not in text  # removed: it did nothing

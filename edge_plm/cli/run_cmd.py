@@ -157,9 +157,11 @@ def _fresh_demo_dir(db: Path) -> None:
     """Empty the default demo directory: each demo starts from its own fresh database."""
     import shutil
 
+    from edge_plm.store import private_dir
+
     if db.parent.is_dir():
         shutil.rmtree(db.parent)
-    db.parent.mkdir(parents=True)
+    private_dir(db.parent)  # 0700: the demo's transcripts are as private as the device's
 
 
 @app.command("demo")
