@@ -74,3 +74,13 @@ def test_shell_completion_offers_commands_and_choices():
     assert complete("edge-plm mo", 1) == ["model"]
     assert complete("edge-plm log --label ", 3) == ["ON", "OFF", "NOOP", "none"]
     assert complete("edge-plm export --format ", 3) == ["jsonl", "csv"]
+
+
+@pytest.mark.parametrize("path", [[], ["log"], ["model", "import"], ["doctor"]], ids=lambda p: " ".join(p) or "edge-plm")
+def test_flags_show_no_type_and_debug_is_listed(path):
+    res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    assert "<bool>" not in res.output
+    assert "<int" in res.output or "<path>" in res.output or not path  # value options keep theirs
+    if not path:
+        assert "--debug" in res.output and "--version" in res.output

@@ -6,8 +6,26 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from typer.core import TyperOption
 
-from edge_plm.cli.common import OneLineUsageErrors
+from edge_plm.cli.common import OneLineUsageErrors, enable_debug
+
+
+def _flags_without_a_type() -> None:
+    """typer >= 0.2x shows a ``<bool>`` type next to every flag in the help panels
+    (``--version <bool>``), as if the flag took a value: show no type for a flag, as
+    click's plain help does."""
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        if self.is_flag and not self.count:
+            return None
+        return shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_a_type()
 
 app = typer.Typer(
     cls=OneLineUsageErrors,
@@ -30,5 +48,10 @@ def _print_version(value: bool) -> None:
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help=(
+        "Show Python tracebacks (for a bug report); allowed anywhere on the command line, "
+        "EDGE_PLM_DEBUG=1 does the same."))] = False,
 ) -> None:
     """edge-plm: a voice switch that learns from its owner, on the device."""
+    if debug:  # `main` takes --debug off the command line before typer sees it; tests call `app`
+        enable_debug()
