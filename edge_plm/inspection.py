@@ -360,7 +360,8 @@ def learning_curve(store: ReplayStore, window: int = 10) -> dict[str, Any]:
     For each interaction: whether the device asked, acted right (label == action), acted
     wrong, ignored it rightly (no ON/OFF label), or let a wish pass (ignored, then labelled
     ON/OFF by the person); rolling shares
-    over `window` interactions. Versions are placed at the number of interactions recorded
+    over `window` interactions, and ``agreement``: how often the prediction was the label,
+    over the last `window` labelled interactions. Versions are placed at the number of interactions recorded
     before they started serving.
     """
     rows = all_rows(store)
@@ -403,7 +404,20 @@ def learning_curve(store: ReplayStore, window: int = 10) -> dict[str, Any]:
                             if k in ("version", "status", "balanced_accuracy", "holdout_n",
                                      "gate")}, "at": at})
     return {"n": len(rows), "window": window, "kinds": kinds, "rolling": series,
-            "versions": versions}
+            "agreement": _rolling_agreement(rows, window), "versions": versions}
+
+
+def _rolling_agreement(rows: list, window: int) -> list[float | None]:
+    """Per interaction: the share of the last `window` labelled interactions (up to it) whose
+    prediction was their label; None before the first labelled one."""
+    hits: list[bool] = []
+    out: list[float | None] = []
+    for r in rows:
+        if r.label is not None and r.prediction is not None:
+            hits.append(r.prediction == r.label)
+        last = hits[-window:]
+        out.append(sum(last) / len(last) if last else None)
+    return out
 
 
 # --- export ---------------------------------------------------------------------------------

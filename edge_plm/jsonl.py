@@ -37,7 +37,10 @@ def read_objects(path: str | Path, what: str = "file",
 
 
 def label_of(path: str | Path, no: int, row: dict) -> str:
-    """The line's "label", which must be one of the actions (`edge_plm.actions`)."""
-    if row.get("label") not in LABELS:
-        raise JsonlError(f'{path}:{no}: "label" must be one of {", ".join(LABELS)}, got {row.get("label")!r}')
-    return row["label"]
+    """The line's "label", which must be one of the actions (`edge_plm.actions`) in any case,
+    as on the command line (``on`` is ``ON``); `row` gets the upper-case spelling."""
+    label = row.get("label")
+    if isinstance(label, str) and label.upper() in LABELS:
+        row["label"] = label.upper()
+        return row["label"]
+    raise JsonlError(f'{path}:{no}: "label" must be one of {", ".join(LABELS)} (any case), got {label!r}')

@@ -24,6 +24,29 @@ def require_matplotlib() -> None:
                               f"{INSTALL_HINT}") from None
 
 
+class PlotPathError(ValueError):
+    """The plot cannot be written there (a format matplotlib cannot write, no such directory)."""
+
+
+def check_plot_path(path: str | Path) -> Path:
+    """`path` if matplotlib can write a plot there (checked before any work); else
+    `PlotPathError` naming the formats it can write."""
+    require_matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase  # noqa: PLC0415
+
+    path = Path(path)
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise PlotPathError(f"--plot {path}: cannot draw a {suffix or 'file without an extension'!r} "
+                            f"plot; name the file .png (or {', '.join('.' + f for f in formats if f != 'png')})")
+    if path.exists() and path.is_dir():
+        raise PlotPathError(f"--plot {path}: is a directory")
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise PlotPathError(f"--plot {path}: no such directory {path.parent}")
+    return path
+
+
 COLOURS = {"asked": "#e0a800", "acted_right": "#2e7d32", "acted_wrong": "#c62828",
            "ignored": "#9e9e9e", "missed": "#6a1b9a"}
 NAMES = {"asked": "asked", "acted_right": "acted right", "acted_wrong": "acted wrong",
@@ -52,13 +75,19 @@ def plot_learning(curve: dict[str, Any], path: str | Path, title: str = "") -> P
     return path
 
 
+#: how each share is drawn: lines that often sit on the same value (0) must all stay visible,
+#: so "acted wrong" (the one that matters most) is drawn last and thin, on a wide "missed"
+STYLES = {"asked": dict(linewidth=2, zorder=2), "acted_right": dict(linewidth=2, zorder=2),
+          "ignored": dict(linewidth=1.5, linestyle="--", zorder=2),
+          "missed": dict(linewidth=5, alpha=0.45, zorder=3),
+          "acted_wrong": dict(linewidth=1.8, zorder=4)}
+
+
 def _draw_behaviour(ax: Any, curve: dict[str, Any], title: str) -> None:
     """Rolling shares of asked / acted right / acted wrong / ignored / missed."""
     xs = list(range(1, curve["n"] + 1))
     for kind, values in curve["rolling"].items():
-        ax.plot(xs, values, label=NAMES[kind], color=COLOURS[kind],
-                linewidth=1.5 if kind == "ignored" else 2,
-                linestyle="--" if kind == "ignored" else "-")
+        ax.plot(xs, values, label=NAMES[kind], color=COLOURS[kind], **STYLES[kind])
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel(f"share of the last {curve['window']}\ninteractions")
     ax.set_title(title or "Learning on the device: asking turns into acting right", pad=30)
@@ -67,8 +96,14 @@ def _draw_behaviour(ax: Any, curve: dict[str, Any], title: str) -> None:
 
 
 def _draw_versions(ax: Any, curve: dict[str, Any]) -> None:
-    """Each scored model version's holdout balanced accuracy; rolled-back candidates as crosses."""
+    """How often the prediction was the label (rolling, over labelled interactions), and each
+    scored model version's holdout balanced accuracy; rolled-back candidates as crosses."""
     n = curve["n"]
+    agreement = curve.get("agreement") or []
+    if any(a is not None for a in agreement):
+        ax.plot(range(1, len(agreement) + 1), [float("nan") if a is None else a for a in agreement],
+                color="#00897b", linewidth=1.8,
+                label=f"prediction = label (last {curve['window']} labelled)")
     scored = sorted((v for v in curve["versions"] if v["balanced_accuracy"] is not None),
                     key=lambda v: v["at"])
     accepted = [v for v in scored if v["status"] != "rolled_back"]
@@ -76,7 +111,7 @@ def _draw_versions(ax: Any, curve: dict[str, Any]) -> None:
     if accepted:
         xs, ys = [v["at"] for v in accepted], [v["balanced_accuracy"] for v in accepted]
         ax.step(xs, ys, where="post", color="#1565c0", linewidth=1.5, alpha=0.5)
-        ax.plot(xs, ys, "o", color="#1565c0", label="model version (accepted)")
+        ax.plot(xs, ys, "o", color="#1565c0", label="model version: holdout balanced accuracy")
         if len(accepted) <= 25:  # beyond that the labels overlap
             for v in accepted:
                 below = v["balanced_accuracy"] > 0.5
@@ -87,15 +122,16 @@ def _draw_versions(ax: Any, curve: dict[str, Any]) -> None:
         ax.plot([v["at"] for v in rejected], [v["balanced_accuracy"] for v in rejected],
                 "x", color="#c62828", markersize=9, mew=2, label="candidate rolled back")
     ax.set_ylim(-0.05, 1.12)
-    ax.set_ylabel("holdout balanced\naccuracy")
+    ax.set_ylabel("how right the\nmodel is")
     ax.set_xlabel("interactions recorded")
     ax.set_xlim(0.5, max(n, 1) + max(1.0, 0.03 * n))  # room for the last label
     ax.grid(alpha=0.3)
-    if accepted or rejected:
+    if accepted or rejected or any(a is not None for a in agreement):
         ax.legend(loc="lower right", fontsize=9, framealpha=0.9)
-    else:
-        ax.text(0.5, 0.5, "no scored model version yet", transform=ax.transAxes,
+    if not (accepted or rejected):
+        ax.text(0.5, 0.25, "no scored model version yet", transform=ax.transAxes,
                 ha="center", va="center", color="#666666")
 
 
-__all__ = ["INSTALL_HINT", "PlotUnavailable", "plot_learning", "require_matplotlib"]
+__all__ = ["INSTALL_HINT", "PlotPathError", "PlotUnavailable", "check_plot_path", "plot_learning",
+           "require_matplotlib"]

@@ -62,14 +62,15 @@ def read_session(path: str | Path) -> list[SessionLine]:
     """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``.
 
     With both keys the audio is what is played (the text is the reference transcript).
-    ``"label": null`` (what `edge-plm export` writes for an interaction without a label) is
-    accepted: the simulated person does nothing after that line.
+    ``"label": null`` (what `edge-plm export` writes for an interaction without a label) or
+    no "label" is accepted: the simulated person does nothing after that line. A label is
+    taken in any case (``"on"`` is ``ON``), as on the command line.
     """
     path = Path(path)
     lines = []
     try:
         for no, row in read_objects(path, "session file"):
-            label = None if "label" in row and row["label"] is None else label_of(path, no, row)
+            label = None if row.get("label") is None else label_of(path, no, row)
             audio = row.get("audio")
             text = row.get("text")
             if audio is not None and not isinstance(audio, str):

@@ -62,3 +62,24 @@ def test_store_schema_spells_the_registry_as_existing_databases_have_it(tmp_path
 def test_jsonl_label_outside_the_registry_is_refused(tmp_path):
     with pytest.raises(jsonl.JsonlError, match='"label" must be one of ON, OFF, NOOP'):
         jsonl.label_of(tmp_path / "f.jsonl", 3, {"text": "x", "label": "MAYBE"})
+
+
+def test_jsonl_labels_are_taken_in_any_case_as_on_the_command_line(tmp_path):
+    row = {"text": "x", "label": "noop"}
+    assert jsonl.label_of(tmp_path / "f.jsonl", 1, row) == "NOOP" and row["label"] == "NOOP"
+    for bad in (None, 3, "", "maybe"):
+        with pytest.raises(jsonl.JsonlError, match=r"f\.jsonl:2: \"label\" must be one of"):
+            jsonl.label_of(tmp_path / "f.jsonl", 2, {"text": "x", "label": bad})
+
+
+def test_session_lines_may_leave_the_label_out(tmp_path):
+    """No "label" is the same as "label": null: the simulated person does nothing."""
+    from edge_plm.replay import SessionError, read_session
+
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "lights on", "label": "on"}\n{"text": "hello"}\n'
+                    '{"text": "hi", "label": null}\n{"text": "off", "label": "Off"}\n')
+    assert [line.wish and line.wish.value for line in read_session(path)] == ["ON", None, None, "OFF"]
+    path.write_text('{"text": "lights on", "label": "MAYBE"}\n')
+    with pytest.raises(SessionError, match=r"s\.jsonl:1: \"label\" must be one of"):
+        read_session(path)

@@ -144,6 +144,43 @@ def test_stats_plot(demo_dir, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+@pytest.mark.parametrize("name,needle", [("x.txt", "cannot draw a 'txt' plot"),
+                                         ("x", "without an extension"),
+                                         ("nodir/x.png", "no such directory")])
+def test_stats_plot_refuses_a_file_it_cannot_write_before_any_work(demo_dir, tmp_path, monkeypatch, name, needle):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    out = cli("stats", "--db", demo_dir / "edge-plm.db", "--plot", name)
+    assert out.exit_code == 2 and out.stdout == "", out.output  # no tables printed first
+    assert out.stderr.startswith("error: --plot") and needle in out.stderr and ".png" in out.stderr
+    assert len(out.stderr.splitlines()) == 1
+
+
+def test_learning_curve_agreement_follows_predictions_and_labels(demo_dir):
+    store = q.open_store(demo_dir / "edge-plm.db")
+    try:
+        curve = q.learning_curve(store, window=5)
+        rows = q.all_rows(store)
+    finally:
+        store.close()
+    hits = []
+    for i, r in enumerate(rows):
+        if r.label is not None and r.prediction is not None:
+            hits.append(r.prediction == r.label)
+        expect = sum(hits[-5:]) / len(hits[-5:]) if hits else None
+        assert curve["agreement"][i] == expect
+    assert len(curve["agreement"]) == curve["n"] == 48 and hits
+
+
+def test_plot_draws_acted_wrong_on_top_of_the_lines_that_share_zero():
+    from edge_plm.plots import STYLES
+
+    wrong = STYLES["acted_wrong"]
+    others = [k for k in STYLES if k != "acted_wrong"]
+    assert all(wrong["zorder"] > STYLES[k]["zorder"] for k in others)
+    assert wrong["linewidth"] < STYLES["missed"]["linewidth"]  # the wide line under it shows too
+
+
 def test_stats_plot_without_matplotlib(demo_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
     out = cli("stats", "--db", demo_dir / "edge-plm.db", "--plot", tmp_path / "x.png")

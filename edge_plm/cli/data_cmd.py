@@ -221,13 +221,15 @@ def stats_command(
 ) -> None:
     """Per-class counts, holdout balanced accuracy per model version, questions per day, wrong
     actions, latency percentiles."""
-    if plot is not None:
-        from edge_plm.plots import PlotUnavailable, require_matplotlib  # noqa: PLC0415
+    if plot is not None:  # before any work: a plot that cannot be written is refused first
+        from edge_plm.plots import PlotPathError, PlotUnavailable, check_plot_path  # noqa: PLC0415
 
         try:
-            require_matplotlib()
+            check_plot_path(plot)
         except PlotUnavailable as exc:
             fail(str(exc))
+        except PlotPathError as exc:
+            fail(str(exc), 2)
     with opened(db, config) as (store, settings, path):
         s = q.stats(store)
         curve = q.learning_curve(store, window=window) if plot is not None else None
