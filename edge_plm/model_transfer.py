@@ -94,8 +94,9 @@ def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: s
     return result
 
 
-def export_checkpoint(store: ReplayStore, version: str, out: str | Path) -> dict:
-    """Copy the checkpoint of saved `version` to `out` after checking that it loads."""
+def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwrite: bool = False) -> dict:
+    """Copy the checkpoint of saved `version` to `out` after checking that it loads; an
+    existing file is replaced only with `overwrite` (else `FileExistsError`)."""
     matches = [v for v in store.model_versions() if v.version == version]
     if not matches:
         raise LookupError(f"no model version {version!r} (see `edge-plm model list`)")
@@ -106,6 +107,8 @@ def export_checkpoint(store: ReplayStore, version: str, out: str | Path) -> dict
     out = Path(out)
     if out.is_dir():
         out = out / f"{version}.npz"
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out} exists; not overwritten (use --force)")
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(v.path, out)
     return {"version": version, "out": str(out), "config": model.config.name,

@@ -422,6 +422,26 @@ def test_backup_while_the_service_writes(db, tmp_path):
     assert len(written) > counts[0] - 48  # the service kept writing during the backups
 
 
+def test_every_writer_refuses_an_existing_file_unless_force(db, tmp_path):
+    """One rule for -o FILE, DEST and OUT: an existing file is refused, --force replaces it."""
+    version = query(db, "SELECT version FROM model_versions WHERE path IS NOT NULL "
+                        "AND status != 'pruned' ORDER BY rowid DESC")[0][0]
+    writers = {"export": ["export", "--db", db, "--output"],
+               "config defaults": ["config", "defaults", "-o"],
+               "db backup": ["db", "backup", "--db", db],
+               "model export": ["model", "export", version, "--db", db]}
+    for name, args in writers.items():
+        dest = tmp_path / f"{name.replace(' ', '-')}.out"
+        dest.write_text("precious")
+        out = cli(*args, dest)
+        assert out.exit_code == 1, (name, out.output)
+        assert out.stderr.strip() == f"error: {dest} exists; not overwritten (use --force)", name
+        assert dest.read_text() == "precious", name
+        out = cli(*args, dest, "--force")
+        assert out.exit_code == 0, (name, out.output)
+        assert dest.read_bytes() != b"precious", name
+
+
 def test_backup_refuses_to_overwrite(db, tmp_path):
     dest = tmp_path / "b.db"
     dest.write_text("precious")

@@ -66,6 +66,15 @@ JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 CheckpointsOpt = Annotated[Optional[Path], typer.Option("--checkpoints", help=CKPT_HELP)]
 SinceOpt = Annotated[Optional[str], typer.Option("--since", help=SINCE_HELP)]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Model seed.")]
+# one rule for every file a command writes (-o FILE, DEST, OUT): an existing file is refused
+# unless --force
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the file if it exists (without "
+                                                          "--force an existing file is refused).")]
+
+
+def exists_refused(path: Path | str) -> str:
+    """The message of every command that refuses to overwrite `path` without --force."""
+    return f"{path} exists; not overwritten (use --force)"
 # `--config NAME` named the model configuration before --model-config existed (hidden): it is
 # refused with a pointer to --model-config, since --config is the TOML file in every command
 OldConfigNameOpt = Annotated[Optional[str], typer.Option(

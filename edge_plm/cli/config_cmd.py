@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from edge_plm import settings as settings_mod
-from edge_plm.cli.common import ConfigOpt, fail
+from edge_plm.cli.common import ConfigOpt, ForceOpt, exists_refused, fail
 from edge_plm.cli.root import app
 from edge_plm.config_file import default_config_toml
 
@@ -22,7 +22,8 @@ def defaults(
     state_dir: Annotated[Optional[str], typer.Option(
         "--state-dir", help="Write paths.state_dir = DIR (uncommented) instead of the default.")] = None,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write to this file (it refuses to overwrite one) instead of stdout.")] = None,
+        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Print every config key with its built-in default, commented out (TOML)."""
     values = {"paths": {"state_dir": state_dir}} if state_dir else None
@@ -31,10 +32,10 @@ def defaults(
         typer.echo(text, nl=False)
         return
     try:
-        with open(output, "x", encoding="utf-8") as f:  # "x": never overwrite a person's config
+        with open(output, "w" if force else "x", encoding="utf-8") as f:  # "x": a person's config stays
             f.write(text)
     except FileExistsError:
-        fail(f"{output} exists; not overwritten")
+        fail(exists_refused(output))
     except OSError as exc:
         fail(f"cannot write {output}: {exc}")
     typer.echo(f"wrote {output}")

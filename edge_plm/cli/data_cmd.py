@@ -22,8 +22,8 @@ import typer
 
 from edge_plm import inspection as q
 from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt,
-                                 ExportFormat, JsonOpt, Label, LabelFilter, SinceOpt, console,
-                                 database_path, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
+                                 ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
+                                 console, database_path, exists_refused, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
                                  load_settings, opened, print_json, quiet_logging, time_option)
 from edge_plm.cli.root import app
 from edge_plm.store import LABELS
@@ -448,6 +448,7 @@ def export_command(
         "--format", case_sensitive=False,
         help="jsonl (what `edge-plm replay` reads) or csv (every column).")] = ExportFormat.jsonl,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File (default: stdout).")] = None,
+    force: ForceOpt = False,
     since: SinceOpt = None,
     labelled: Annotated[bool, typer.Option("--labelled", help=(
         "With jsonl, only interactions with a label (by default every one is written, label "
@@ -467,19 +468,23 @@ def export_command(
     t_since = time_option(since, "--since")
     with opened(db, config) as (store, settings, path):
         rows = q.all_rows(store, since=t_since)
-        written, skipped = _write_export(rows, fmt.value, output, labelled)
+        written, skipped = _write_export(rows, fmt.value, output, labelled, force)
     where = f"to {output}" if output else "to stdout"
     note = f"; skipped {skipped} unlabelled (--labelled)" if skipped else ""
     typer.echo(f"exported {written} interaction(s) as {fmt.value} {where}{note}", err=True)
 
 
-def _write_export(rows, fmt: str, output: Optional[Path], labelled: bool) -> tuple[int, int]:
-    """(written, skipped): `rows` as `fmt` to `output` (a private 0600 file) or stdout."""
+def _write_export(rows, fmt: str, output: Optional[Path], labelled: bool,
+                  force: bool = False) -> tuple[int, int]:
+    """(written, skipped): `rows` as `fmt` to `output` (a private 0600 file; an existing one
+    only with `force`) or stdout."""
     if output is None:
         out, close = sys.stdout, False
     else:
         try:  # transcripts are private: 0600 like the database
-            fd = os.open(output, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+            fd = os.open(output, os.O_CREAT | os.O_WRONLY | (os.O_TRUNC if force else os.O_EXCL), 0o600)
+        except FileExistsError:
+            fail(exists_refused(output))
         except OSError as exc:
             fail(f"cannot write {output}: {exc}")
         out, close = os.fdopen(fd, "w", encoding="utf-8", newline=""), True
@@ -505,7 +510,7 @@ app.add_typer(db_app, name="db")
 @db_app.command("backup")
 def backup_command(
     dest: Annotated[Path, typer.Argument(help="File (or directory) to write the copy to.")],
-    force: Annotated[bool, typer.Option("--force", help="Overwrite DEST if it exists.")] = False,
+    force: ForceOpt = False,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,

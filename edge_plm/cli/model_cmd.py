@@ -18,8 +18,8 @@ from typing import Annotated
 import typer
 
 from edge_plm import inspection as q
-from edge_plm.cli.common import (RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt, JsonOpt, console,
-                                 fail, fmt_ba, grid, opened, print_json)
+from edge_plm.cli.common import (RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt, ForceOpt, JsonOpt,
+                                 console, fail, fmt_ba, grid, opened, print_json)
 from edge_plm.cli.root import app
 
 model_app = typer.Typer(help="Model versions: list, show, rollback, rebuild, import, export.",
@@ -223,6 +223,7 @@ def import_command(
 def export_command(
     version: Annotated[str, typer.Argument(help="The saved version, e.g. v0003.")],
     out: Annotated[Path, typer.Argument(help="File (or directory) to write the checkpoint to.")],
+    force: ForceOpt = False,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -234,7 +235,7 @@ def export_command(
 
     with opened(db, config) as (store, settings, path):
         try:
-            r = export_checkpoint(store, version, out)
+            r = export_checkpoint(store, version, out, overwrite=force)
         except CheckpointError as exc:
             fail(f"cannot export {version}: {exc}")
     if as_json:
