@@ -864,15 +864,17 @@ class Learner:
                           "model (the database's labels are learned again)", active.path, exc)
         return self._fresh_model(), {}
 
-    def rollback(self, version: str) -> None:
-        """Manual rollback: make saved `version` active and the live model."""
+    def rollback(self, version: str) -> str | None:
+        """Manual rollback: make saved `version` active and the live model; return the
+        version it replaced (None: none was active)."""
         matches = [v for v in self.store.model_versions() if v.version == version]
         if not matches:
             raise LookupError(f"no model version {version!r}")
         model = self._load_version(matches[0])  # CheckpointError propagates: nothing changed
-        self.store.set_model_status(version, "active")
+        replaced = self.store.activate_model_version(version)
         self._set_live(model, version)
-        log.warning("manual rollback: model version %s is active", version)
+        log.warning("manual rollback: model version %s is active (was %s)", version, replaced or "none")
+        return replaced
 
     def _rebuilt_model(self, exclude: set[int] = frozenset()
                        ) -> tuple[SwitchModel, dict[int, int], int]:

@@ -205,15 +205,19 @@ def is_pruned(v: ModelVersion) -> bool:
 
 
 def prune_checkpoints(store: ReplayStore, keep: int, max_bytes: float) -> list[str]:
-    """Retention: the active version, its parent and the newest `keep` saved versions keep
-    their files; older files are deleted, then more (oldest first, never the active one or its
-    parent) while the directory holds more than `max_bytes`. Pruned rows stay, with
-    ``metrics.pruned = true``. Returns the versions pruned now."""
+    """Retention: the active version, its parent, the newest manual rollback target
+    (``metrics.rollback_target``: when `edge-plm model rollback` chose it) and the newest `keep`
+    saved versions keep their files; older files are deleted, then more (oldest first, never
+    the protected ones) while the directory holds more than `max_bytes`. Pruned rows stay,
+    with ``metrics.pruned = true``. Returns the versions pruned now."""
     versions = store.model_versions()
     saved = [v for v in versions if v.path and v.status in ("active", "retired")
              and not is_pruned(v)]
     active = next((v for v in versions if v.status == "active"), None)
     protected = {active.version, active.parent} if active else set()
+    chosen = sorted((float(v.metrics["rollback_target"]), v.version) for v in saved
+                    if (v.metrics or {}).get("rollback_target"))
+    protected.update(version for _, version in chosen[-1:])
     newest = {v.version for v in saved[-keep:]}
     prune = [v for v in saved if v.version not in protected and v.version not in newest]
     kept = [v for v in saved if v not in prune]

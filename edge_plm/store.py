@@ -809,6 +809,20 @@ class ReplayStore:
 
         self._write(update)
 
+    def activate_model_version(self, version: str) -> str | None:
+        """Make `version` active in one write transaction; return the version it replaced
+        (read inside the transaction: a service saving a version meanwhile cannot make the
+        answer stale), None if none was active or `version` already was."""
+
+        def update() -> str | None:
+            row = self.db.execute("SELECT version FROM model_versions WHERE status = 'active'").fetchone()
+            self._retire_active(except_version=version)
+            self._update_row("model_versions", version, {"status": "active"},
+                             f"no model version {version!r}")
+            return None if row is None or row[0] == version else row[0]
+
+        return self._write(update)
+
     def _retire_active(self, except_version: str | None = None) -> None:
         self.db.execute("UPDATE model_versions SET status = 'retired' "
                         "WHERE status = 'active' AND version IS NOT ?", [except_version])

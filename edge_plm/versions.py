@@ -3,6 +3,7 @@ the learner those commands and the label corrections work with."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,12 +30,15 @@ def rollback(store, settings, db_path: Path, version: str,
     if previous == version:
         return {"version": version, "previous": previous, "changed": False}
     try:
-        Learner(store, *learner_setup(store, settings, db_path, checkpoints)).rollback(target.version)
+        replaced = Learner(store, *learner_setup(store, settings, db_path, checkpoints)).rollback(target.version)
     except CheckpointError as exc:
         raise q.UserError(f"cannot roll back to {version}: {exc}; nothing changed"
                           + (" (rolled-back candidates are never saved)"
                              if target.status == "rolled_back" and not target.path else "")) from exc
-    return {"version": version, "previous": previous, "changed": True}
+    # retention keeps the newest manual rollback target (learning_state.prune_checkpoints)
+    store.set_model_metrics(target.version, {**(q.find_version(store, target.version).metrics or {}),
+                                             "rollback_target": time.time()})
+    return {"version": version, "previous": replaced, "changed": True}
 
 
 def rebuild(store, settings, db_path: Path, checkpoints: Optional[Path] = None) -> dict[str, Any]:

@@ -77,6 +77,33 @@ def test_rollback_makes_an_older_version_active(db):
     assert active(db) == newest
 
 
+def test_retention_keeps_the_rollback_target(db):
+    """`model rollback v0001` chose v0001: later versions do not prune it (they used to, as
+    soon as it was neither active nor the active version's parent)."""
+    n_versions = len(query(db, "SELECT version FROM model_versions"))
+    assert js(cli("model", "rollback", "v0001", "--db", db, "--json"))["changed"]
+    for _ in range(7):  # more new versions than model.keep_checkpoints (5)
+        js(cli("model", "rebuild", "--db", db, "--json"))
+    rows = dict(query(db, "SELECT version, metrics FROM model_versions"))
+    assert len(rows) == n_versions + 7
+    assert '"pruned": true' not in rows["v0001"] and (db.parent / "checkpoints" / "v0001.npz").exists()
+    assert sum('"pruned": true' in (m or "") for m in rows.values()) >= 1  # retention still runs
+    assert js(cli("model", "rollback", "v0001", "--db", db, "--json"))["changed"]
+
+
+def test_rollback_names_the_version_it_really_replaced(db):
+    """The replaced version is read in the transaction that activates the target: a version
+    the service made active meanwhile is the one named."""
+    newest = active(db)
+    assert newest not in ("v0001", "v0002")
+    with ReplayStore(db) as store:
+        assert store.activate_model_version("v0002") == newest
+        assert store.activate_model_version("v0002") is None  # already active
+        assert store.activate_model_version("v0001") == "v0002"
+    out = cli("model", "rollback", "v0002", "--db", db)
+    assert out.exit_code == 0 and "model v0002 is active (was v0001)" in out.stdout
+
+
 def test_rollback_refusals_change_nothing(db):
     with ReplayStore(db) as store:
         store.add_model_version("v0099", parent=active(db), status="rolled_back",
