@@ -61,7 +61,8 @@ def test_transcribe_bad_input_is_one_line_on_stderr(runner, tmp_path, content, n
     res = runner.invoke(app, ["asr", "transcribe", str(wav)])
     assert res.exit_code == 1
     assert needle in res.stderr and res.stderr.startswith("error: ")
-    assert "Traceback" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+    assert "Traceback" not in res.output
+    assert isinstance(res.exception, SystemExit) and res.exception.code == 1  # fail(): exit 1, no crash
 
 
 def test_transcribe_rejects_unknown_backend_with_usage_code(runner):
@@ -94,7 +95,10 @@ def test_install_then_list(runner, tmp_path):
     assert [m["name"] for m in listing["installed"]] == ["vosk-model-tiny-en-0.1"]
     assert any(k["name"] == "vosk-model-small-en-us-0.15" for k in listing["known"])
     res = runner.invoke(app, ["asr", "list", "--models-dir", str(models_dir)])
-    assert "vosk-model-tiny-en-0.1" in res.stdout and "needs --sha256" in res.stdout
+    assert "vosk-model-tiny-en-0.1" in res.stdout and "fetch needs --sha256" in res.stdout
+    for k in listing["known"]:  # the checksum `asr install --sha256` needs, and the URL
+        assert (f"sha256 {k['sha256']}" if k["sha256"] else "no checksum known") in res.stdout
+        assert k["url"] in res.stdout
 
 
 def test_install_with_wrong_checksum_fails_and_installs_nothing(runner, tmp_path):

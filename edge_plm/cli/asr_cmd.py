@@ -92,8 +92,8 @@ def list_cmd(
         typer.echo(f"  {m.name}  {m.size_bytes / 1e6:.1f} MB{flag}")
     typer.echo("fetchable (edge-plm asr fetch NAME):")
     for k in KNOWN_MODELS.values():
-        check = "checksum known" if k.sha256 else "needs --sha256"
-        typer.echo(f"  {k.name}  [{k.language}, {check}]  {k.note}")
+        check = f"sha256 {k.sha256}" if k.sha256 else "no checksum known: fetch needs --sha256"
+        typer.echo(f"  {k.name}  [{k.language}]  {k.note}\n    {check}\n    {k.url}")
 
 
 @asr_app.command("transcribe")
