@@ -134,3 +134,18 @@ def test_a_model_trained_on_the_exported_data_holds_the_device_labels_once(db, t
     assert after["model"]["unlearned_labels"] == 0
     assert SwitchModel.load(js(cli("model", "show", after["model"]["active"]["version"], "--db", db,
                                    "--json"))["checkpoint"]).n_examples == held - 1
+
+
+def test_import_onto_a_new_device_creates_its_database(tmp_path):
+    """The desktop path's first step: a trained model onto a board that has recorded nothing."""
+    good = _trained(tmp_path, [("turn on the light", "ON"), ("lights off", "OFF"),
+                               ("what time is it", "NOOP")], "good.npz")
+    db = tmp_path / "device" / "state" / "edge-plm.db"
+    r = js(cli("model", "import", str(good), "--db", db, "--json"))
+    assert r["previous"] is None and _active(db) == r["version"]
+    status = js(cli("status", "--db", db, "--json"))
+    assert status["model"]["active"]["version"] == r["version"] and status["interactions"]["total"] == 0
+    assert (db.parent.stat().st_mode & 0o777) == 0o700
+    failed = cli("model", "import", str(tmp_path / "missing.npz"), "--db", tmp_path / "other" / "edge-plm.db")
+    assert failed.exit_code == 2 and "cannot import" in failed.stderr
+    assert not (tmp_path / "other").exists()  # a failed import leaves no empty database behind

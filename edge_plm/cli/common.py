@@ -246,22 +246,47 @@ def database_path(db: Optional[Path], settings) -> Path:
 
 
 @contextmanager
-def opened(db: Optional[Path], config: Optional[Path], write: bool = False
+def opened(db: Optional[Path], config: Optional[Path], write: bool = False, create: bool = False
            ) -> Iterator[tuple[Any, Any, Path]]:
-    """(store, settings, db path); every expected failure becomes ``error: ...`` + exit 1."""
+    """(store, settings, db path); every expected failure becomes ``error: ...`` + exit 1.
+
+    `create` (with `write`): a missing database is created (a new device), and removed again
+    if the command fails."""
     quiet_logging()
     settings = load_settings(config)
     path = database_path(db, settings)
+    new_dir = not path.parent.exists()
     try:
+        created = create and write and _create_database(path)
         store = q.open_store(path, write=write)
     except EXPECTED_ERRORS as exc:
         fail(str(exc))
+    ok = False
     try:
         yield store, settings, path
+        ok = True
     except EXPECTED_ERRORS as exc:
         fail(str(exc) if not isinstance(exc, sqlite3.Error) else f"database {path}: {exc}")
     finally:
         store.close()
+        if created and not ok:  # nothing was done: leave no empty database behind
+            for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                p.unlink(missing_ok=True)
+            if new_dir:  # made by this command alone (its checkpoints dir too)
+                import shutil  # noqa: PLC0415
+
+                shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def _create_database(path: Path) -> bool:
+    """A new, empty replay buffer at `path` (private directory) unless one exists."""
+    from edge_plm.store import ReplayStore, private_dir  # noqa: PLC0415
+
+    if path.exists():
+        return False
+    private_dir(path.parent)
+    ReplayStore(path).close()
+    return True
 
 
 def time_option(text: Optional[str], name: str) -> Optional[float]:

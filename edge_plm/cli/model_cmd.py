@@ -195,7 +195,7 @@ def import_command(
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
     from edge_plm.versions import learner_setup  # noqa: PLC0415
 
-    with opened(db, config, write=True) as (store, settings, path):
+    with opened(db, config, write=True, create=True) as (store, settings, path):  # a new device too
         try:
             r = import_checkpoint(store, *learner_setup(store, settings, path, checkpoints),
                                   checkpoint, force=force)
