@@ -169,3 +169,14 @@ def test_functions_are_short():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+def test_docs_give_the_parameter_counts_eval_prints():
+    """docs/deploy.md names each configuration's parameter count as `edge-plm eval` prints it."""
+    from edge_plm.switch.config import CONFIGS
+
+    deploy = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text()
+    text = " ".join(deploy.split())
+    for cfg in CONFIGS.values():
+        n = cfg.param_count()
+        assert f"{n:,} parameters" in text or f"{n:,}:" in text, cfg.name
