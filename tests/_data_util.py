@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from edge_plm.cli import app
-from edge_plm.replay import SessionLine, build_replay, run_session
+from edge_plm.replay import SessionLine, run_session
 from edge_plm.policy import Action
-from edge_plm.settings import Settings
+from kit import make_replay
 
 DEMO_SESSION = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo" / "session.jsonl"
 
@@ -28,9 +27,7 @@ def demo_text_lines() -> list[SessionLine]:
 def populate(db: Path, lines: list[SessionLine], seed: int = 0) -> dict:
     """Replay `lines` through the real loop into `db` (checkpoints in <db dir>/checkpoints),
     from an empty model."""
-    settings = Settings()
-    settings = replace(settings, model=replace(settings.model, start="empty"))
-    replay = build_replay(settings, db, seed=seed)
+    replay = make_replay(db, start="empty", seed=seed)
     try:
         result = run_session(lines, replay.controller, replay.clock)
     finally:

@@ -13,12 +13,12 @@ import pytest
 
 from edge_plm.controller import InputFailure, text_utterance, wav_inputs
 
-from edge_plm.replay import SessionLine, build_replay, read_session, run_session
-from edge_plm.learner import LearnerConfig
+from edge_plm.replay import SessionLine, read_session, run_session
 from edge_plm.policy import Action, SimulatedPerson
 from edge_plm.settings import PolicyConfig, Settings
 from edge_plm.voice.asr import PocketSphinxASR
 from edge_plm.voice.audio import Utterance, write_wav
+from kit import make_replay
 
 DEMO = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo"
 ON, OFF = "turn on the light", "turn off the light"
@@ -26,13 +26,10 @@ ON, OFF = "turn on the light", "turn off the light"
 
 def make(tmp_path, policy: PolicyConfig | None = None, asr=None, keep_audio=False, **lcfg):
     settings = Settings()
-    if policy is not None:
-        settings = replace(settings, policy=policy)
     settings = replace(settings, paths=replace(settings.paths, keep_audio=keep_audio,
                                                audio_dir=str(tmp_path / "audio")))
-    learner_cfg = LearnerConfig(version_every=lcfg.pop("version_every", 1000), **lcfg)
-    return build_replay(settings, tmp_path / "db" / "edge-plm.db", asr=asr,
-                        learner_cfg=learner_cfg)
+    return make_replay(tmp_path / "db" / "edge-plm.db", settings=settings, policy=policy, asr=asr,
+                       version_every=lcfg.pop("version_every", 1000), **lcfg)
 
 
 def teach(replay, n: int = 6) -> None:
@@ -99,7 +96,7 @@ def test_bad_inputs_are_stored_with_an_error_and_the_loop_continues(tmp_path, ca
         assert replay.controller.run(source) == 5
         rows = replay.store.interactions(oldest_first=True)
         assert len(rows) == 5
-        assert "corrupt" in rows[0].error or "WAV" in rows[0].error
+        assert rows[0].error.startswith(f"{bad}: corrupt or truncated WAV file (")  # the file and why
         assert rows[1].error.startswith("empty utterance")
         assert rows[2].error.startswith("ASR error")
         assert rows[3].error == "empty transcript"

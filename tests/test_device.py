@@ -18,21 +18,9 @@ from edge_plm.device.led import AskBuzzer, NoLed, StatusLed, make_ask_buzzer, ma
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
 from edge_plm.device.relay import RelayClosed
 from edge_plm.settings import GpioConfig
+from kit import FakeClock
 
 RELAY, SWITCH, LED_PIN = 17, 27, 22
-
-
-class FakeClock:
-    """An injectable clock: seconds, advanced by the test."""
-
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
 
 
 @pytest.fixture
@@ -44,7 +32,7 @@ def factory() -> MockFactory:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1000.0)
 
 
 def make_relay(factory, clock, active_high=True, safe=False, interval_ms=1000) -> Relay:
@@ -102,8 +90,8 @@ def test_named_factory_that_cannot_load_says_why():
 def test_factories_are_independent():
     a, _ = make_pin_factory("mock")
     b, _ = make_pin_factory("mock")
-    ra = make_relay(a, FakeClock())
-    rb = make_relay(b, FakeClock())  # same pin number on another factory: no conflict
+    ra = make_relay(a, FakeClock(1000.0))
+    rb = make_relay(b, FakeClock(1000.0))  # same pin number on another factory: no conflict
     ra.set(True)
     assert a.pin(RELAY).state is True and b.pin(RELAY).state is False
     ra.close(), rb.close()

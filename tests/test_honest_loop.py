@@ -16,21 +16,18 @@ import pytest
 
 from edge_plm.controller import text_utterance
 
-from edge_plm.replay import ReplayStorageError, SessionLine, build_replay, read_session, run_session
-from edge_plm.learner import LearnerConfig
+from edge_plm.replay import ReplayStorageError, SessionLine, read_session, run_session
 from edge_plm.policy import Action
-from edge_plm.settings import Settings
 from edge_plm.store import ReplayStore, StorageError
+from kit import PHRASES, make_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "edge_plm.cli"]
-TEXTS = [("turn on the light", "ON"), ("turn off the light", "OFF"),
-         ("what time is it", "NOOP")]
+TEXTS = PHRASES[:3]
 
 
 def _replay(tmp_path, **lcfg):
-    cfg = LearnerConfig(version_every=lcfg.pop("version_every", 1000), **lcfg)
-    return build_replay(Settings(), tmp_path / "db" / "edge-plm.db", learner_cfg=cfg)
+    return make_replay(tmp_path / "db" / "edge-plm.db", version_every=lcfg.pop("version_every", 1000), **lcfg)
 
 
 def _fill_disk_after(store: ReplayStore, statement: str, n_ok: int) -> None:
@@ -214,16 +211,19 @@ def test_model_list_shows_a_damaged_checkpoint(tmp_path):
 def test_null_label_lines_replay_and_the_person_does_nothing(tmp_path):
     session = tmp_path / "s.jsonl"
     session.write_text('{"text": "turn on the light", "label": null}\n'
+                       '{"text": "turn on the light"}\n'  # no "label": the same as null
                        '{"text": "turn on the light", "label": "ON"}\n')
     lines = read_session(session)
-    assert [line.wish for line in lines] == [None, Action.ON]
+    assert [line.wish for line in lines] == [None, None, Action.ON]
     replay = _replay(tmp_path)
     result = run_session(lines, replay.controller, replay.clock)
-    first, second = result.lines
-    assert first.flips == 0 and not first.missed and not first.acted_wrong
-    assert second.flips == 1 or second.acted  # the person does act on a known wish
+    stored = replay.store.get(result.lines[2].outcome.interaction_id)
     replay.close()
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"text": "x"}\n')  # no label key at all is still an error
-    with pytest.raises(Exception, match="label"):
-        read_session(bad)
+    first, second, third = result.lines
+    for unknown in (first, second):  # whatever the device did, the person leaves it
+        assert unknown.flips == 0 and unknown.relay_final == unknown.relay_after
+        assert not unknown.missed and not unknown.acted_wrong
+    # a known wish: the relay ends ON, by the device's own action or by one flip of the person
+    assert third.relay_final is True
+    assert third.flips == (0 if third.relay_after else 1)
+    assert stored.label == "ON"  # and became a label (the action confirmed, or the flip)

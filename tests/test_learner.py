@@ -8,24 +8,15 @@ from edge_plm.switch.model import SwitchModel
 from edge_plm.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
 from edge_plm.settings import ConfigError, ModelConfig, parse
 from edge_plm.store import ReplayStore
+from kit import PHRASES as KIT_PHRASES, FakeClock
 
-PHRASES = [("turn on the light", "ON"), ("turn off the light", "OFF"),
-           ("what time is it", "NOOP")]
+PHRASES = KIT_PHRASES[:3]
 FLIP = {"ON": "OFF", "OFF": "NOOP", "NOOP": "ON"}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = ReplayStore(tmp_path / "db" / "edge-plm.db", clock=Clock())
+    s = ReplayStore(tmp_path / "db" / "edge-plm.db", clock=FakeClock(tick=1.0))
     yield s
     s.close()
 
@@ -352,7 +343,7 @@ def test_forget_takes_interactions_out_of_the_live_and_the_active_model(store, t
 
 
 def test_the_service_notices_another_process_made_a_version_active(store, tmp_path):
-    clock = Clock()
+    clock = FakeClock(tick=1.0)
     service = Learner(store, cfg(version_every=1000, sync_every_s=30), tmp_path / "ckpt",
                       clock=clock)
     feed(service, store, 12)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from edge_plm.service import Notifier
+from kit import FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -70,20 +71,20 @@ def test_notifier_rate_and_status_changes(tmp_path, monkeypatch):
     sock.settimeout(1)
     monkeypatch.setenv("NOTIFY_SOCKET", sock_path)
     monkeypatch.setenv("WATCHDOG_USEC", "400000")  # 0.4 s -> a beat every 0.1 s at least
-    t = [0.0]
+    clock = FakeClock(0.0)
     c = _FakeController()
-    n = Notifier(c, "microphone", clock=lambda: t[0])
+    n = Notifier(c, "microphone", clock=clock)
     assert n.interval == 0.1
     n()
     assert sock.recv(4096).decode() == ("WATCHDOG=1\nSTATUS=listening (microphone); 0 inputs "
                                         "handled; model v0003")
-    t[0] = 0.05
+    clock.set(0.05)
     n()  # nothing changed, too early for a beat: nothing sent
-    t[0] = 0.11
+    clock.set(0.11)
     n()
     assert sock.recv(4096).decode() == "WATCHDOG=1"
     c.storage_failures, c.last_storage_error = 2, "database or disk is full"
-    t[0] = 0.12
+    clock.set(0.12)
     n()  # the status changed: sent at once, without a beat
     assert sock.recv(4096).decode() == ("STATUS=listening (microphone); 0 inputs handled; "
                                         "model v0003; ERROR: 2 not stored (last: database or "

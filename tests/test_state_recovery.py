@@ -12,26 +12,14 @@ from _data_util import cli
 
 from edge_plm import inspection as q
 from edge_plm import learning_state as state
-from edge_plm.replay import SessionLine, build_replay, run_session
+from edge_plm.replay import SessionLine, run_session
 from edge_plm.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
 from edge_plm.switch.model import SwitchModel
 from edge_plm.policy import Action
-from edge_plm.settings import Settings
 from edge_plm.store import ReplayStore
+from kit import PHRASES as KIT_PHRASES, FakeClock, make_replay
 
-PHRASES = [("turn on the light", "ON"), ("turn off the light", "OFF"),
-           ("what time is it", "NOOP"), ("lamp on please", "ON"), ("lights off now", "OFF")]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, s: float) -> None:
-        self.t += s
+PHRASES = KIT_PHRASES[:5]
 
 
 @pytest.fixture
@@ -126,7 +114,7 @@ def test_a_row_the_holdout_hash_claims_is_marked_not_learned_on_catch_up(store, 
 
 def test_a_clean_stop_of_the_loop_checkpoints_the_pending_labels(db):
     lines = [SessionLine(Action(y), t) for t, y in PHRASES * 5]
-    rep = build_replay(Settings(), db, seed=0)
+    rep = make_replay(db, seed=0)
     run_session(lines, rep.controller, rep.clock)
     assert rep.controller.learner.pending_labels > 0
     rep.close()  # controller.stop: the pending labels become a version
@@ -212,7 +200,7 @@ def test_rolled_back_labels_reach_the_model_and_false_rollbacks_are_counted(stor
 # --- 3. forget reaches a running service ----------------------------------------------------
 def test_forget_reaches_the_live_model_of_a_running_service(db, tmp_path):
     ck = db.parent / "checkpoints"
-    clock = Clock()
+    clock = FakeClock()
     service_store = ReplayStore(db)
     service = Learner.open(service_store, cfg(version_every=1000), ck, clock=clock)
     ids = feed(service, service_store, 10)

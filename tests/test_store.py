@@ -15,15 +15,7 @@ from edge_plm.store import (BUSY_TIMEOUT_MS, BusyError,
     SCHEMA_VERSION, NotFoundError, ReplayStore, SchemaError, StoreError, clean_text,
     row_to_interaction, schema_version,
 )
-
-
-class Clock:
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
+from kit import FakeClock
 
 
 @pytest.fixture
@@ -33,7 +25,7 @@ def path(tmp_path):
 
 @pytest.fixture
 def store(path):
-    s = ReplayStore(path, clock=Clock())
+    s = ReplayStore(path, clock=FakeClock(tick=1.0))
     yield s
     s.close()
 
