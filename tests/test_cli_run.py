@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from kit import PHRASES  # noqa: E402
 from notified_service import notified_service, text_service_config, wait_for_interactions  # noqa: E402
 
 DEMO = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo"
@@ -40,9 +41,7 @@ def check_schema(out: dict) -> None:
 
 
 def test_replay_json_text_session(tmp_path):
-    rows = [{"text": "turn on the light", "label": "ON"},
-            {"text": "what time is it", "label": "NOOP"},
-            {"text": "turn off the light", "label": "OFF"}] * 5
+    rows = [{"text": t, "label": y} for t, y in PHRASES[:3]] * 5
     session = write_session(tmp_path / "s.jsonl", rows)
     db = tmp_path / "out" / "replay.db"
     proc = cli("replay", str(session), "--db", str(db), "--seed", "3", "--json")

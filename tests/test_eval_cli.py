@@ -8,15 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 from edge_plm.cli import app
+from kit import PHRASES
 
-ROWS = [
-    {"text": "turn on the light", "label": "ON", "intent": "iot_hue_lighton"},
-    {"text": "lights off please", "label": "OFF"},
-    {"text": "what time is it", "label": "NOOP"},
-    {"text": "switch the lamp on", "label": "ON"},
-    {"text": "turn the plug off", "label": "OFF"},
-    {"text": "play some music", "label": "NOOP"},
-]
+ROWS = [{"text": t, "label": y} for t, y in PHRASES[:6]]
+ROWS[0]["intent"] = "iot_hue_lighton"  # other keys are ignored
 ACTIONS = ["ON", "OFF", "NOOP"]
 
 

@@ -18,6 +18,7 @@ from edge_plm.learner import LearnerConfig
 from edge_plm.switch.model import SwitchModel
 from edge_plm.settings import ConfigError, ModelConfig, parse
 from edge_plm.starting_model import StartError, resolve, shipped_path
+from kit import PHRASES
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "models" / "switch-en.npz"
@@ -83,8 +84,7 @@ def _session(tmp_path, rows):
 
 
 def test_replay_starts_from_model_start(tmp_path, own_start):
-    rows = [{"text": "turn on the light", "label": "ON"}, {"text": "turn off the light", "label": "OFF"},
-            {"text": "what time is it", "label": "NOOP"}] * 2
+    rows = [{"text": t, "label": y} for t, y in PHRASES[:3]] * 2
     session = _session(tmp_path, rows)
     shipped = json.loads(cli("replay", session, "--json").stdout)  # default: switch-en
     empty = json.loads(cli("replay", session, "--start", "empty", "--json").stdout)

@@ -11,10 +11,9 @@ from typer.testing import CliRunner
 from edge_plm.cli import app
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch_training import SwitchTrainConfig, SwitchTrainer, gradient_epoch
+from kit import PHRASES
 
-ROWS = [("turn on the light", "ON"), ("lights off please", "OFF"), ("what time is it", "NOOP"),
-        ("switch the lamp on", "ON"), ("turn the plug off", "OFF"), ("play some music", "NOOP"),
-        ("lamp on", "ON"), ("lamp off", "OFF"), ("tell me a joke", "NOOP"), ("heard nothing", None)]
+ROWS = [*PHRASES, ("heard nothing", None)]  # a row without a label: observed, not learned
 VAL = [("turn the lamp on", "ON"), ("switch off the light", "OFF"), ("what's the weather", "NOOP")]
 
 

@@ -11,10 +11,9 @@ from edge_plm.switch import unit_kernels
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch.units import UnitVocab, unit_strings
+from kit import PHRASES
 
-DATA = [("turn on the light", "ON"), ("lights off please", "OFF"), ("what time is it", "NOOP"),
-        ("switch the lamp on", "ON"), ("kill the lamp", "OFF"), ("play some jazz", "NOOP"),
-        ("could you turn the lights on", "ON"), ("shut off the light", "OFF"), ("how is the weather", "NOOP")]
+DATA = PHRASES
 
 
 def test_unit_strings_are_word_anchored_ngrams_and_words():
