@@ -78,6 +78,13 @@ def _as_service_user(command: str) -> str:
     return f"sudo -u {SERVICE_USER} /opt/edge-plm/bin/edge-plm {command}"
 
 
+def _warm_as_the_service() -> str:
+    """The warm-up command with the unit's Numba environment (its cache, the generic CPU):
+    kernels compiled otherwise would be a cache miss for the service."""
+    return (f"sudo -u {SERVICE_USER} env NUMBA_CACHE_DIR={SERVICE_NUMBA_CACHE} NUMBA_CPU_NAME=generic "
+            "/opt/edge-plm/bin/edge-plm doctor --warm-cache")
+
+
 def _existing_ancestor(path: Path) -> Path:
     p = path
     while not p.exists() and p != p.parent:
@@ -409,7 +416,7 @@ def _cached_kernels(cache_dir: Path | None) -> tuple[list[str], list[str]]:
 def check_numba_cache(env: Mapping[str, str] | None = None) -> Check:
     """NUMBA_CACHE_DIR is writable and the kernels are compiled there (fast first start)."""
     env = os.environ if env is None else env
-    warm = _as_service_user("doctor --warm-cache")
+    warm = _warm_as_the_service()
     raw = env.get("NUMBA_CACHE_DIR", "")
     if raw:
         cache_dir: Path | None = Path(raw)

@@ -160,9 +160,9 @@ user_exists() { id -u "$SERVICE_USER" >/dev/null 2>&1; }
 # `python -c` imports the installed package, not a checkout in the current directory)
 as_user() {
     if [ -n "$PREFIX" ] || [ "$(id -un)" = "$SERVICE_USER" ]; then
-        (cd / && run env NUMBA_CACHE_DIR="$NUMBA_CACHE" HOME="$STATE_DIR" "$@")
+        (cd / && run env NUMBA_CACHE_DIR="$NUMBA_CACHE" NUMBA_CPU_NAME=generic HOME="$STATE_DIR" "$@")
     else
-        (cd / && run runuser -u "$SERVICE_USER" -- env NUMBA_CACHE_DIR="$NUMBA_CACHE" HOME="$STATE_DIR" "$@")
+        (cd / && run runuser -u "$SERVICE_USER" -- env NUMBA_CACHE_DIR="$NUMBA_CACHE" NUMBA_CPU_NAME=generic HOME="$STATE_DIR" "$@")
     fi
 }
 

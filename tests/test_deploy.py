@@ -80,6 +80,30 @@ def test_unit_hardening_and_service_contract():
     assert "NUMBA_CACHE_DIR=%S/edge-plm/numba-cache" in u["Environment"]
 
 
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze not installed (Debian package systemd)")
+def test_unit_exposure_is_at_most_one():
+    """`systemd-analyze security` rates the unit as it stands (offline: no systemd needed)."""
+    r = subprocess.run(["systemd-analyze", "security", "--offline=yes", str(UNIT)],
+                       capture_output=True, text=True, timeout=60)
+    found = re.search(r"Overall exposure level for edge-plm.service: ([0-9.]+)", r.stdout)
+    assert found, r.stdout + r.stderr
+    assert float(found.group(1)) <= 1.0
+    listed = {line.split()[1].split("=")[0] for line in r.stdout.splitlines() if line.startswith("✗")}
+    assert not listed & {"ProcSubset", "PrivateMounts", "SystemCallFilter"}, listed
+
+
+def test_unit_filters_and_proc_and_the_warm_up_compile_for_the_same_cpu():
+    u = unit_settings()
+    assert u["SystemCallFilter"] == ["@system-service", "~@privileged @resources"]
+    one = {k: v[-1] for k, v in u.items()}
+    assert one["ProcSubset"] == "pid" and one["ProtectProc"] == "invisible" and one["PrivateMounts"] == "yes"
+    # ProcSubset=pid hides /proc/cpuinfo: the service and install.sh's warm-up both pin the CPU
+    assert "NUMBA_CPU_NAME=generic" in u["Environment"]
+    install = INSTALL.read_text()
+    assert install.count("NUMBA_CACHE_DIR=") == install.count("NUMBA_CPU_NAME=generic") >= 1
+
+
 def test_unit_type_and_watchdog_match_what_run_sends():
     """Type=notify only if `edge-plm run` sends READY=1; WatchdogSec only if it sends WATCHDOG=1."""
     source = SERVICE_PY.read_text() if SERVICE_PY.exists() else ""
