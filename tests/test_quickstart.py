@@ -52,3 +52,6 @@ def test_readme_keeps_its_two_commands():
     two = "bash scripts/setup-dev.sh && .venv/bin/python -m pytest -q"
     assert one in readme and two in readme
     assert one in script and two in script
+    # after the quick start `edge-plm` is in .venv/bin, not on PATH: the examples say so
+    assert "\nedge-plm eval " not in readme and "\n.venv/bin/edge-plm eval --train" in readme
+    assert "source .venv/bin/activate" in readme
