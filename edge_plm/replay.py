@@ -255,9 +255,9 @@ def default_gap_s(settings: Settings) -> float:
 
 def session_span_s(n_lines: int, settings: Settings) -> float:
     """The simulated time `run_session` takes for `n_lines` lines when the person never has to
-    flip the switch (a gap per line and one at the end). `build_replay` starts the clock that
-    long before now, so that a replay's rows end at about the time it ran; the few seconds
-    each flip adds run into the real time, where the replay's clock stops at the real clock."""
+    flip the switch (a gap per line and one at the end). `build_replay` dates a row that much
+    simulated time before the real time at its end; the few seconds each flip adds run into
+    the real time, where the replay's clock stops at the real clock."""
     return (n_lines + 1) * default_gap_s(settings)
 
 
@@ -295,8 +295,9 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
     Checkpoints go next to the DB (``<db dir>/checkpoints``) unless ``paths.checkpoints_dir``
     is set. The store's timestamps are the simulated clock offset to `epoch`; without an
-    `epoch`, to `span_s` seconds before now (`session_span_s`), and never later than the
-    real time: rows and versions carry times in the order they were made, none in the future.
+    `epoch`, the real time minus the simulated time still to come (``span_s`` - clock, see
+    `session_span_s`), never later than the real time: a replay's rows end at the real time
+    it ended, in the order they were made, none in the future.
     """
     from gpiozero.pins.mock import MockFactory  # noqa: PLC0415
 
@@ -312,9 +313,8 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     settings = replace(settings, paths=paths, model=model,
                        gpio=replace(settings.gpio, pin_factory="mock"))
     clock = SimClock(0.0)
-    if epoch is None:
-        start = time.time() - span_s
-        wall = lambda: min(start + clock(), time.time())  # noqa: E731
+    if epoch is None:  # now minus the simulated time still to come: ends at the real end
+        wall = lambda: min(time.time() - span_s + clock(), time.time())  # noqa: E731
     else:
         wall = lambda: epoch + clock()  # noqa: E731
     store = ReplayStore(db, clock=wall)
