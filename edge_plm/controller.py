@@ -3,6 +3,9 @@
 `Controller.handle` takes one `Utterance` (or `InputFailure`) through listen -> transcribe ->
 predict -> decide -> act/ask -> record; `Controller.pump` (about every 100 ms) applies the
 person's switch flips and expired windows, whose labels go to the store and the learner.
+The learner runs behind a `LearnerWorker`: the relay is driven before the previous
+interaction's label is learned, and (with an asynchronous worker, `edge-plm run`) learning
+never delays an utterance.
 Bad input, storage failures, kept audio and stopping: docs/loop.md. Replaying a labelled
 session through this loop: `edge_plm.replay`.
 """
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from edge_plm.device import Devices
 from edge_plm.learner import Learner
+from edge_plm.learner_worker import LearnerWorker
 from edge_plm.policy import Action, Decision, Policy, Resolution, Step
 from edge_plm.policy import Prediction
 from edge_plm.settings import Settings
@@ -156,14 +160,19 @@ def _clamp(p: float) -> float:
 
 # --- the controller -------------------------------------------------------------------------
 class Controller:
-    """One device's loop. Thread-safe: `handle`, `pump` and `stop` share one lock."""
+    """One device's loop. Thread-safe: `handle`, `pump` and `stop` share one lock. `worker`
+    runs the learner (default: a synchronous one, as replays need; the service passes an
+    asynchronous one)."""
 
     def __init__(self, settings: Settings, store: ReplayStore, learner: Learner,
                  devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
-                 wall: Clock = time.time) -> None:
+                 wall: Clock = time.time, worker: LearnerWorker | None = None) -> None:
         self.settings = settings
         self.store = store
         self.learner = learner
+        self.worker = worker or LearnerWorker(learner, synchronous=True)
+        if self.worker.on_error is None:
+            self.worker.on_error = self._learning_failed
         self.devices = devices
         self.asr = asr
         self.text_asr = TextASR()
@@ -214,11 +223,13 @@ class Controller:
         except _Rejected as rejected:
             return self._error_row(rejected, watch, utt)
         with watch.stage("model"):
-            pred = self.learner.predict(text)
+            pred = self.worker.predict(text)
         iid = self._record_prediction(text, transcript, pred, watch)
         step, now = self._decide(iid, text, pred)
         with watch.stage("actuator"):
             driven = self._act_or_ask(iid, step, now)
+        # the relay first: the interactions this one closed are labelled and learned after it
+        self._resolve_all(step.closed, light_done=True)
         return self._record_decision(iid, utt, text, pred, step, driven, watch.stop())
 
     def _listen(self, utt: Utterance) -> AsrBackend:
@@ -260,17 +271,19 @@ class Controller:
             ts=self._wall(), transcript=text, asr_backend=tr.backend,
             asr_confidence=tr.confidence, prediction=pred.action,
             confidence=_clamp(pred.confidence), distribution=pred.distribution,
-            model_version=self.learner.version, latency_audio_ms=watch.ms["audio"],
+            model_version=self.worker.version, latency_audio_ms=watch.ms["audio"],
             latency_asr_ms=watch.ms["asr"], latency_model_ms=watch.ms["model"])
 
     def _decide(self, iid: int, text: str, pred: SwitchPrediction) -> tuple[Step, float]:
-        """The policy's step for this utterance (closing the previous interaction), and when."""
+        """The policy's step for this utterance (closing the previous interaction: its ask
+        light goes out now, its label is stored and learned after the relay), and when."""
         now = self._clock()
         dist = {a: _clamp(v) for a, v in (pred.distribution or {}).items()}
         step = self.policy.on_utterance(
             iid, Prediction(Action(pred.action), _clamp(pred.confidence), dist or None),
             self.devices.relay.is_on, now)
-        self._resolve_all(step.closed)
+        if any(r.decision is Decision.ASK for r in step.closed) and self.devices.led.asking:
+            self.devices.done()
         self._open_texts[iid] = text
         return step, now
 
@@ -309,7 +322,7 @@ class Controller:
         try:
             iid = self.store.add_interaction(ts=self._wall(), transcript="",
                                              asr_backend=rejected.asr_backend, error=error,
-                                             model_version=self.learner.version,
+                                             model_version=self.worker.version,
                                              **latency.columns())
             if utt is not None and rejected.keep_audio:
                 path = self._keep_audio(iid, utt)
@@ -346,7 +359,7 @@ class Controller:
                 self._manual(self._pending_manual, now)
             self._resolve_all(resolved)
             try:  # rows deleted by `forget` leave the live model within a second
-                self.learner.poll()
+                self.worker.poll()
             except Exception:
                 log.exception("learner poll failed; continuing")
             return resolved
@@ -360,10 +373,12 @@ class Controller:
             log.warning("switch flip to %s delayed by the relay rate limit",
                         "ON" if desired else "OFF")
 
-    def _resolve_all(self, resolutions: list[Resolution]) -> None:
+    def _resolve_all(self, resolutions: list[Resolution], light_done: bool = False) -> None:
+        """Label (or observe) each resolved interaction. `light_done`: their ask light was
+        already put out (`_decide`), and may now show a new ask."""
         for r in resolutions:
             try:
-                self._resolve(r)
+                self._resolve(r, light_done)
             except StorageError as exc:  # the label was not stored, so not learned either
                 self._storage_failed(f"label of interaction {r.key}", exc)
             except Exception as exc:  # one failing label must not stop the loop
@@ -374,25 +389,30 @@ class Controller:
                     continue
                 log.exception("could not apply the resolution of interaction %s", r.key)
 
-    def _resolve(self, r: Resolution) -> None:
+    def _resolve(self, r: Resolution, light_done: bool = False) -> None:
         self.resolutions.append(r)
         text = self._open_texts.pop(r.key, None)
-        if r.decision is Decision.ASK and self.devices.led.asking:
+        if r.decision is Decision.ASK and self.devices.led.asking and not light_done:
             self.devices.done()
         log.info("#%s resolved: %s (%s)", r.key,
                  r.label.value if r.label else "no label", r.reason)
         if text is None:
             text = self.store.get(r.key).transcript
         if r.label is None or r.source is None:
-            self.learner.observe(text)
+            self.worker.observe(text)
             return
         label_ts = self._wall() - (self._clock() - r.ts)
+        # the database first (the source of truth), then the learner (maybe on its thread)
         self.store.set_label(r.key, r.label.value, r.source.value, ts=label_ts)
-        outcome = self.learner.on_label(int(r.key), text, r.label.value,
-                                        source=r.source.value)
-        if outcome.event is not None:
-            e = outcome.event
-            log.info("model version %s: %s (%s)", e.version, e.status, e.reason)
+        self.worker.label(int(r.key), text, r.label.value, r.source.value)
+
+    def _learning_failed(self, what: str, exc: BaseException) -> None:
+        """A learner task failed on the worker thread (asynchronous worker)."""
+        if storage_failure(exc):  # the label is in the database; the checkpoint is not on disk
+            self._storage_failed(f"model checkpoint after the {what}", exc)
+        else:
+            log.error("learning failed (%s): %s: %s", what, type(exc).__name__, exc,
+                      exc_info=exc)
 
     # --- privacy --------------------------------------------------------------------------
     def _keep_audio(self, iid: int, utt: Utterance) -> str | None:
@@ -459,8 +479,8 @@ class Controller:
             try:
                 self.pump()
                 self._resolve_all(self.policy.close(self._clock()))
-                try:  # labels learned since the last version: saved now, not re-learned later
-                    self.learner.checkpoint_pending()
+                try:  # the queue drained; labels learned since the last version saved now
+                    self.worker.close()
                 except Exception:
                     log.exception("could not save the labels learned since the last model "
                                   "version; they are re-learned from the database at the next "
