@@ -303,7 +303,7 @@ class Controller:
     def _record_decision(self, iid: int, utt: Utterance, text: str, pred: SwitchPrediction, step: Step,
                          driven: Action | None, latency: Latency) -> Outcome:
         """The decision, the action and the rest of the latency into the interaction's row."""
-        audio_path = self._keep_audio(iid, utt)
+        audio_path = keep_audio(self.settings, iid, utt)
         self.store.update_interaction(
             iid, decision=step.decision.value, action=driven.value if driven else None,
             latency_actuator_ms=latency.actuator, latency_total_ms=latency.total,
@@ -325,7 +325,7 @@ class Controller:
                                              model_version=self.worker.version,
                                              **latency.columns())
             if utt is not None and rejected.keep_audio:
-                path = self._keep_audio(iid, utt)
+                path = keep_audio(self.settings, iid, utt)
                 if path:
                     self.store.update_interaction(iid, audio_path=path)
         except StorageError as exc:
@@ -414,62 +414,11 @@ class Controller:
             log.error("learning failed (%s): %s: %s", what, type(exc).__name__, exc,
                       exc_info=exc)
 
-    # --- privacy --------------------------------------------------------------------------
-    def _keep_audio(self, iid: int, utt: Utterance) -> str | None:
-        """Write the utterance's audio (0600 in a 0700 dir) only when configured."""
-        if not self.settings.paths.keep_audio or len(utt.samples) == 0:
-            return None
-        try:
-            directory = self.settings.paths.audio_path()
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if stat.S_IMODE(directory.stat().st_mode) != 0o700:
-                directory.chmod(0o700)
-            path = directory / f"{iid:08d}.wav"
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
-            os.chmod(path, 0o600)
-            write_wav(path, utt.samples, utt.sample_rate)
-            return str(path)
-        except OSError as exc:
-            log.error("could not keep the audio of interaction %d: %s", iid, exc)
-            return None
-
     # --- running --------------------------------------------------------------------------
     def run(self, source: Iterable[Item], stop: threading.Event | None = None,
             pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
-        """Handle every input of `source` until it ends or `stop` is set; returns the count.
-
-        A background thread pumps flips and window expiry while the source blocks (live use).
-        `heartbeat` (e.g. systemd's WATCHDOG=1) is called after every pump and every input:
-        a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
-        """
-        stop = stop or threading.Event()
-        done = threading.Event()
-
-        def pumper() -> None:
-            while not (done.is_set() or stop.is_set()):
-                try:
-                    self.pump()
-                    if heartbeat is not None:
-                        heartbeat()
-                except Exception:
-                    log.exception("pump failed; continuing")
-                done.wait(pump_interval_s)
-
-        thread = threading.Thread(target=pumper, name="edge-plm-pump", daemon=True)
-        thread.start()
-        n = 0
-        try:
-            for item in source:
-                self.handle(item)
-                n += 1
-                if heartbeat is not None:
-                    heartbeat()
-                if stop.is_set():
-                    break
-        finally:
-            done.set()
-            thread.join(timeout=2.0)
-        return n
+        """Handle every input of `source` until it ends or `stop` is set (`run_loop`)."""
+        return run_loop(self, source, stop, pump_interval_s, heartbeat)
 
     def stop(self) -> None:
         """Close the open interaction (expired ones get their label), release the devices."""
@@ -491,5 +440,62 @@ class Controller:
             log.info("controller stopped; relay in its safe state")
 
 
-__all__ = ["Controller", "InputFailure", "Latency", "Outcome", "storage_failure", "text_utterance",
-           "wav_inputs"]
+def keep_audio(settings: Settings, iid: int, utt: Utterance) -> str | None:
+    """Write the utterance's audio (0600 in a 0700 dir) only when configured."""
+    if not settings.paths.keep_audio or len(utt.samples) == 0:
+        return None
+    try:
+        directory = settings.paths.audio_path()
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if stat.S_IMODE(directory.stat().st_mode) != 0o700:
+            directory.chmod(0o700)
+        path = directory / f"{iid:08d}.wav"
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
+        os.chmod(path, 0o600)
+        write_wav(path, utt.samples, utt.sample_rate)
+        return str(path)
+    except OSError as exc:
+        log.error("could not keep the audio of interaction %d: %s", iid, exc)
+        return None
+
+
+def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Event | None = None,
+             pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
+    """Handle every input of `source` until it ends or `stop` is set; returns the count.
+
+    A background thread pumps flips and window expiry while the source blocks (live use).
+    `heartbeat` (e.g. systemd's WATCHDOG=1) is called after every pump and every input:
+    a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
+    """
+    stop = stop or threading.Event()
+    done = threading.Event()
+
+    def pumper() -> None:
+        while not (done.is_set() or stop.is_set()):
+            try:
+                controller.pump()
+                if heartbeat is not None:
+                    heartbeat()
+            except Exception:
+                log.exception("pump failed; continuing")
+            done.wait(pump_interval_s)
+
+    thread = threading.Thread(target=pumper, name="edge-plm-pump", daemon=True)
+    thread.start()
+    n = 0
+    try:
+        for item in source:
+            controller.handle(item)
+            n += 1
+            if heartbeat is not None:
+                heartbeat()
+            if stop.is_set():
+                break
+    finally:
+        done.set()
+        thread.join(timeout=2.0)
+    return n
+
+
+__all__ = ["Controller", "InputFailure", "Latency", "Outcome", "keep_audio", "run_loop",
+           "storage_failure", "text_utterance", "wav_inputs"]

@@ -49,7 +49,8 @@ class Learner:
         self.cfg = cfg
         self.checkpoints_dir = Path(checkpoints_dir)
         self._start_deferred = False
-        self.model = model if model is not None else self._initial_model()
+        self.registry = VersionRegistry(self)  # writes, loads, rolls back, rebuilds versions
+        self.model = model if model is not None else self.registry.initial_model()
         self.version = version  # the active version the live model descends from
         # interaction id -> example key in the live model (what it learned, to correct/forget)
         self.keys: dict[int, int] = dict(keys) if keys is not None else (
@@ -61,23 +62,12 @@ class Learner:
         self._clock = clock
         self._window = Window()
         self.events: list[VersionEvent] = []
-        self.registry = VersionRegistry(self)  # writes, loads, rolls back, rebuilds versions
         self.syncer = StoreSync(self)  # other processes' versions and deletions
         self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
         if version is not None:
             self._good_preds = predict_rows(self.model, self.holdout_rows())
 
     # --- construction -------------------------------------------------------------------
-    def _initial_model(self) -> SwitchModel:
-        """The model before `open` loads a version. When the database has saved versions the
-        starting model is not loaded (`open` loads a version; a rebuild loads the starting
-        model itself): a device that has versions does not depend on the starting-model file
-        (it may since have been moved or deleted). `open` loads it if no version loads."""
-        if self.cfg.start and any(v.path for v in self.store.model_versions()):
-            self._start_deferred = True
-            return SwitchModel.empty(self.cfg.config, seed=self.cfg.seed, replay=self.cfg.replay_size)
-        return self._fresh_model()
-
     def _fresh_model(self) -> SwitchModel:
         """Where learning starts (no version yet, or a rebuild): ``cfg.start`` or empty."""
         if self.cfg.start:
@@ -279,7 +269,8 @@ class Learner:
                   and cand.balanced_accuracy is not None and why_not is None)
         noise = None
         if judged:
-            corrections = self._corrections_in(window)
+            corrections = self.store.count_label_sources(  # override / manual labels
+                window.learned + window.relabelled, CORRECTION_SOURCES)
             noise = noise_test(cand, base, self.cfg.noise_se, corrections)
             metrics["noise"] = noise
             metrics["corrections"] = corrections
@@ -333,11 +324,6 @@ class Learner:
         self.model, self.keys = model, dict(keys or {})
         self._window = Window()
         return self._save_active(metrics)
-
-    def _corrections_in(self, window: Window) -> int:
-        """How many labels of the window are corrections (override / manual)."""
-        return self.store.count_label_sources(window.learned + window.relabelled,
-                                              CORRECTION_SOURCES)
 
     def rollback(self, version: str) -> None:
         """Manual rollback: make saved `version` active and the live model."""

@@ -28,6 +28,18 @@ class VersionRegistry:
         self.learner = learner
 
     # --- start-up -----------------------------------------------------------------------
+    def initial_model(self) -> SwitchModel:
+        """The model before `open` loads a version. When the database has saved versions the
+        starting model is not loaded (`open` loads a version; a rebuild loads the starting
+        model itself): a device that has versions does not depend on the starting-model file
+        (it may since have been moved or deleted). `open` loads it if no version loads."""
+        lr = self.learner
+        if lr.cfg.start and any(v.path for v in lr.store.model_versions()):
+            lr._start_deferred = True
+            return SwitchModel.empty(lr.cfg.config, seed=lr.cfg.seed,
+                                     replay=lr.cfg.replay_size)
+        return lr._fresh_model()
+
     def start_up(self) -> None:
         """The active checkpoint, else the previous good one, else a rebuild (labels in the
         database) or the starting model; then the catch-up (`Learner.reconcile`)."""
