@@ -182,6 +182,7 @@ class Controller:
         self._lock = threading.RLock()
         self._open_texts: dict[int, str] = {}
         self._pending_manual: bool | None = None
+        self._deferred: list[Resolution] = []  # resolved before an input's relay step
         self._stopped = False
         self.storage_failures = 0  # interactions or labels that could not be stored
         self.last_storage_error: str | None = None
@@ -195,7 +196,8 @@ class Controller:
         with self._lock:
             watch = Stopwatch()
             self.handled += 1
-            self.pump()
+            # flips and expired windows reach the policy now; their labels after the relay
+            self._deferred = self._switch_and_time()
             try:
                 watch.record("audio", float(item.audio_ms))
                 if isinstance(item, InputFailure):
@@ -212,6 +214,9 @@ class Controller:
                 watch.ms.clear()  # the stages may not have finished: only the total is known
                 return self._error_row(
                     _Rejected(f"internal error: {type(exc).__name__}: {exc}"), watch)
+            finally:
+                self._resolve_all(self._take_deferred())  # when no relay step took them
+                self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
 
     def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
         """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
@@ -228,8 +233,8 @@ class Controller:
         step, now = self._decide(iid, text, pred)
         with watch.stage("actuator"):
             driven = self._act_or_ask(iid, step, now)
-        # the relay first: the interactions this one closed are labelled and learned after it
-        self._resolve_all(step.closed, light_done=True)
+        # the relay first: what this input closed is labelled (and learned) after it
+        self._resolve_all(self._take_deferred() + step.closed)
         return self._record_decision(iid, utt, text, pred, step, driven, watch.stop())
 
     def _listen(self, utt: Utterance) -> AsrBackend:
@@ -282,8 +287,7 @@ class Controller:
         step = self.policy.on_utterance(
             iid, Prediction(Action(pred.action), _clamp(pred.confidence), dist or None),
             self.devices.relay.is_on, now)
-        if any(r.decision is Decision.ASK for r in step.closed) and self.devices.led.asking:
-            self.devices.done()
+        self._light_out(step.closed)
         self._open_texts[iid] = text
         return step, now
 
@@ -348,21 +352,36 @@ class Controller:
         with self._lock:
             if self._stopped:
                 return []
-            now = self._clock()
-            resolved: list[Resolution] = []
-            for flip in self.devices.switch.poll(until=now):
-                log.info("switch flipped: person wants %s", "ON" if flip.desired else "OFF")
-                resolved += self.policy.on_flip(flip.desired, flip.ts)
-                self._manual(flip.desired, flip.ts)
-            resolved += self.policy.tick(now)
-            if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
-                self._manual(self._pending_manual, now)
+            resolved = self._switch_and_time()
             self._resolve_all(resolved)
-            try:  # rows deleted by `forget` leave the live model within a second
-                self.worker.poll()
-            except Exception:
-                log.exception("learner poll failed; continuing")
+            self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
             return resolved
+
+    def _switch_and_time(self) -> list[Resolution]:
+        """The person's flips (they drive the relay) and expired windows, into the policy;
+        returns what that resolved (to label with `_resolve_all`)."""
+        if self._stopped:
+            return []
+        now = self._clock()
+        resolved: list[Resolution] = []
+        for flip in self.devices.switch.poll(until=now):
+            log.info("switch flipped: person wants %s", "ON" if flip.desired else "OFF")
+            resolved += self.policy.on_flip(flip.desired, flip.ts)
+            self._manual(flip.desired, flip.ts)
+        resolved += self.policy.tick(now)
+        if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
+            self._manual(self._pending_manual, now)
+        self._light_out(resolved)
+        return resolved
+
+    def _take_deferred(self) -> list[Resolution]:
+        out, self._deferred = self._deferred, []
+        return out
+
+    def _light_out(self, resolutions: list[Resolution]) -> None:
+        """The ask light goes out when an asked interaction is resolved."""
+        if any(r.decision is Decision.ASK for r in resolutions) and self.devices.led.asking:
+            self.devices.done()
 
     def _manual(self, desired: bool, now: float) -> None:
         """The person's switch drives the relay (retried later if the rate limit refuses)."""
@@ -373,12 +392,11 @@ class Controller:
             log.warning("switch flip to %s delayed by the relay rate limit",
                         "ON" if desired else "OFF")
 
-    def _resolve_all(self, resolutions: list[Resolution], light_done: bool = False) -> None:
-        """Label (or observe) each resolved interaction. `light_done`: their ask light was
-        already put out (`_decide`), and may now show a new ask."""
+    def _resolve_all(self, resolutions: list[Resolution]) -> None:
+        """Label (the database, then the learner) or observe each resolved interaction."""
         for r in resolutions:
             try:
-                self._resolve(r, light_done)
+                self._resolve(r)
             except StorageError as exc:  # the label was not stored, so not learned either
                 self._storage_failed(f"label of interaction {r.key}", exc)
             except Exception as exc:  # one failing label must not stop the loop
@@ -389,11 +407,9 @@ class Controller:
                     continue
                 log.exception("could not apply the resolution of interaction %s", r.key)
 
-    def _resolve(self, r: Resolution, light_done: bool = False) -> None:
+    def _resolve(self, r: Resolution) -> None:
         self.resolutions.append(r)
         text = self._open_texts.pop(r.key, None)
-        if r.decision is Decision.ASK and self.devices.led.asking and not light_done:
-            self.devices.done()
         log.info("#%s resolved: %s (%s)", r.key,
                  r.label.value if r.label else "no label", r.reason)
         if text is None:
@@ -427,7 +443,9 @@ class Controller:
                 return
             try:
                 self.pump()
-                self._resolve_all(self.policy.close(self._clock()))
+                closed = self.policy.close(self._clock())
+                self._light_out(closed)
+                self._resolve_all(closed)
                 try:  # the queue drained; labels learned since the last version saved now
                     self.worker.close()
                 except Exception:

@@ -121,10 +121,14 @@ class LearnerWorker:
         self.submit(lambda lr: lr.observe(text), "unlabelled transcript")
 
     def poll(self) -> None:
-        """Synchronous: the learner's rate-limited store checks now. Asynchronous: nothing
-        (the worker polls by itself every ``idle_poll_s`` and after its tasks)."""
+        """Synchronous: the learner's rate-limited store checks now (a failure is logged,
+        never raised: the loop goes on). Asynchronous: nothing (the worker polls by itself
+        every ``idle_poll_s`` and after its tasks)."""
         if self.synchronous:
-            self.submit(lambda lr: lr.poll(), "store poll")
+            try:
+                self.submit(lambda lr: lr.poll(), "store poll")
+            except Exception:
+                log.exception("learner poll failed; continuing")
 
     def submit(self, task: Task, what: str = "learner task") -> None:
         """Run ``task(learner)``: at once (synchronous; its exceptions propagate) or queued
