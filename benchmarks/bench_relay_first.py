@@ -46,6 +46,9 @@ from edge_plm.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HOUSEHOLDS = REPO / "benchmarks" / "data" / "households"
+#: sessions by name: the households, and crowd-283 (switch-dev-test as heard by pocketsphinx)
+SESSIONS = {p.stem: p for p in sorted(HOUSEHOLDS.glob("household-*.jsonl"))}
+SESSIONS["crowd-283"] = REPO / "benchmarks" / "data" / "switch-dev-test.asr.jsonl"
 
 
 def asynchronous(replay) -> Controller:
@@ -59,8 +62,18 @@ def asynchronous(replay) -> Controller:
 
 
 def instrument(c: Controller, marks: dict) -> None:
-    """Mark when the transcript is ready and when the relay/ask/ignore step has returned."""
-    usable, act = c._usable_text, c._act_or_ask
+    """Mark when the transcript is ready and when the relay/ask/ignore step has returned, and
+    time storing the interaction's row (a SQLite commit, ``synchronous = FULL``: on the path,
+    an unstored interaction is not acted on)."""
+    usable, act, add = c._usable_text, c._act_or_ask, c.store.add_interaction
+
+    def add_interaction(*a, **k):
+        t = time.perf_counter()
+        out = add(*a, **k)
+        marks["store"] = marks.get("store", 0.0) + time.perf_counter() - t
+        return out
+
+    c.store.add_interaction = add_interaction
 
     def usable_text(*a, **k):
         out = usable(*a, **k)
@@ -85,7 +98,7 @@ def session(path: Path, mode: str, pace_s: float) -> dict:
     pin = c.devices.factory.pin(c.devices.switch.cfg.pin)
     marks: dict = {}
     instrument(c, marks)
-    after_ms, ready_ms, handle_ms, wrong, acted = [], [], [], 0, 0
+    after_ms, ready_ms, store_ms, handle_ms, wrong, acted = [], [], [], [], 0, 0
     t_all = time.perf_counter()
     try:
         for line in lines:
@@ -99,9 +112,10 @@ def session(path: Path, mode: str, pace_s: float) -> dict:
                 asr = out.latency.asr or 0.0
                 after_ms.append((marks["relay"] - t0) * 1e3 - asr)
                 ready_ms.append((marks["relay"] - marks["ready"]) * 1e3)
+                store_ms.append(marks.get("store", 0.0) * 1e3)
             acted += out.action is not None
             wrong += out.action is not None and line.wish is not None and (
-                out.action.value != line.wish)
+                out.action.value != line.wish.value)
             for flip in [] if line.wish is None else person.react(
                     line.wish, before, c.devices.relay.is_on, clock()):
                 clock.set(max(clock(), flip.at))
@@ -119,8 +133,36 @@ def session(path: Path, mode: str, pace_s: float) -> dict:
     return {"lines": len(lines), "acted": acted, "acted_wrong": wrong, "labels": labels,
             "versions": versions, "seconds": round(elapsed, 2),
             "after_endpoint_ms": pct(after_ms), "ready_to_relay_ms": pct(ready_ms),
+            "store_row_ms": pct(store_ms),
             "handle_ms": pct(handle_ms),
-            "_after": after_ms}
+            "_after": after_ms, "_store": store_ms}
+
+
+def clone_costs(path: Path, repeat: int = 15) -> dict:
+    """What a snapshot costs: copying the model the way `clone_model` does (deepcopy) and by
+    pickling, against learning one label, on the starting model after a household session."""
+    import copy  # noqa: PLC0415
+    import pickle  # noqa: PLC0415
+
+    from edge_plm.learner import LearnerConfig, load_start  # noqa: PLC0415
+
+    model = load_start(LearnerConfig.from_settings(Settings().model))
+    for line in read_session(path):
+        if line.wish:
+            model.learn(line.text or "", line.wish.value)
+
+    def median_ms(f) -> float:
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            f()
+            times.append((time.perf_counter() - t) * 1e3)
+        return round(float(np.median(times)), 2)
+
+    return {"examples": len(model.examples),
+            "deepcopy_ms": median_ms(lambda: copy.deepcopy(model)),
+            "pickle_ms": median_ms(lambda: pickle.loads(pickle.dumps(model, protocol=5))),
+            "learn_one_label_ms": median_ms(lambda: model.learn("turn on the lamp", "ON"))}
 
 
 def pct(ms: list[float]) -> dict:
@@ -132,20 +174,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", choices=("sync", "async"), default="async")
     ap.add_argument("--only", default="household-text-0,household-text-1,household-0,household-1",
-                    help="comma-separated session names in benchmarks/data/households")
+                    help="comma-separated: household-<i>, household-text-<i>, crowd-283")
     ap.add_argument("--pace-ms", type=float, default=0.0, help="pause after each line")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--clone-cost", action="store_true",
+                    help="also time a snapshot copy (deepcopy vs pickle) against one label")
     args = ap.parse_args(argv)
-    results, every = {}, []
-    for name in [n for n in args.only.split(",") if n]:
-        s = session(HOUSEHOLDS / f"{name}.jsonl", args.mode, args.pace_ms / 1e3)
+    results, every, stores = {}, [], []
+    names = [n for n in args.only.split(",") if n]
+    if unknown := [n for n in names if n not in SESSIONS]:
+        ap.error(f"unknown session(s) {', '.join(unknown)}; known: {', '.join(SESSIONS)}")
+    for name in names:
+        s = session(SESSIONS[name], args.mode, args.pace_ms / 1e3)
         every += s.pop("_after")
+        stores += s.pop("_store")
         results[name] = s
         print(f"{name}: after endpoint p50 {s['after_endpoint_ms']['p50']} ms, p95 "
               f"{s['after_endpoint_ms']['p95']} ms; acted {s['acted']} wrong "
               f"{s['acted_wrong']} labels {s['labels']} versions {s['versions']}",
               file=sys.stderr, flush=True)
     total = pct(every)
+    print(f"storing the row (on the path): p50 {pct(stores)['p50']} ms, p95 {pct(stores)['p95']} ms",
+          file=sys.stderr)
     rows = [[n, s["lines"], s["after_endpoint_ms"]["p50"], s["after_endpoint_ms"]["p95"],
              s["after_endpoint_ms"]["max"], s["acted"], s["acted_wrong"], s["labels"],
              s["versions"]] for n, s in results.items()]
@@ -154,8 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(["session", "lines", "p50 ms", "p95 ms", "max ms", "acted",
                           "acted wrong", "labels", "versions"], rows))
     name = "relay-first" + (f"-{args.tag}" if args.tag else "")
+    extra = {}
+    if args.clone_cost:
+        extra["clone"] = clone_costs(HOUSEHOLDS / "household-text-0.jsonl")
+        print(f"snapshot copy: {extra['clone']}", file=sys.stderr)
     write_result(name, {**header(), "mode": args.mode, "pace_ms": args.pace_ms,
-                        "all": total, "sessions": results})
+                        "all": total, "all_store_row_ms": pct(stores), "sessions": results,
+                        **extra})
     return 0
 
 

@@ -10,7 +10,7 @@ rebuilding versions (`version_registry.py`), other processes' versions and delet
 forgetting (`store_sync.py`). The device's loop does not call it directly on the utterance
 path: `learner_worker.LearnerWorker` runs it on a worker thread and publishes model snapshots
 for prediction. How and why: docs/loop.md ("Labels", "Holdout", "Versions and automatic
-rollback", "Start-up", "The learner worker"). What is learnable, debris and retention are in
+rollback", "Start-up", "The learner worker: the relay first"). What is learnable, debris and retention are in
 `learning_state.py`.
 """
 

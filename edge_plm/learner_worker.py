@@ -223,12 +223,19 @@ class LearnerWorker:
                     log.exception("learner worker: %s failed; continuing", what)
 
     def _publish(self) -> None:
-        """A copy of the live model becomes what predictions read (one reference swap)."""
+        """A copy of the live model becomes what predictions read (one reference swap). If
+        the copy fails (out of memory), predictions keep the previous snapshot and the next
+        change tries again."""
         if not self._dirty:
             return
         with self._lock:
+            try:
+                snap = Snapshot(self._clone(self.learner.model), self.learner.version)
+            except Exception:
+                log.exception("learner worker: could not publish a model snapshot; "
+                              "predictions keep the previous one")
+                return
             self._dirty = False
-            snap = Snapshot(self._clone(self.learner.model), self.learner.version)
         self._snapshot = snap
         self.published += 1
 
