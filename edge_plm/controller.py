@@ -3,6 +3,9 @@
 `Controller.handle` takes one `Utterance` (or `InputFailure`) through listen -> transcribe ->
 predict -> decide -> act/ask -> record; `Controller.pump` (about every 100 ms) applies the
 person's switch flips and expired windows, whose labels go to the store and the learner.
+The learner runs behind a `LearnerWorker`: the relay is driven before the previous
+interaction's label is learned, and (with an asynchronous worker, `edge-plm run`) learning
+never delays an utterance.
 Bad input, storage failures, kept audio and stopping: docs/loop.md. Replaying a labelled
 session through this loop: `edge_plm.replay`.
 """
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from edge_plm.device import Devices
 from edge_plm.learner import Learner
+from edge_plm.learner_worker import LearnerWorker
 from edge_plm.policy import Action, Decision, Policy, Resolution, Step
 from edge_plm.policy import Prediction
 from edge_plm.settings import Settings
@@ -156,14 +160,19 @@ def _clamp(p: float) -> float:
 
 # --- the controller -------------------------------------------------------------------------
 class Controller:
-    """One device's loop. Thread-safe: `handle`, `pump` and `stop` share one lock."""
+    """One device's loop. Thread-safe: `handle`, `pump` and `stop` share one lock. `worker`
+    runs the learner (default: a synchronous one, as replays need; the service passes an
+    asynchronous one)."""
 
     def __init__(self, settings: Settings, store: ReplayStore, learner: Learner,
                  devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
-                 wall: Clock = time.time) -> None:
+                 wall: Clock = time.time, worker: LearnerWorker | None = None) -> None:
         self.settings = settings
         self.store = store
         self.learner = learner
+        self.worker = worker or LearnerWorker(learner, synchronous=True)
+        if self.worker.on_error is None:
+            self.worker.on_error = self._learning_failed
         self.devices = devices
         self.asr = asr
         self.text_asr = TextASR()
@@ -173,6 +182,7 @@ class Controller:
         self._lock = threading.RLock()
         self._open_texts: dict[int, str] = {}
         self._pending_manual: bool | None = None
+        self._deferred: list[Resolution] = []  # resolved before an input's relay step
         self._stopped = False
         self.storage_failures = 0  # interactions or labels that could not be stored
         self.last_storage_error: str | None = None
@@ -186,7 +196,8 @@ class Controller:
         with self._lock:
             watch = Stopwatch()
             self.handled += 1
-            self.pump()
+            # flips and expired windows reach the policy now; their labels after the relay
+            self._deferred = self._switch_and_time()
             try:
                 watch.record("audio", float(item.audio_ms))
                 if isinstance(item, InputFailure):
@@ -203,6 +214,9 @@ class Controller:
                 watch.ms.clear()  # the stages may not have finished: only the total is known
                 return self._error_row(
                     _Rejected(f"internal error: {type(exc).__name__}: {exc}"), watch)
+            finally:
+                self._resolve_all(self._take_deferred())  # when no relay step took them
+                self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
 
     def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
         """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
@@ -214,11 +228,13 @@ class Controller:
         except _Rejected as rejected:
             return self._error_row(rejected, watch, utt)
         with watch.stage("model"):
-            pred = self.learner.predict(text)
+            pred = self.worker.predict(text)
         iid = self._record_prediction(text, transcript, pred, watch)
         step, now = self._decide(iid, text, pred)
         with watch.stage("actuator"):
             driven = self._act_or_ask(iid, step, now)
+        # the relay first: what this input closed is labelled (and learned) after it
+        self._resolve_all(self._take_deferred() + step.closed)
         return self._record_decision(iid, utt, text, pred, step, driven, watch.stop())
 
     def _listen(self, utt: Utterance) -> AsrBackend:
@@ -260,17 +276,18 @@ class Controller:
             ts=self._wall(), transcript=text, asr_backend=tr.backend,
             asr_confidence=tr.confidence, prediction=pred.action,
             confidence=_clamp(pred.confidence), distribution=pred.distribution,
-            model_version=self.learner.version, latency_audio_ms=watch.ms["audio"],
+            model_version=self.worker.version, latency_audio_ms=watch.ms["audio"],
             latency_asr_ms=watch.ms["asr"], latency_model_ms=watch.ms["model"])
 
     def _decide(self, iid: int, text: str, pred: SwitchPrediction) -> tuple[Step, float]:
-        """The policy's step for this utterance (closing the previous interaction), and when."""
+        """The policy's step for this utterance (closing the previous interaction: its ask
+        light goes out now, its label is stored and learned after the relay), and when."""
         now = self._clock()
         dist = {a: _clamp(v) for a, v in (pred.distribution or {}).items()}
         step = self.policy.on_utterance(
             iid, Prediction(Action(pred.action), _clamp(pred.confidence), dist or None),
             self.devices.relay.is_on, now)
-        self._resolve_all(step.closed)
+        self._light_out(step.closed)
         self._open_texts[iid] = text
         return step, now
 
@@ -290,7 +307,7 @@ class Controller:
     def _record_decision(self, iid: int, utt: Utterance, text: str, pred: SwitchPrediction, step: Step,
                          driven: Action | None, latency: Latency) -> Outcome:
         """The decision, the action and the rest of the latency into the interaction's row."""
-        audio_path = self._keep_audio(iid, utt)
+        audio_path = keep_audio(self.settings, iid, utt)
         self.store.update_interaction(
             iid, decision=step.decision.value, action=driven.value if driven else None,
             latency_actuator_ms=latency.actuator, latency_total_ms=latency.total,
@@ -309,10 +326,10 @@ class Controller:
         try:
             iid = self.store.add_interaction(ts=self._wall(), transcript="",
                                              asr_backend=rejected.asr_backend, error=error,
-                                             model_version=self.learner.version,
+                                             model_version=self.worker.version,
                                              **latency.columns())
             if utt is not None and rejected.keep_audio:
-                path = self._keep_audio(iid, utt)
+                path = keep_audio(self.settings, iid, utt)
                 if path:
                     self.store.update_interaction(iid, audio_path=path)
         except StorageError as exc:
@@ -335,21 +352,36 @@ class Controller:
         with self._lock:
             if self._stopped:
                 return []
-            now = self._clock()
-            resolved: list[Resolution] = []
-            for flip in self.devices.switch.poll(until=now):
-                log.info("switch flipped: person wants %s", "ON" if flip.desired else "OFF")
-                resolved += self.policy.on_flip(flip.desired, flip.ts)
-                self._manual(flip.desired, flip.ts)
-            resolved += self.policy.tick(now)
-            if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
-                self._manual(self._pending_manual, now)
+            resolved = self._switch_and_time()
             self._resolve_all(resolved)
-            try:  # rows deleted by `forget` leave the live model within a second
-                self.learner.poll()
-            except Exception:
-                log.exception("learner poll failed; continuing")
+            self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
             return resolved
+
+    def _switch_and_time(self) -> list[Resolution]:
+        """The person's flips (they drive the relay) and expired windows, into the policy;
+        returns what that resolved (to label with `_resolve_all`)."""
+        if self._stopped:
+            return []
+        now = self._clock()
+        resolved: list[Resolution] = []
+        for flip in self.devices.switch.poll(until=now):
+            log.info("switch flipped: person wants %s", "ON" if flip.desired else "OFF")
+            resolved += self.policy.on_flip(flip.desired, flip.ts)
+            self._manual(flip.desired, flip.ts)
+        resolved += self.policy.tick(now)
+        if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
+            self._manual(self._pending_manual, now)
+        self._light_out(resolved)
+        return resolved
+
+    def _take_deferred(self) -> list[Resolution]:
+        out, self._deferred = self._deferred, []
+        return out
+
+    def _light_out(self, resolutions: list[Resolution]) -> None:
+        """The ask light goes out when an asked interaction is resolved."""
+        if any(r.decision is Decision.ASK for r in resolutions) and self.devices.led.asking:
+            self.devices.done()
 
     def _manual(self, desired: bool, now: float) -> None:
         """The person's switch drives the relay (retried later if the rate limit refuses)."""
@@ -361,6 +393,7 @@ class Controller:
                         "ON" if desired else "OFF")
 
     def _resolve_all(self, resolutions: list[Resolution]) -> None:
+        """Label (the database, then the learner) or observe each resolved interaction."""
         for r in resolutions:
             try:
                 self._resolve(r)
@@ -377,79 +410,31 @@ class Controller:
     def _resolve(self, r: Resolution) -> None:
         self.resolutions.append(r)
         text = self._open_texts.pop(r.key, None)
-        if r.decision is Decision.ASK and self.devices.led.asking:
-            self.devices.done()
         log.info("#%s resolved: %s (%s)", r.key,
                  r.label.value if r.label else "no label", r.reason)
         if text is None:
             text = self.store.get(r.key).transcript
         if r.label is None or r.source is None:
-            self.learner.observe(text)
+            self.worker.observe(text)
             return
         label_ts = self._wall() - (self._clock() - r.ts)
+        # the database first (the source of truth), then the learner (maybe on its thread)
         self.store.set_label(r.key, r.label.value, r.source.value, ts=label_ts)
-        outcome = self.learner.on_label(int(r.key), text, r.label.value,
-                                        source=r.source.value)
-        if outcome.event is not None:
-            e = outcome.event
-            log.info("model version %s: %s (%s)", e.version, e.status, e.reason)
+        self.worker.label(int(r.key), text, r.label.value, r.source.value)
 
-    # --- privacy --------------------------------------------------------------------------
-    def _keep_audio(self, iid: int, utt: Utterance) -> str | None:
-        """Write the utterance's audio (0600 in a 0700 dir) only when configured."""
-        if not self.settings.paths.keep_audio or len(utt.samples) == 0:
-            return None
-        try:
-            directory = self.settings.paths.audio_path()
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if stat.S_IMODE(directory.stat().st_mode) != 0o700:
-                directory.chmod(0o700)
-            path = directory / f"{iid:08d}.wav"
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
-            os.chmod(path, 0o600)
-            write_wav(path, utt.samples, utt.sample_rate)
-            return str(path)
-        except OSError as exc:
-            log.error("could not keep the audio of interaction %d: %s", iid, exc)
-            return None
+    def _learning_failed(self, what: str, exc: BaseException) -> None:
+        """A learner task failed on the worker thread (asynchronous worker)."""
+        if storage_failure(exc):  # the label is in the database; the checkpoint is not on disk
+            self._storage_failed(f"model checkpoint after the {what}", exc)
+        else:
+            log.error("learning failed (%s): %s: %s", what, type(exc).__name__, exc,
+                      exc_info=exc)
 
     # --- running --------------------------------------------------------------------------
     def run(self, source: Iterable[Item], stop: threading.Event | None = None,
             pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
-        """Handle every input of `source` until it ends or `stop` is set; returns the count.
-
-        A background thread pumps flips and window expiry while the source blocks (live use).
-        `heartbeat` (e.g. systemd's WATCHDOG=1) is called after every pump and every input:
-        a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
-        """
-        stop = stop or threading.Event()
-        done = threading.Event()
-
-        def pumper() -> None:
-            while not (done.is_set() or stop.is_set()):
-                try:
-                    self.pump()
-                    if heartbeat is not None:
-                        heartbeat()
-                except Exception:
-                    log.exception("pump failed; continuing")
-                done.wait(pump_interval_s)
-
-        thread = threading.Thread(target=pumper, name="edge-plm-pump", daemon=True)
-        thread.start()
-        n = 0
-        try:
-            for item in source:
-                self.handle(item)
-                n += 1
-                if heartbeat is not None:
-                    heartbeat()
-                if stop.is_set():
-                    break
-        finally:
-            done.set()
-            thread.join(timeout=2.0)
-        return n
+        """Handle every input of `source` until it ends or `stop` is set (`run_loop`)."""
+        return run_loop(self, source, stop, pump_interval_s, heartbeat)
 
     def stop(self) -> None:
         """Close the open interaction (expired ones get their label), release the devices."""
@@ -458,9 +443,11 @@ class Controller:
                 return
             try:
                 self.pump()
-                self._resolve_all(self.policy.close(self._clock()))
-                try:  # labels learned since the last version: saved now, not re-learned later
-                    self.learner.checkpoint_pending()
+                closed = self.policy.close(self._clock())
+                self._light_out(closed)
+                self._resolve_all(closed)
+                try:  # the queue drained; labels learned since the last version saved now
+                    self.worker.close()
                 except Exception:
                     log.exception("could not save the labels learned since the last model "
                                   "version; they are re-learned from the database at the next "
@@ -471,5 +458,62 @@ class Controller:
             log.info("controller stopped; relay in its safe state")
 
 
-__all__ = ["Controller", "InputFailure", "Latency", "Outcome", "storage_failure", "text_utterance",
-           "wav_inputs"]
+def keep_audio(settings: Settings, iid: int, utt: Utterance) -> str | None:
+    """Write the utterance's audio (0600 in a 0700 dir) only when configured."""
+    if not settings.paths.keep_audio or len(utt.samples) == 0:
+        return None
+    try:
+        directory = settings.paths.audio_path()
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if stat.S_IMODE(directory.stat().st_mode) != 0o700:
+            directory.chmod(0o700)
+        path = directory / f"{iid:08d}.wav"
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
+        os.chmod(path, 0o600)
+        write_wav(path, utt.samples, utt.sample_rate)
+        return str(path)
+    except OSError as exc:
+        log.error("could not keep the audio of interaction %d: %s", iid, exc)
+        return None
+
+
+def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Event | None = None,
+             pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
+    """Handle every input of `source` until it ends or `stop` is set; returns the count.
+
+    A background thread pumps flips and window expiry while the source blocks (live use).
+    `heartbeat` (e.g. systemd's WATCHDOG=1) is called after every pump and every input:
+    a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
+    """
+    stop = stop or threading.Event()
+    done = threading.Event()
+
+    def pumper() -> None:
+        while not (done.is_set() or stop.is_set()):
+            try:
+                controller.pump()
+                if heartbeat is not None:
+                    heartbeat()
+            except Exception:
+                log.exception("pump failed; continuing")
+            done.wait(pump_interval_s)
+
+    thread = threading.Thread(target=pumper, name="edge-plm-pump", daemon=True)
+    thread.start()
+    n = 0
+    try:
+        for item in source:
+            controller.handle(item)
+            n += 1
+            if heartbeat is not None:
+                heartbeat()
+            if stop.is_set():
+                break
+    finally:
+        done.set()
+        thread.join(timeout=2.0)
+    return n
+
+
+__all__ = ["Controller", "InputFailure", "Latency", "Outcome", "keep_audio", "run_loop",
+           "storage_failure", "text_utterance", "wav_inputs"]

@@ -15,6 +15,7 @@ import time
 from edge_plm.controller import Controller
 from edge_plm.device import Devices, PinFactoryError
 from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.learner_worker import LearnerWorker
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.starting_model import StartError
 from edge_plm.store import ReplayStore, StorageError, private_dir
@@ -114,7 +115,9 @@ def run_service(settings) -> None:
                                private_dir(settings.paths.checkpoints_path()))
         asr, held["source"] = _open_input(settings)
         devices = Devices.from_config(settings.gpio, mock_fallback=False)
-        controller = Controller(settings, store, learner, devices, asr)
+        # learning on its own thread: the relay never waits for it (docs/loop.md)
+        controller = Controller(settings, store, learner, devices, asr,
+                                worker=LearnerWorker(learner, synchronous=False))
         _listen(controller, held["source"], stop, settings.audio.source)
     except _CANNOT_RUN as exc:  # `edge-plm run` prints it once, as `error: ...`
         raise CannotStart(f"cannot start: {exc}") from exc

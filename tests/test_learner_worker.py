@@ -1,0 +1,234 @@
+"""The learner worker: the relay is driven before the previous label is learned, a stop drains
+the queue and saves, predictions read whole snapshots, forgetting reaches the live model.
+Real components: SQLite, the SwitchModel, gpiozero's MockFactory; "slow learning" is the real
+learner held on an Event."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from edge_plm.controller import Controller, text_utterance
+from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.learner_worker import LearnerWorker, clone_model
+from edge_plm.learning_state import unlearned_in_active
+from edge_plm.policy import PolicyConfig
+from edge_plm.replay import build_replay
+from edge_plm.settings import Settings
+
+ON, OFF = "turn on the light", "turn off the light"
+ACT = PolicyConfig(act_threshold=0.0, ask_threshold=0.0)  # act on any ON/OFF prediction
+WAIT_S = 30.0  # generous: an Event that is never set fails the test instead of hanging it
+
+
+def make(tmp_path, **lcfg):
+    settings = replace(Settings(), policy=ACT)
+    cfg = LearnerConfig(version_every=lcfg.pop("version_every", 1000), **lcfg)
+    replay = build_replay(settings, tmp_path / "db" / "edge-plm.db", learner_cfg=cfg)
+    for _ in range(6):  # known predictions: an easy pattern
+        for text, label in ((ON, "ON"), (OFF, "OFF"), ("what time is it", "NOOP")):
+            replay.controller.learner.model.learn(text, label)
+    return replay
+
+
+def asynchronous(replay, **kw) -> Controller:
+    """The replay's controller again, with an asynchronous worker (as `edge-plm run` has)."""
+    c = replay.controller
+    worker = LearnerWorker(c.learner, synchronous=False, idle_poll_s=0.02, **kw)
+    replay.controller = Controller(c.settings, c.store, c.learner, c.devices, None,
+                                   clock=replay.clock, wall=c._wall, worker=worker)
+    return replay.controller
+
+
+def held_labels(learner: Learner, gate: threading.Event, entered: threading.Event,
+                monkeypatch) -> None:
+    """`learner.on_label` waits for `gate` before it learns (slow learning, on purpose)."""
+    real = learner.on_label
+
+    def slow(*args, **kwargs):
+        entered.set()
+        assert gate.wait(WAIT_S), "the test never released the learner"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(learner, "on_label", slow)
+
+
+def relay_pin(c: Controller) -> bool:
+    return bool(c.devices.factory.pin(c.settings.gpio.relay_pin).state)
+
+
+def test_the_relay_is_driven_while_the_previous_label_is_still_being_learned(tmp_path,
+                                                                            monkeypatch):
+    replay = make(tmp_path, holdout_fraction=0.0)
+    gate, entered = threading.Event(), threading.Event()
+    try:
+        c = asynchronous(replay)
+        held_labels(c.learner, gate, entered, monkeypatch)
+        replay.clock.advance(100.0)
+        first = c.handle(text_utterance(ON))
+        assert first.action is not None and relay_pin(c)
+        replay.clock.advance(30.0)  # the first one's window expires: labelled ON
+        c.pump()
+        assert entered.wait(WAIT_S)  # the worker is learning that label, and blocked
+        assert replay.store.get(first.interaction_id).label == "ON"  # the database first
+        second = c.handle(text_utterance(OFF))
+        # the relay moved while the previous label's learning has not finished
+        assert second.action is not None and second.action.value == "OFF"
+        assert not relay_pin(c)
+        assert first.interaction_id not in c.learner.keys and c.learner.pending_labels == 0
+        gate.set()
+        c.worker.drain()
+        assert first.interaction_id in c.learner.keys and c.learner.pending_labels == 1
+    finally:
+        gate.set()
+        replay.close()
+
+
+def test_a_stop_in_the_middle_of_learning_leaves_no_label_unlearned(tmp_path, monkeypatch):
+    replay = make(tmp_path, holdout_fraction=0.0)
+    gate, entered = threading.Event(), threading.Event()
+    try:
+        c = asynchronous(replay)
+        held_labels(c.learner, gate, entered, monkeypatch)
+        for i in range(6):  # alternate, so every act changes the relay and gets a label
+            replay.clock.advance(30.0)
+            c.handle(text_utterance(ON if i % 2 == 0 else OFF))
+        assert entered.wait(WAIT_S)  # learning the first label, the others queued
+        labelled = replay.store.count(labeled=True)
+        assert labelled >= 5 and c.learner.pending_labels == 0
+        threading.Timer(0.2, gate.set).start()  # learning goes on while stop() waits
+        replay.clock.advance(30.0)
+        c.stop()  # labels the last interaction, drains the queue, saves a version
+        assert replay.store.count(labeled=True) == labelled + 1
+        assert c.learner.pending_labels == 0
+        assert unlearned_in_active(replay.store, 0.0) == 0
+        assert replay.store.active_model_version().n_train == len(c.learner.model.examples)
+    finally:
+        gate.set()
+        replay.close()
+
+
+def test_predictions_read_whole_snapshots_never_a_half_updated_model(tmp_path):
+    replay = make(tmp_path)
+    try:
+        c = asynchronous(replay)
+        probes = ["make it bright", "make it dark"]
+        # the models before, in the middle of and after one task that learns two labels
+        before = clone_model(c.learner.model)
+        middle = clone_model(before)
+        middle.learn(probes[0], "ON")
+        after = clone_model(middle)
+        after.learn(probes[1], "OFF")
+
+        def dists(model):
+            cfg = c.learner.cfg
+            return [model.predict(t, prior_strength=cfg.prior_strength,
+                                  evidence_prior=cfg.evidence_prior).distribution
+                    for t in probes]
+
+        expected = {"before": dists(before), "middle": dists(middle), "after": dists(after)}
+        assert expected["middle"] != expected["before"] != expected["after"]
+        gate, entered = threading.Event(), threading.Event()
+
+        def two_labels(lr):
+            lr.model.learn(probes[0], "ON")
+            entered.set()
+            assert gate.wait(WAIT_S)
+            lr.model.learn(probes[1], "OFF")
+
+        c.worker.submit(two_labels)
+        assert entered.wait(WAIT_S)
+        seen = []
+        stop = threading.Event()
+
+        def hammer():  # one snapshot per sample: the swap may come between two calls
+            while not stop.is_set():
+                seen.append(dists(c.worker.snapshot.model))
+
+        thread = threading.Thread(target=hammer)
+        thread.start()
+        assert [c.worker.predict(t).distribution for t in probes] == expected["before"]
+        gate.set()
+        c.worker.drain()
+        assert [c.worker.predict(t).distribution for t in probes] == expected["after"]
+        stop.set()
+        thread.join()
+        assert seen and all(s in (expected["before"], expected["after"]) for s in seen)
+    finally:
+        replay.close()
+
+
+def test_the_snapshot_is_a_copy_the_worker_never_changes(tmp_path):
+    replay = make(tmp_path)
+    try:
+        model = replay.controller.learner.model
+        copy = clone_model(model)
+        want = copy.predict("make it dark").distribution
+        model.learn("make it dark", "OFF")
+        assert copy.predict("make it dark").distribution == want
+        assert model.predict("make it dark").distribution != want
+        assert len(copy.examples) == len(model.examples) - 1
+    finally:
+        replay.close()
+
+
+def test_forget_by_another_process_reaches_the_live_model_and_the_snapshot(tmp_path):
+    replay = make(tmp_path, holdout_fraction=0.0, forget_check_s=0.0, sync_every_s=0.0)
+    try:
+        c = asynchronous(replay)
+        replay.clock.advance(100.0)
+        out = c.handle(text_utterance(ON))
+        replay.clock.advance(30.0)
+        c.pump()
+        c.worker.drain()
+        iid = out.interaction_id
+        assert iid in c.learner.keys
+        other = Learner.open(replay.store, c.learner.cfg, c.learner.checkpoints_dir)
+        other.forget_interactions([iid])  # what `edge-plm forget` does in its own process
+        for _ in range(int(WAIT_S / 0.02)):  # the idle worker polls every 20 ms
+            if iid not in c.learner.keys and c.worker.version == c.learner.version:
+                break
+            threading.Event().wait(0.02)
+        c.worker.drain()
+        assert iid not in c.learner.keys
+        assert c.worker.snapshot.model.n_examples == c.learner.model.n_examples
+        assert c.worker.version == replay.store.active_model_version().version
+    finally:
+        replay.close()
+
+
+def test_a_failing_task_is_reported_and_the_worker_goes_on(tmp_path):
+    replay = make(tmp_path)
+    errors = []
+    worker = LearnerWorker(replay.controller.learner, synchronous=False,
+                           on_error=lambda what, exc: errors.append((what, str(exc))))
+    try:
+        def fail(lr):
+            raise OSError(28, "No space left on device")
+
+        worker.submit(fail, "label of interaction 7")
+        worker.observe("hello there")
+        worker.drain()
+        assert errors == [("label of interaction 7", "[Errno 28] No space left on device")]
+        assert worker.call(lambda lr: lr.model.unlabeled_seen) >= 1
+    finally:
+        worker.close()
+        replay.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        worker.submit(lambda lr: None)
+
+
+def test_synchronous_mode_runs_at_once_and_reads_the_live_model(tmp_path):
+    replay = make(tmp_path)
+    try:
+        worker = replay.controller.worker
+        assert worker.synchronous
+        assert worker.snapshot.model is replay.controller.learner.model
+        worker.observe("hello there")
+        assert replay.controller.learner.model.unlabeled_seen == 1
+        with pytest.raises(ValueError):
+            worker.submit(lambda lr: lr.model.learn("x", "MAYBE"))
+    finally:
+        replay.close()
