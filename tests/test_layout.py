@@ -5,7 +5,7 @@
   import nothing from the application (store, device, voice, cli, ...), and `plm` does not import
   either model;
 - nothing the device runs imports the desktop language model (`lm`) or its extra dependencies;
-- every SQL statement lives in `store.py`;
+- every SQL statement lives in the store package (`edge_plm/store/`);
 - no function outside the Numba kernels (`plm/kernels.py`) is longer than 60 lines.
 """
 
@@ -150,7 +150,7 @@ def _reaches_into_store(node: ast.AST) -> bool:
 def test_sql_lives_in_the_store():
     offenders = []
     for name, path in MODULES.items():
-        if name == "edge_plm.store":
+        if _in("edge_plm.store", name):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if _calls_sql(node) or _reaches_into_store(node):
