@@ -24,6 +24,7 @@ import numpy as np
 
 from edge_plm import learning_state as state
 from edge_plm.evaluation import balanced_accuracy, confusion
+from edge_plm import checkpoint_trust as trust
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.model import SwitchPrediction, SwitchModel
 from edge_plm.switch.tokenizer import ACTIONS
@@ -274,6 +275,7 @@ class Learner:
                 log.error("model version %s cannot be loaded (%s); marking it rolled back and "
                           "trying the previous good version", v.version, exc)
                 store.set_model_status(v.version, "rolled_back")
+                store.set_model_metrics(v.version, {**(v.metrics or {}), "damaged": str(exc)})
                 continue
             if v.status != "active":
                 store.set_model_status(v.version, "active")
@@ -300,7 +302,10 @@ class Learner:
         if state.is_pruned(v):
             raise CheckpointError(f"the checkpoint of model version {v.version} was pruned "
                                   "(retention: model.keep_checkpoints)")
-        return SwitchModel.load(v.path)
+        trust.check_file(v)  # the file this version wrote, not another one copied over it
+        model = SwitchModel.load(v.path)
+        trust.check_model(v, model)
+        return model
 
     def _set_live(self, model: SwitchModel, version: str | None) -> None:
         """`model` (loaded from `version`'s checkpoint) is the live and the active model."""
@@ -649,9 +654,10 @@ class Learner:
         with state.checkpoint_lock(self.checkpoints_dir):
             name = self._claim_version(parent=self.version, path=True, status="candidate",
                                        metrics=metrics, n_train=model.n_examples)
-            model.save(self.checkpoints_dir / f"{name}.npz",
-                       extra={"version": name, "parent": self.version,
-                              "interaction_keys": sorted([i, k] for i, k in keys.items())})
+            path = model.save(self.checkpoints_dir / f"{name}.npz",
+                              extra={"version": name, "parent": self.version,
+                                     "interaction_keys": sorted([i, k] for i, k in keys.items())})
+            self.store.set_checkpoint_record(name, **trust.record_of(path, model))
             model.meta = {**model.meta,
                           "interaction_keys": sorted([i, k] for i, k in keys.items())}
             if commit is not None:

@@ -70,6 +70,13 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
     rows.append(("unlearned labels", "unknown (the active checkpoint cannot be read)" if u is None
                  else "0 (every learnable label is in the model)" if u == 0
                  else f"{u}: the model lacks them; the service learns them again when it starts"))
+    if m["active_checkpoint"] == "damaged" or m["active_checkpoint"] == "missing":
+        rows.append(("checkpoint", f"{m['active_checkpoint']}: {m['active_problem']} "
+                                   "(the service falls back to the last good version at its "
+                                   "next start)"))
+    for d in m["damaged"]:
+        rows.append(("damaged", f"{d['version']}: {d['problem']} (fell back to an earlier "
+                                "version)"))
     rows.append(("gate", f"{m['false_rollbacks']} rollback(s) within the holdout's noise; "
                          f"{m['pruned']} checkpoint(s) pruned"))
     h = s["holdout"]

@@ -63,6 +63,14 @@ class ModelVersionRows:
         self.db.execute("UPDATE model_versions SET status = 'retired' "
                         "WHERE status = 'active' AND version IS NOT ?", [except_version])
 
+    def set_checkpoint_record(self, version: str, sha256: str, config: str,
+                              n_examples: int) -> None:
+        """Record what `version`'s checkpoint file is: its SHA-256, the model configuration
+        and the examples it holds (checked whenever the file is loaded)."""
+        values = {"sha256": sha256, "config": config, "n_examples": int(n_examples)}
+        self._write(lambda: self._update_row("model_versions", version, values,
+                                             f"no model version {version!r}"))
+
     def set_model_metrics(self, version: str, metrics: dict[str, Any]) -> None:
         """Replace a version's metrics (e.g. to mark its checkpoint pruned)."""
         values = {"metrics": json.dumps(metrics, sort_keys=True)}

@@ -55,6 +55,9 @@ class ModelVersion:
     status: str
     metrics: dict[str, Any] | None
     n_train: int
+    sha256: str | None = None  # of the checkpoint file as written (None: not recorded)
+    config: str | None = None  # the model configuration's name
+    n_examples: int | None = None  # examples the checkpoint holds
 
 
 INTERACTION_FIELDS = tuple(f.name for f in fields(Interaction))
@@ -154,4 +157,4 @@ def _model(row: dict[str, Any]) -> ModelVersion:
     row = dict(row)
     if row.get("metrics") is not None:
         row["metrics"] = json.loads(row["metrics"])
-    return ModelVersion(**{f.name: row[f.name] for f in fields(ModelVersion)})
+    return ModelVersion(**{f.name: row.get(f.name) for f in fields(ModelVersion)})

@@ -72,10 +72,19 @@ def _v2(db: sqlite_utils.Database) -> None:
           AND latency_model_ms IS NOT NULL AND latency_actuator_ms IS NOT NULL""")
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """What each version's checkpoint file must be: its SHA-256, the model configuration and
+    the number of examples it holds (NULL for versions written before: not checked)."""
+    db["model_versions"].add_column("sha256", str)
+    db["model_versions"].add_column("config", str)
+    db["model_versions"].add_column("n_examples", int)
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
     (2, "interactions.latency_total_ms (backfilled from the parts)", _v2),
+    (3, "model_versions.sha256, config, n_examples (the checkpoint file's record)", _v3),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
