@@ -224,8 +224,12 @@ class Endpointer:
         n = len(samples) // self.block
         if n == 0:
             return None
-        frames = samples[: n * self.block].astype(np.float64).reshape(n, self.block)
-        rms = np.sqrt(np.mean(frames * frames, axis=1))
+        rms = np.empty(n)
+        step = 4096  # blocks at a time: a long recording is never one float array
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            frames = samples[a * self.block:b * self.block].astype(np.float64).reshape(-1, self.block)
+            rms[a:b] = np.sqrt(np.mean(frames * frames, axis=1))
         with np.errstate(divide="ignore"):
             db = np.where(rms > 0, 20.0 * np.log10(np.maximum(rms, 1e-12) / 32768.0), FLOOR_DB)
         idx = np.flatnonzero(db >= self.threshold_db)
