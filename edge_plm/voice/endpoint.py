@@ -99,8 +99,14 @@ class Endpointer:
 
     @classmethod
     def from_config(cls, audio_config, sample_rate: int | None = None) -> Endpointer:
-        """Build from `settings.AudioConfig` (optionally at a capture rate other than its own)."""
+        """Build from `settings.AudioConfig` (optionally at a capture rate other than its own);
+        `AudioError` for what `config check` refuses (`settings.audio_problems`)."""
+        from edge_plm.settings import audio_problems  # noqa: PLC0415
+
         c = audio_config
+        found = [p for p in audio_problems(c) if not p.startswith("audio.source")]
+        if found:
+            raise AudioError("; ".join(found))
         return cls(sample_rate=sample_rate or c.sample_rate, block_ms=c.block_ms,
                    threshold_db=c.energy_threshold_db, silence_tail_ms=c.silence_tail_ms,
                    min_utterance_ms=c.min_utterance_ms, max_utterance_ms=c.max_utterance_ms)
