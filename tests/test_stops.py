@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ from edge_plm.voice.audio import TextSource
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from notified_service import text_service_config, wait_for_interactions  # noqa: E402
+from notified_service import text_service_config  # noqa: E402
 
 TEXTS = [("turn on the light", "ON"), ("switch the light off", "OFF"), ("what time is it", "NOOP")]
 
@@ -78,6 +79,21 @@ def test_the_loop_drives_nothing_after_the_stop(tmp_path):
     assert n == 1 and len(rows) == 1  # the second input came after the stop: not handled
     assert rows[0].prediction == "ON" and rows[0].decision == "act"
     assert rows[0].action is None and relay_on is False  # decided, but not driven
+
+
+def wait_for_interactions(db: Path, n: int, timeout_s: float) -> bool:
+    """Whether `db` holds at least `n` interactions within `timeout_s` (a file still being
+    created, without its tables yet, counts as none)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                if conn.execute("SELECT count(*) FROM interactions").fetchone()[0] >= n:
+                    return True
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    return False
 
 
 def _status(db: Path) -> int | None:
