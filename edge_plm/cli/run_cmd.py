@@ -29,9 +29,12 @@ DEMO_SESSION = Path(__file__).resolve().parent.parent / "data" / "demo" / "sessi
 def run_command(config: ConfigOpt = None) -> None:
     """The service: microphone + GPIO from the config, until SIGTERM/SIGINT."""
     log_to(sys.stdout)
-    from edge_plm.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
-
     with stopping.handling() as stop:  # installed since the CLI's entry (edge_plm.stopping)
+        if stop.is_set():  # stopped while the CLI was importing: skip the slow imports too
+            log.info("%s during start-up: stopping", stop.reason())
+            return
+        from edge_plm.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
+
         settings = load_settings(config)
         log.info("configuration: %s", settings.source)
         try:
