@@ -7,7 +7,9 @@ by `benchmarks/bench_faults.py --scenario NAME`.
   times. After each stop, without a restart: the exit code and how long the exit took;
   ``unlearned_labels`` as `edge-plm status` computes it (the active checkpoint against the
   database); phantom versions (logged as made but not a stored row with a file that matches
-  its record) and candidate rows / temp files left; swallowed labels ("could not apply the
+  its record) and candidate rows / temp files left; a SIGTERM that lands before the
+  interpreter has run edge-plm's first line kills it (rc -15, empty log, nothing opened) and is
+  counted apart; swallowed labels ("could not apply the
   resolution" in the log, or a label stored before the stop that changed); relay changes
   after the signal (a ``relay -> ON/OFF`` log line stamped more than 20 ms after it; the log's
   clock is this machine's).
@@ -88,7 +90,10 @@ def _summary(records: list[dict]) -> dict:
     return {
         "stops": len(records),
         "exit_codes": sorted({r["rc"] for r in records}),
-        "not_clean": sum(r["rc"] != 0 for r in records),
+        "not_clean": sum(r["rc"] != 0 and not r.get("before_python") for r in records),
+        # SIGTERM before the interpreter reached edge-plm's first line (its default action,
+        # rc -15): nothing was opened, nothing written; no Python code can handle it sooner
+        "killed_before_python_code": sum(bool(r.get("before_python")) for r in records),
         "during_start_up": sum(r["during_start_up"] for r in records),
         "exit_s_max": max(r["exit_s"] for r in records),
         "exit_s_median": sorted(r["exit_s"] for r in records)[len(records) // 2],
@@ -148,6 +153,7 @@ def _one_run(config: Path, rows: list[dict], cursor: int, delay: float) -> dict:
     stop.set()
     feeder.join(timeout=2)
     return {"rc": proc.returncode, "exit_s": round(exit_s, 2), "log": log,
+            "before_python": proc.returncode == -signal.SIGTERM and not log.strip(),
             "t_signal": t_signal, "during_start_up": "ready: listening" not in log}
 
 
