@@ -15,6 +15,9 @@ with ``"ok"`` plus its measurements):
 
 - ``kill_replay``, ``kill_run``, ``soak``, ``gate``: the learning state under kill -9, a long
   soak and the holdout gate (`benchmarks/faults_state.py`, which describes each).
+- ``sigterm_run``, ``sigterm_replay``, ``swap``, ``long_wav``: clean stops under SIGTERM at
+  random moments, a checkpoint file swapped for another model's, and the peak memory of the
+  longest WAV allowed (`benchmarks/faults_stops.py`, which describes each).
 
 Usage (repo root): python3 benchmarks/bench_faults.py --scenario full-disk [--scenario busy]
                    python3 benchmarks/bench_faults.py --scenario all
@@ -233,6 +236,11 @@ import faults_state  # noqa: E402
 
 SCENARIOS.update(faults_state.SCENARIOS)
 
+# --- stops, checked files, bounded input (faults_stops.py, issue 19) --------------------------
+import faults_stops  # noqa: E402
+
+SCENARIOS.update(faults_stops.SCENARIOS)
+
 
 # --- main -------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
@@ -245,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commands", type=int, default=40, help="busy: label/forget commands")
     ap.add_argument("--kills", type=int, default=20, help="kill_replay/kill_run: SIGKILLs")
     ap.add_argument("--soak-lines", type=int, default=2000, help="soak: interactions")
+    ap.add_argument("--sigterms-run", type=int, default=50, help="sigterm_run: SIGTERMs to run")
+    ap.add_argument("--sigterms-replay", type=int, default=20,
+                    help="sigterm_replay: SIGTERMs to replay")
     ap.add_argument("--seed", type=int, default=0, help="kill moments, orders")
     args = ap.parse_args(argv)
     names = sorted(SCENARIOS) if "all" in args.scenario else list(dict.fromkeys(args.scenario))

@@ -31,6 +31,7 @@ from edge_plm.learner_worker import LearnerWorker
 from edge_plm.policy import Action, Decision, Policy, Resolution, Step
 from edge_plm.policy import Prediction
 from edge_plm.settings import Settings
+from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.transcript import cap_transcript
 from edge_plm.voice.asr import AsrBackend, AsrError, TextASR, Transcript
@@ -184,6 +185,7 @@ class Controller:
         self._pending_manual: bool | None = None
         self._deferred: list[Resolution] = []  # resolved before an input's relay step
         self._stopped = False
+        self._stop: threading.Event | StopFlag = threading.Event()  # the stop flag of `run`
         self.storage_failures = 0  # interactions or labels that could not be stored
         self.last_storage_error: str | None = None
         self.handled = 0  # inputs handled (stored or not)
@@ -294,7 +296,10 @@ class Controller:
     def _act_or_ask(self, iid: int, step: Step, now: float) -> Action | None:
         """Drive the relay and/or ask; returns the state driven (None: none, or refused)."""
         driven: Action | None = None
-        if step.drive is not None:
+        if step.drive is not None and self._stop.is_set():  # nothing is driven after a stop
+            self.policy.action_refused(iid)
+            log.info("interaction %d: stopping, relay not driven %s", iid, step.drive.value)
+        elif step.drive is not None:
             if self.devices.drive(step.drive.value, now=now):
                 driven = step.drive
             else:
@@ -431,9 +436,10 @@ class Controller:
                       exc_info=exc)
 
     # --- running --------------------------------------------------------------------------
-    def run(self, source: Iterable[Item], stop: threading.Event | None = None,
+    def run(self, source: Iterable[Item], stop: threading.Event | StopFlag | None = None,
             pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
-        """Handle every input of `source` until it ends or `stop` is set (`run_loop`)."""
+        """Handle every input of `source` until it ends or `stop` is set (`run_loop`); `stop` is
+        checked before each input and before the relay is driven."""
         return run_loop(self, source, stop, pump_interval_s, heartbeat)
 
     def stop(self) -> None:
@@ -477,7 +483,7 @@ def keep_audio(settings: Settings, iid: int, utt: Utterance) -> str | None:
         return None
 
 
-def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Event | None = None,
+def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Event | StopFlag | None = None,
              pump_interval_s: float = 0.1, heartbeat: Callable[[], None] | None = None) -> int:
     """Handle every input of `source` until it ends or `stop` is set; returns the count.
 
@@ -485,7 +491,8 @@ def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Eve
     `heartbeat` (e.g. systemd's WATCHDOG=1) is called after every pump and every input:
     a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
     """
-    stop = stop or threading.Event()
+    stop = stop if stop is not None else threading.Event()
+    controller._stop = stop
     done = threading.Event()
 
     def pumper() -> None:
@@ -503,6 +510,8 @@ def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Eve
     n = 0
     try:
         for item in source:
+            if stop.is_set():  # between inputs: the one read after the stop is not handled
+                break
             controller.handle(item)
             n += 1
             if heartbeat is not None:

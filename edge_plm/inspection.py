@@ -203,7 +203,8 @@ def model_record(v: ModelVersion) -> dict[str, Any]:
             "balanced_accuracy": m.get("balanced_accuracy"), "holdout_n": m.get("holdout_n"),
             "gate": m.get("gate"), "checkpoint": v.path,
             "checkpoint_exists": bool(v.path) and Path(v.path).is_file(),
-            "pruned": bool(m.get("pruned")), "metrics": m}
+            "pruned": bool(m.get("pruned")), "metrics": m, "sha256": v.sha256,
+            "config": v.config, "n_examples": v.n_examples, "damaged": m.get("damaged")}
 
 
 def false_rollback(v: ModelVersion) -> bool:
@@ -235,16 +236,23 @@ def _unlearned(store: ReplayStore, settings: Any) -> int | None:
     return unlearned_in_active(store, model.holdout_fraction)
 
 
-def checkpoint_state(path: str | None) -> tuple[str | None, str | None]:
+def checkpoint_state(path: str | None, record: dict[str, Any] | None = None
+                     ) -> tuple[str | None, str | None]:
     """(state, problem) of a version's checkpoint file: None (no checkpoint), "ok",
-    "missing" or "damaged" (it does not load: truncated, bad zip, failed checksum...).
-    The whole file is read and checked, as loading it would."""
+    "missing" or "damaged" (it does not load: truncated, bad zip, failed checksum...; or,
+    given its `record` (`model_record`), it is not the file that version wrote: another
+    SHA-256, configuration or number of examples). The whole file is read and checked, as
+    loading it would."""
     if not path:
         return None, None
     if not Path(path).is_file():
         return "missing", f"{path} does not exist"
+    from edge_plm import checkpoint_trust as trust  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError, load  # noqa: PLC0415
 
+    problem = trust.file_problem({**record, "path": path}) if record else None
+    if problem:
+        return "damaged", problem
     try:
         load(path)
     except CheckpointError as exc:
@@ -252,6 +260,17 @@ def checkpoint_state(path: str | None) -> tuple[str | None, str | None]:
     except (OSError, MemoryError) as exc:
         return "damaged", f"{path}: {exc}"
     return "ok", None
+
+
+def trust_status(active: dict[str, Any] | None, versions: list[ModelVersion]) -> dict[str, Any]:
+    """The checkpoint lines of `status`: the active version's file (state, problem) and the
+    versions found damaged at a start (their file did not load or match its record; the
+    service fell back to an earlier one)."""
+    state, problem = (checkpoint_state(active["checkpoint"], active) if active
+                      else (None, None))
+    damaged = [{"version": v.version, "problem": (v.metrics or {})["damaged"]}
+               for v in versions if (v.metrics or {}).get("damaged")]
+    return {"active_checkpoint": state, "active_problem": problem, "damaged": damaged}
 
 
 def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
@@ -275,7 +294,8 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
                   # learnable labels of the database the active checkpoint lacks (docs/loop.md)
                   "unlearned_labels": _unlearned(store, settings),
                   "false_rollbacks": sum(false_rollback(v) for v in versions),
-                  "pruned": sum(bool((v.metrics or {}).get("pruned")) for v in versions)},
+                  "pruned": sum(bool((v.metrics or {}).get("pruned")) for v in versions),
+                  **trust_status(model, versions)},
         "holdout": {"labelled_rows": holdout,
                     "balanced_accuracy": model["balanced_accuracy"] if model else None,
                     "scored_on": model["holdout_n"] if model else None},

@@ -31,6 +31,9 @@ def read_objects(path: str | Path, what: str = "file",
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise JsonlError(f"{path}:{no}: not valid JSON ({exc.msg})") from exc
+            except RecursionError:  # the decoder stops cleanly; the traceback says nothing more
+                raise JsonlError(f"{path}:{no}: JSON nested too deeply (an utterance is one "
+                                 "flat object)") from None
             if not isinstance(row, dict):
                 raise JsonlError(f"{path}:{no}: expected {shape}")
             yield no, row

@@ -122,6 +122,7 @@ def unlearned_in_active(store: ReplayStore, fraction: float) -> int | None:
     """Learnable labels of the database that the active checkpoint does not hold, plus
     examples it holds that are no longer learnable (None: no active version or it cannot be
     read). With no version at all, every learnable label counts."""
+    from edge_plm import checkpoint_trust as trust  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
     from edge_plm.switch.model import SwitchModel  # noqa: PLC0415
 
@@ -131,7 +132,9 @@ def unlearned_in_active(store: ReplayStore, fraction: float) -> int | None:
     if not active.path:
         return None
     try:
+        trust.check_file(active)  # another file copied over it: what it holds is unknown
         model = SwitchModel.load(active.path)
+        trust.check_model(active, model)
     except CheckpointError:
         return None
     keys = {int(i): int(k) for i, k in (model.meta.get("interaction_keys") or [])}

@@ -19,7 +19,7 @@ from enum import Enum
 from types import MappingProxyType
 
 from edge_plm import actions
-from edge_plm.settings import PolicyConfig
+from edge_plm.settings import PolicyConfig, policy_problems
 
 
 class _Action(str, Enum):
@@ -145,12 +145,9 @@ class Policy:
     """One interaction window at a time; every event method returns what it resolved."""
 
     def __init__(self, cfg: PolicyConfig) -> None:
-        if not 0.0 <= cfg.ask_threshold <= cfg.act_threshold <= 1.0:
-            raise ValueError("policy: need 0 <= ask_threshold <= act_threshold <= 1")
-        if cfg.ask_window_s <= 0 or cfg.override_window_s <= 0:
-            raise ValueError("policy: ask_window_s and override_window_s must be > 0")
-        if not 0.0 <= cfg.ambiguity_floor <= 1.0:
-            raise ValueError("policy: ambiguity_floor must be in [0, 1]")
+        found = policy_problems(cfg)  # the checks of `config check`: one rule for both
+        if found:
+            raise ValueError("; ".join(found))
         self.cfg = cfg
         self._open: OpenInteraction | None = None
 

@@ -23,6 +23,7 @@ from edge_plm.learner import Learner, LearnerConfig
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.policy import Action, Decision, SimulatedPerson
 from edge_plm.settings import Settings
+from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
 from edge_plm.voice.asr import AsrBackend, PocketSphinxASR
 from edge_plm.voice.endpoint import Endpointer
@@ -192,13 +193,15 @@ def _flip_switch(devices: Devices, factory_pin, mode: str, clock: SimClock) -> N
 
 def run_session(lines: list[SessionLine], controller: Controller, clock: SimClock,
                 person: SimulatedPerson | None = None, endpointer: Endpointer | None = None,
-                gap_s: float | None = None, progress: Callable[[], None] | None = None
-                ) -> SessionResult:
+                gap_s: float | None = None, progress: Callable[[], None] | None = None,
+                stop: StopFlag | None = None) -> SessionResult:
     """Replay `lines` through `controller` (built on MockFactory pins and `clock`).
 
     Each line: the clock jumps `gap_s` (default: longer than both windows, so the previous
     interaction resolves by itself), the utterance is handled, and the simulated person flips
     the mock switch if the relay is not where they want it (after their reaction time).
+    `stop` (SIGTERM/SIGINT, `edge_plm.stopping`) is checked before each line: the lines played
+    so far are the result, and the caller's `Controller.stop` saves what was learned.
     """
     person = person or SimulatedPerson()
     gap = gap_s if gap_s is not None else default_gap_s(controller.settings)
@@ -207,6 +210,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     result = SessionResult()
     first_id: int | None = None
     for i, line in enumerate(lines):
+        if stop is not None and stop.is_set():
+            break
         clock.advance(gap)
         controller.pump()
         if line.audio is not None:

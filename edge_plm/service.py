@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
 import time
 
+from edge_plm import stopping
 from edge_plm.controller import Controller
 from edge_plm.device import Devices, PinFactoryError
 from edge_plm.learner import Learner, LearnerConfig
 from edge_plm.learner_worker import LearnerWorker
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.starting_model import StartError
+from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
 from edge_plm.voice.asr import AsrError, make_asr
 from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
@@ -100,32 +101,37 @@ class Notifier:
                 self._broken = bool(os.environ.get("NOTIFY_SOCKET"))  # logged once, not per beat
 
 
-def run_service(settings) -> None:
+def run_service(settings, stop: StopFlag | None = None) -> None:
     """Listen, act and learn until a signal (or the end of stdin for the text source).
 
-    Raises `CannotStart` when the settings cannot run (no microphone, no GPIO, a bad starting
-    model, ...) and `StorageError` when the loop ran but some inputs could not be stored."""
-    stop = threading.Event()
-    held: dict = {}  # the input source once it is open (a signal closes it)
-    _stop_on_signals(stop, held)
+    `stop` is the flag SIGTERM/SIGINT set (`edge_plm.stopping.install`; installed here when not
+    given). It is checked between the start-up steps (a signal during start-up is a clean
+    stop), by the loop between inputs and before it drives the relay; after it, the open
+    interaction is closed, the labels learned since the last version are saved and the relay
+    goes to its stop state (`Controller.stop`). Raises `CannotStart` when the settings cannot
+    run (no microphone, no GPIO, a bad starting model, ...) and `StorageError` when the loop
+    ran but some inputs could not be stored."""
+    if stop is None:
+        with stopping.handling() as flag:
+            return run_service(settings, flag)
+    if _stopped_starting(stop, "opening the replay buffer"):
+        return
     store = ReplayStore(settings.paths.database_path())
-    controller = None
+    parts: dict = {}  # what start-up opened so far, closed in reverse on the way out
     try:
-        learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                               private_dir(settings.paths.checkpoints_path()))
-        asr, held["source"] = _open_input(settings)
-        devices = Devices.from_config(settings.gpio, mock_fallback=False)
-        # learning on its own thread: the relay never waits for it (docs/loop.md)
-        controller = Controller(settings, store, learner, devices, asr,
-                                worker=LearnerWorker(learner, synchronous=False))
-        _listen(controller, held["source"], stop, settings.audio.source)
+        _start_up(settings, store, stop, parts)
+        if "controller" in parts:
+            _listen(parts["controller"], parts["source"], stop, settings.audio.source)
+            if stop.is_set():
+                log.info("%s: stopping (no input is handled and nothing driven after it)",
+                         stop.reason())
     except _CANNOT_RUN as exc:  # `edge-plm run` prints it once, as `error: ...`
         raise CannotStart(f"cannot start: {exc}") from exc
     finally:
         sd_notify("STOPPING=1")
-        if controller is not None:
-            controller.stop()
+        _shut_down(parts)
         store.close()
+    controller = parts.get("controller")
     if controller is not None and controller.storage_failures:
         # the loop kept the switch working, but must not end as if all was stored
         raise StorageError(f"{controller.storage_failures} interaction(s) or label(s) of "
@@ -133,24 +139,50 @@ def run_service(settings) -> None:
                            f"{controller.last_storage_error})")
 
 
-def _stop_on_signals(stop: threading.Event, held: dict) -> None:
-    def on_signal(signum: int, frame: object) -> None:
-        log.info("signal %s: stopping", signal.Signals(signum).name)
-        stop.set()
-        source = held.get("source")
-        if source is not None and hasattr(source, "close"):
-            source.close()  # the microphone loop ends at its next block
-        else:
-            raise SystemExit(0)  # a blocking stdin read cannot be woken: unwind (finally runs)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+def _stopped_starting(stop: StopFlag, before: str) -> bool:
+    if stop.is_set():
+        log.info("%s during start-up (before %s): stopping", stop.reason(), before)
+    return stop.is_set()
 
 
-def _open_input(settings):
-    """(ASR or None, input source) of ``audio.source``: stdin text, or the microphone."""
+def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict) -> None:
+    """The slow start-up, step by step, each step skipped once `stop` is set."""
+    parts["learner"] = Learner.open(store, LearnerConfig.from_settings(settings.model),
+                                    private_dir(settings.paths.checkpoints_path()))
+    if _stopped_starting(stop, "opening the input"):
+        return
+    parts["asr"], parts["source"] = _open_input(settings, stop)
+    if hasattr(parts["source"], "close"):
+        stop.on_set(parts["source"].close)  # the microphone loop ends at its next block
+    if _stopped_starting(stop, "opening the GPIO"):
+        return
+    parts["devices"] = Devices.from_config(settings.gpio, mock_fallback=False)
+    if _stopped_starting(stop, "starting the loop"):
+        return
+    # learning on its own thread: the relay never waits for it (docs/loop.md)
+    parts["controller"] = Controller(settings, store, parts["learner"], parts["devices"], parts["asr"],
+                                     worker=LearnerWorker(parts["learner"], synchronous=False))
+
+
+def _shut_down(parts: dict) -> None:
+    """Close what start-up opened: the controller (open interaction, pending labels saved,
+    relay to its stop state), or, stopped before it existed, the devices and the learner."""
+    if "controller" in parts:
+        parts["controller"].stop()
+        return
+    try:
+        if "learner" in parts:
+            parts["learner"].checkpoint_pending()
+    finally:
+        if "devices" in parts:
+            parts["devices"].close()
+
+
+def _open_input(settings, stop: StopFlag | None = None):
+    """(ASR or None, input source) of ``audio.source``: stdin text (read so that `stop` ends
+    it), or the microphone."""
     if settings.audio.source == "text":
-        return None, TextSource(sys.stdin)
+        return None, TextSource(sys.stdin, stop=stop)
     if settings.audio.source == "microphone":
         asr = make_asr(settings.asr, settings.paths.models_path())
         source = MicrophoneSource(settings.audio.device, settings.audio.sample_rate,

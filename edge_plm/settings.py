@@ -73,7 +73,7 @@ class PathsConfig:
 
 @dataclass
 class AudioConfig:
-    source: str = setting("microphone", "microphone | wav | text")
+    source: str = setting("microphone", "microphone | text (WAV files: edge-plm replay)")
     device: str = setting("", "sounddevice device name or index; empty = system default")
     sample_rate: int = setting(16000, "rate the ASR sees; capture at another rate is resampled")
     block_ms: int = 30
@@ -249,18 +249,25 @@ def _non_finite(s: Settings) -> list[str]:
 
 
 def _audio_problems(s: Settings) -> list[str]:
-    a, out = s.audio, _Problems()
+    return audio_problems(s.audio)
+
+
+def audio_problems(a: AudioConfig) -> list[str]:
+    """The [audio] checks (also `Endpointer.from_config`'s)."""
+    out = _Problems()
+    out.need(a.source != "wav", "audio.source = 'wav' is for replays (`edge-plm replay FILE`); "
+                                "the service listens to 'microphone' or 'text'")
     out.need(a.source in ("microphone", "wav", "text"),
-             "audio.source must be 'microphone', 'wav' or 'text'")
+             "audio.source must be 'microphone' or 'text'")
     out.need(a.sample_rate > 0, f"audio.sample_rate must be > 0, got {a.sample_rate}")
     out.need(0 < a.block_ms <= 1000, f"audio.block_ms must be in 1..1000, got {a.block_ms}")
     out.need(a.energy_threshold_db <= 0,
              f"audio.energy_threshold_db is in dBFS and must be <= 0, got {a.energy_threshold_db}")
     out.need(a.silence_tail_ms >= 0, f"audio.silence_tail_ms must be >= 0, got {a.silence_tail_ms}")
     out.need(a.max_utterance_ms > 0, f"audio.max_utterance_ms must be > 0, got {a.max_utterance_ms}")
-    out.need(0 <= a.min_utterance_ms <= a.max_utterance_ms,
-             f"audio.min_utterance_ms must be in 0..audio.max_utterance_ms ({a.max_utterance_ms}), "
-             f"got {a.min_utterance_ms}")
+    out.need(0 <= a.min_utterance_ms < a.max_utterance_ms,
+             f"audio.min_utterance_ms must be >= 0 and below audio.max_utterance_ms "
+             f"({a.max_utterance_ms}), got {a.min_utterance_ms}")
     return out
 
 
@@ -299,15 +306,23 @@ def _gpio_problems(s: Settings) -> list[str]:
 
 
 def _policy_problems(s: Settings) -> list[str]:
-    p, out = s.policy, _Problems()
+    return policy_problems(s.policy)
+
+
+def policy_problems(p: PolicyConfig) -> list[str]:
+    """The [policy] checks (also `Policy`'s: it refuses exactly these)."""
+    out = _Problems()
+    out.need(all(math.isfinite(v) for v in (p.ask_threshold, p.act_threshold, p.ambiguity_floor,
+                                            p.ask_window_s, p.override_window_s)),
+             "policy: thresholds and windows must be finite numbers")
     out.need(0.0 <= p.ask_threshold <= p.act_threshold <= 1.0,
              "policy: need 0 <= ask_threshold <= act_threshold <= 1, got ask_threshold "
              f"{p.ask_threshold}, act_threshold {p.act_threshold}")
     out.need(0.0 <= p.ambiguity_floor <= 1.0,
              f"policy.ambiguity_floor must be in [0, 1], got {p.ambiguity_floor}")
     out.need(p.ask_window_s > 0, f"policy.ask_window_s must be > 0, got {p.ask_window_s}")
-    out.need(p.override_window_s >= 0,
-             f"policy.override_window_s must be >= 0, got {p.override_window_s}")
+    out.need(p.override_window_s > 0,
+             f"policy.override_window_s must be > 0, got {p.override_window_s}")
     return out
 
 
@@ -343,13 +358,15 @@ def validate(s: Settings) -> None:
 
 
 def _start_problem(m: ModelConfig) -> str | None:
-    """model.start names a shipped model of model.config, "empty", or a path (checked on use)."""
-    from edge_plm.starting_model import StartError, check_config  # noqa: PLC0415
+    """model.start names a shipped model of model.config, "empty", or an existing file (whether
+    it loads is checked when it is loaded)."""
+    from edge_plm.starting_model import StartError, check_config, resolve  # noqa: PLC0415
 
     if not m.start.strip():
         return 'model.start must be "switch-en", "empty" or a checkpoint path'
     try:
         check_config(m.start, m.config)
+        resolve(m.start)  # a shipped model installed, a path an existing file
     except StartError as exc:
         return str(exc)
     return None

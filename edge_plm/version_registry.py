@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from edge_plm import checkpoint_trust as trust
 from edge_plm import learning_state as state
 from edge_plm.learner_types import VersionEvent, Window, keys_of
 from edge_plm.plm.checkpoint import CheckpointError
@@ -58,6 +59,7 @@ class VersionRegistry:
                 log.error("model version %s cannot be loaded (%s); marking it rolled back and "
                           "trying the previous good version", v.version, exc)
                 lr.store.set_model_status(v.version, "rolled_back")
+                lr.store.set_model_metrics(v.version, {**(v.metrics or {}), "damaged": str(exc)})
                 continue
             if v.status != "active":
                 lr.store.set_model_status(v.version, "active")
@@ -114,8 +116,9 @@ class VersionRegistry:
         with state.checkpoint_lock(lr.checkpoints_dir):
             name = self.claim(parent=lr.version, path=True, status="candidate",
                               metrics=metrics, n_train=model.n_examples)
-            model.save(lr.checkpoints_dir / f"{name}.npz",
-                       extra={"version": name, "parent": lr.version, "interaction_keys": pairs})
+            path = model.save(lr.checkpoints_dir / f"{name}.npz",
+                              extra={"version": name, "parent": lr.version, "interaction_keys": pairs})
+            lr.store.set_checkpoint_record(name, **trust.record_of(path, model))
             model.meta = {**model.meta, "interaction_keys": pairs}
             if commit is not None:
                 commit(name)
@@ -134,7 +137,10 @@ class VersionRegistry:
         if state.is_pruned(v):
             raise CheckpointError(f"the checkpoint of model version {v.version} was pruned "
                                   "(retention: model.keep_checkpoints)")
-        return SwitchModel.load(v.path)
+        trust.check_file(v)  # the file this version wrote, not another one copied over it
+        model = SwitchModel.load(v.path)
+        trust.check_model(v, model)
+        return model
 
     def reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
         """The active version again (and its key map), from its checkpoint (a fresh model if

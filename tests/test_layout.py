@@ -5,10 +5,9 @@
   import nothing from the application (store, device, voice, cli, ...), and `plm` does not import
   either model;
 - nothing the device runs imports the desktop language model (`lm`) or its extra dependencies;
-- every SQL statement lives in `store.py`;
+- every SQL statement lives in the store package (`edge_plm/store/`);
 - no function outside the Numba kernels (`plm/kernels.py`) is longer than 60 lines;
-- no class is longer than 300 lines (two known exceptions, capped at their size until they
-  are split).
+- no class is longer than 300 lines (one known exception, capped at its size until it is split).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "edge_plm"
 MAX_FUNCTION_LINES = 60
 MAX_CLASS_LINES = 300
 #: classes still over MAX_CLASS_LINES, with the size they may not exceed (to be split)
-LONG_CLASSES = {"edge_plm/store.py ReplayStore": 504, "edge_plm/switch/charnet.py SwitchNet": 428}
+LONG_CLASSES = {"edge_plm/switch/charnet.py SwitchNet": 428}
 
 
 def _modules() -> dict[str, Path]:
@@ -155,7 +154,7 @@ def _reaches_into_store(node: ast.AST) -> bool:
 def test_sql_lives_in_the_store():
     offenders = []
     for name, path in MODULES.items():
-        if name == "edge_plm.store":
+        if _in("edge_plm.store", name):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if _calls_sql(node) or _reaches_into_store(node):

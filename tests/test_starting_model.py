@@ -127,7 +127,7 @@ def test_run_starts_from_model_start(tmp_path, own_start):
                       f'[gpio]\npin_factory = "mock"\n[model]\nstart = "{tmp_path / "gone.npz"}"\n')
     proc = subprocess.run([*CLI, "run", "--config", str(config)], input="", capture_output=True,
                           text=True, timeout=600)
-    assert proc.returncode != 0 and "checkpoint not found" in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "no such checkpoint file" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 

@@ -20,18 +20,24 @@ import logging
 import os
 import sys
 
+# first: `run`, `replay` and `demo` stop cleanly on SIGTERM/SIGINT from here on, also during
+# the imports below (edge_plm.stopping)
+from edge_plm.stopping import install_early
+
+install_early(sys.argv)
+
 # each command module registers its commands on `app`; this order is the order of `--help`
-from edge_plm.cli import eval_cmd  # noqa: F401
-from edge_plm.cli import asr_cmd  # noqa: F401
-from edge_plm.cli import train_cmd  # noqa: F401
-from edge_plm.cli import doctor_cmd  # noqa: F401
-from edge_plm.cli import config_cmd  # noqa: F401
-from edge_plm.cli import run_cmd  # noqa: F401
-from edge_plm.cli import data_cmd  # noqa: F401
-from edge_plm.cli import model_cmd  # noqa: F401
-from edge_plm.cli.common import (OneLineFormatter, debug_enabled, describe, enable_debug,
+from edge_plm.cli import eval_cmd  # noqa: F401, E402
+from edge_plm.cli import asr_cmd  # noqa: F401, E402
+from edge_plm.cli import train_cmd  # noqa: F401, E402
+from edge_plm.cli import doctor_cmd  # noqa: F401, E402
+from edge_plm.cli import config_cmd  # noqa: F401, E402
+from edge_plm.cli import run_cmd  # noqa: F401, E402
+from edge_plm.cli import data_cmd  # noqa: F401, E402
+from edge_plm.cli import model_cmd  # noqa: F401, E402
+from edge_plm.cli.common import (OneLineFormatter, debug_enabled, describe, enable_debug,  # noqa: E402
                                  one_line)
-from edge_plm.cli.root import app
+from edge_plm.cli.root import app  # noqa: E402
 
 __all__ = ["OneLineFormatter", "app", "debug_enabled", "describe", "main", "one_line"]
 

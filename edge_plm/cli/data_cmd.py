@@ -27,6 +27,7 @@ from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, CheckpointsOpt, 
                                  load_settings, opened, print_json, quiet_logging, time_option)
 from edge_plm.cli.root import app
 from edge_plm.store import LABELS
+from edge_plm.transcript import printable
 
 
 def did(row) -> str:
@@ -70,6 +71,13 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
     rows.append(("unlearned labels", "unknown (the active checkpoint cannot be read)" if u is None
                  else "0 (every learnable label is in the model)" if u == 0
                  else f"{u}: the model lacks them; the service learns them again when it starts"))
+    if m["active_checkpoint"] == "damaged" or m["active_checkpoint"] == "missing":
+        rows.append(("checkpoint", f"{m['active_checkpoint']}: {shown(m['active_problem'])} "
+                                   "(the service falls back to the last good version at its "
+                                   "next start)"))
+    for d in m["damaged"]:
+        rows.append(("damaged", f"{d['version']}: {shown(d['problem'])} (fell back to an earlier "
+                                "version)"))
     rows.append(("gate", f"{m['false_rollbacks']} rollback(s) within the holdout's noise; "
                          f"{m['pruned']} checkpoint(s) pruned"))
     h = s["holdout"]
@@ -93,9 +101,9 @@ def _data_status(s: dict) -> list[tuple[str, str]]:
     last = s["last_interaction"]
     if last:
         if last["error"]:
-            what = f"error: {last['error']}"
+            what = f"error: {shown(last['error'])}"
         else:
-            what = (f"\"{last['transcript']}\" -> {last['prediction']} "
+            what = (f"\"{shown(last['transcript'])}\" -> {last['prediction']} "
                     f"{fmt_conf(last['confidence'])} {last['decision']}"
                     f"{' ' + last['action'] if last['action'] else ''}; label "
                     f"{last['label'] or 'none yet'}"
@@ -110,11 +118,18 @@ def _data_status(s: dict) -> list[tuple[str, str]]:
 
 
 # --- log ------------------------------------------------------------------------------------
+def shown(text: str | None) -> str:
+    """Stored text for a rich table or line: control characters escaped, markup not read."""
+    from rich.markup import escape  # noqa: PLC0415
+
+    return escape(printable(text))
+
+
 def _line(r) -> str:
     if r.error is not None:
-        text = f"#{r.id} {q.short_time(r.ts)} [error] {r.error}"
+        text = f"#{r.id} {q.short_time(r.ts)} [error] {printable(r.error)}"
     else:
-        text = (f"#{r.id} {q.short_time(r.ts)} \"{r.transcript}\" -> {r.prediction} "
+        text = (f"#{r.id} {q.short_time(r.ts)} \"{printable(r.transcript)}\" -> {r.prediction} "
                 f"{fmt_conf(r.confidence)} {did(r)}")
         text += (f" | label {r.label} ({r.label_source})" if r.label else " | no label yet")
     return text + f" | {fmt_ms(r.latency_total_ms)} ms"
@@ -131,7 +146,7 @@ def _log_table(rows):
         wrong = r.action is not None and r.label is not None and r.label != r.action
         lab = f"{r.label} {r.label_source}" if r.label else "-"
         table.add_row(str(r.id), q.short_time(r.ts),
-                      f"[red]{r.error}[/]" if r.error else r.transcript,
+                      f"[red]{shown(r.error)}[/]" if r.error else shown(r.transcript),
                       f"{r.prediction} {fmt_conf(r.confidence)}" if r.prediction else "-",
                       did(r), f"[red]{lab}[/]" if wrong else lab, fmt_ms(r.latency_total_ms))
     return table
@@ -297,7 +312,7 @@ def _print_stats(s: dict) -> None:
     con.print(f"wrong actions: {w['wrong']} of {w['acted_labelled']} labelled actions ({rate}; "
               f"{w['acted']} actions in all)")
     for r in w["recent"]:
-        con.print(f"  #{r['id']} \"{r['transcript']}\": did {r['action']}, label {r['label']} "
+        con.print(f"  #{r['id']} \"{shown(r['transcript'])}\": did {r['action']}, label {r['label']} "
                   f"({r['label_source']})")
     t = Table(title="latency ms (interactions without error)", show_edge=False,
               header_style="bold")
@@ -352,7 +367,7 @@ def label_command(
 def _print_relabel(r: dict, rebuild: bool) -> None:
     version, old = r["version"], r["previous"]["label"]
     prev = f"{old} ({r['previous']['label_source']})" if old else "no label"
-    typer.echo(f"#{r['id']} \"{r['transcript']}\": {prev} -> {r['label']} (manual)")
+    typer.echo(f"#{r['id']} \"{printable(r['transcript'])}\": {prev} -> {r['label']} (manual)")
     if r["holdout"]:
         typer.echo("  it is in the holdout slice: new models are judged on it; nothing learned")
     elif version and version["status"] == "rolled_back":

@@ -35,7 +35,7 @@ def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = 
     with opened(db, config) as (store, settings, path):
         versions = [q.model_record(v) for v in q.versions_in_order(store)]
     for v in versions:  # "ok" only for a file that loads (checksum verified)
-        v["checkpoint_state"], v["checkpoint_problem"] = q.checkpoint_state(v["checkpoint"])
+        v["checkpoint_state"], v["checkpoint_problem"] = q.checkpoint_state(v["checkpoint"], v)
     if as_json:
         print_json(versions)
         return
@@ -45,6 +45,10 @@ def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = 
                    + ("an empty model)" if start == "empty" else f"the starting model {start!r}: model.start)"))
         return
     console().print(_versions_table(versions))
+    for v in versions:  # what is wrong with a file, and what a start did about it
+        problem = v["checkpoint_problem"] if v["checkpoint_state"] == "damaged" else v["damaged"]
+        if problem and not v.get("pruned"):
+            typer.echo(f"{v['version']}: {problem}", err=True)
 
 
 @model_app.command("show")

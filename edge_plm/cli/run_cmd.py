@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from edge_plm import stopping
 from edge_plm.cli.common import ConfigOpt, SeedOpt, fail, load_settings, log_to
 from edge_plm.cli.root import app
 
@@ -28,14 +29,18 @@ DEMO_SESSION = Path(__file__).resolve().parent.parent / "data" / "demo" / "sessi
 def run_command(config: ConfigOpt = None) -> None:
     """The service: microphone + GPIO from the config, until SIGTERM/SIGINT."""
     log_to(sys.stdout)
-    from edge_plm.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
+    with stopping.handling() as stop:  # installed since the CLI's entry (edge_plm.stopping)
+        if stop.is_set():  # stopped while the CLI was importing: skip the slow imports too
+            log.info("%s during start-up: stopping", stop.reason())
+            return
+        from edge_plm.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
 
-    settings = load_settings(config)
-    log.info("configuration: %s", settings.source)
-    try:
-        run_service(settings)
-    except CannotStart as exc:
-        fail(str(exc), exc.code)
+        settings = load_settings(config)
+        log.info("configuration: %s", settings.source)
+        try:
+            run_service(settings, stop)
+        except CannotStart as exc:
+            fail(str(exc), exc.code)
 
 
 # --- replay and demo ------------------------------------------------------------------------
@@ -65,7 +70,8 @@ def _replay_settings(start: str | None):
     return s
 
 
-def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, settings=None):
+def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, settings=None,
+            stop=None):
     from edge_plm.replay import build_replay, replay_asr, run_session, session_span_s
     from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.settings import Settings
@@ -81,13 +87,16 @@ def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, s
         fail(str(exc), 2)
     try:
         result = run_session(lines * rounds, replay.controller, replay.clock,
-                             endpointer=replay.endpointer, progress=progress)
+                             endpointer=replay.endpointer, progress=progress, stop=stop)
         replay.controller.stop()  # saves the labels learned since the last version
         versions = replay.store.model_versions()
     finally:
         replay.close()
     if replay.controller.storage_failures:  # closing resolved a window it could not store
         raise StorageError(f"replay: {replay.controller.last_storage_error}")
+    if stop is not None and stop.is_set():
+        log.warning("%s: the replay stopped after %d of %d lines (what was learned is saved)",
+                    stop.reason(), len(result.lines), len(lines) * rounds)
     return result, versions
 
 
@@ -108,16 +117,18 @@ def replay_command(
         lines = read_session(session)
     except SessionError as exc:
         fail(str(exc), 2)
-    if as_json:
-        result, _ = _replay(lines, db, seed, settings=settings)
-        sys.stdout.write(json.dumps(result.summary()) + "\n")
-        return
-    from rich.console import Console
-    from rich.progress import Progress
+    with stopping.handling() as stop:  # SIGTERM/SIGINT: stop after the line, save, exit 0
+        if as_json:
+            result, _ = _replay(lines, db, seed, settings=settings, stop=stop)
+            sys.stdout.write(json.dumps(result.summary()) + "\n")
+            return
+        from rich.console import Console
+        from rich.progress import Progress
 
-    with Progress(transient=True) as bar:
-        task = bar.add_task("replaying", total=len(lines))
-        result, versions = _replay(lines, db, seed, progress=lambda: bar.advance(task), settings=settings)
+        with Progress(transient=True) as bar:
+            task = bar.add_task("replaying", total=len(lines))
+            result, versions = _replay(lines, db, seed, progress=lambda: bar.advance(task),
+                                       settings=settings, stop=stop)
     _print_summary(Console(), result, versions, f"replay of {session}")
 
 
@@ -195,10 +206,11 @@ def demo_command(
     if db is None:
         db = demo_db()
         _fresh_demo_dir(db)
-    with Progress(transient=True, console=console) as bar:
+    with stopping.handling() as stop, Progress(transient=True, console=console) as bar:
         task = bar.add_task("listening", total=len(lines) * rounds)
         result, versions = _replay(lines, db, seed, rounds=rounds,
-                                   progress=lambda: bar.advance(task), settings=settings)
+                                   progress=lambda: bar.advance(task), settings=settings,
+                                   stop=stop)
     _print_summary(console, result, versions, "demo")
     console.print(f"interactions stored in {db}; look at them with `edge-plm status --db {db}`, "
                   f"`edge-plm log --db {db}` or `edge-plm stats --db {db}`", soft_wrap=True)

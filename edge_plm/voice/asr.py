@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -61,8 +62,12 @@ def _no_speech(samples: np.ndarray) -> bool:
     (pocketsphinx hears "i'm" in one second of zeros), so such input is not decoded at all."""
     if len(samples) == 0:
         return True
-    x = samples.astype(np.float64)
-    return 20.0 * np.log10(max(float(np.sqrt(np.mean(x * x))), 1e-9) / 32768.0) < SILENCE_DBFS
+    energy = 0.0
+    for a in range(0, len(samples), 1 << 16):  # in blocks: a long recording is not copied whole
+        x = samples[a:a + (1 << 16)].astype(np.float64)
+        energy += float(x @ x)
+    rms = math.sqrt(energy / len(samples))
+    return 20.0 * np.log10(max(rms, 1e-9) / 32768.0) < SILENCE_DBFS
 
 
 def _is_marker(word: str) -> bool:

@@ -12,10 +12,13 @@ runs everything else.
 from __future__ import annotations
 
 import logging
+import os
+import select
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -99,11 +102,15 @@ class TextSource:
     backend passes it through). Bytes that are not UTF-8 are decoded with replacement
     characters and a warning, never a crash."""
 
-    def __init__(self, lines: Iterable[str | bytes]) -> None:
+    def __init__(self, lines: Iterable[str | bytes], stop: _Flag | None = None) -> None:
         self.lines = lines
+        self.stop = stop
 
     def __iter__(self) -> Iterator[Utterance]:
-        for n, line in enumerate(self.lines, 1):
+        lines = self.lines
+        if self.stop is not None and _fd_of(lines) is not None:
+            lines = _lines_until(_fd_of(lines), self.stop)
+        for n, line in enumerate(lines, 1):
             if isinstance(line, bytes):
                 try:
                     line = line.decode("utf-8")
@@ -113,6 +120,36 @@ class TextSource:
             text = line.strip()
             if text:
                 yield Utterance(samples=np.zeros(0, dtype=np.int16), source="text", text=text)
+
+
+class _Flag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def _fd_of(stream: object) -> int | None:
+    """The file descriptor of a real file / pipe / terminal (None for a list or StringIO)."""
+    try:
+        return stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _lines_until(fd: int, stop: _Flag, poll_s: float = 0.1) -> Iterator[bytes]:
+    """The lines read from `fd` until it ends or `stop` is set (checked every `poll_s` while
+    nothing arrives): a blocking read of stdin cannot be woken by a signal, this can. What
+    follows the last newline when `stop` is set is dropped (it came after the stop)."""
+    pending = b""
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], poll_s)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            if pending:
+                yield pending
+            return
+        *complete, pending = (pending + chunk).split(b"\n")
+        yield from complete
 
 
 def _parse_device(device: str | int | None) -> str | int | None:

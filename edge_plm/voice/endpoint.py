@@ -99,8 +99,14 @@ class Endpointer:
 
     @classmethod
     def from_config(cls, audio_config, sample_rate: int | None = None) -> Endpointer:
-        """Build from `settings.AudioConfig` (optionally at a capture rate other than its own)."""
+        """Build from `settings.AudioConfig` (optionally at a capture rate other than its own);
+        `AudioError` for what `config check` refuses (`settings.audio_problems`)."""
+        from edge_plm.settings import audio_problems  # noqa: PLC0415
+
         c = audio_config
+        found = [p for p in audio_problems(c) if not p.startswith("audio.source")]
+        if found:
+            raise AudioError("; ".join(found))
         return cls(sample_rate=sample_rate or c.sample_rate, block_ms=c.block_ms,
                    threshold_db=c.energy_threshold_db, silence_tail_ms=c.silence_tail_ms,
                    min_utterance_ms=c.min_utterance_ms, max_utterance_ms=c.max_utterance_ms)
@@ -224,8 +230,12 @@ class Endpointer:
         n = len(samples) // self.block
         if n == 0:
             return None
-        frames = samples[: n * self.block].astype(np.float64).reshape(n, self.block)
-        rms = np.sqrt(np.mean(frames * frames, axis=1))
+        rms = np.empty(n)
+        step = 4096  # blocks at a time: a long recording is never one float array
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            frames = samples[a * self.block:b * self.block].astype(np.float64).reshape(-1, self.block)
+            rms[a:b] = np.sqrt(np.mean(frames * frames, axis=1))
         with np.errstate(divide="ignore"):
             db = np.where(rms > 0, 20.0 * np.log10(np.maximum(rms, 1e-12) / 32768.0), FLOOR_DB)
         idx = np.flatnonzero(db >= self.threshold_db)

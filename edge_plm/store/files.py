@@ -1,0 +1,88 @@
+"""Operations on whole database files: schema version, a checked copy, a quick check."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from edge_plm.store.base import BUSY_TIMEOUT_MS, SchemaError, StoreError, quiet_unwritable, ro_uri
+from edge_plm.store.schema import schema_version
+
+
+def file_schema_version(path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> int:
+    """The schema version of the database file at `path`, read on a read-only connection
+    (the file is not changed). `SchemaError`: not an edge-plm database;
+    `sqlite3.DatabaseError`: not a readable SQLite database."""
+    conn = sqlite3.connect(ro_uri(Path(path)), uri=True, timeout=busy_timeout_ms / 1000)
+    try:
+        return schema_version(sqlite_utils.Database(conn))
+    finally:
+        conn.close()
+
+
+def copy_database(src: str | Path, target: str | Path,
+                  busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> dict[str, Any]:
+    """Copy the live database at `src` into the file `target` and check the copy.
+
+    The whole copy is one step of `sqlite3.Connection.backup` on a read-only connection: in
+    WAL mode that is a read transaction, so it is one snapshot and the service keeps writing
+    meanwhile (a step-wise backup would restart whenever the service commits). The copy is
+    switched to a self-contained rollback journal, then checked: returns ``integrity_check``,
+    ``schema_version`` and the row counts. `StoreError` when ``PRAGMA integrity_check``
+    fails, `SchemaError` when the copy is not an edge-plm database.
+    """
+    source = _snapshot_source(Path(src), busy_timeout_ms)
+    try:
+        copy = sqlite3.connect(str(target), timeout=busy_timeout_ms / 1000)
+        try:
+            source.backup(copy)  # pages=-1: everything in one step, one snapshot
+            copy.execute("PRAGMA journal_mode = DELETE")
+            return _verify_copy(copy)
+        finally:
+            copy.close()
+    finally:
+        source.close()
+
+
+def _snapshot_source(src: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """A read-only connection to `src`; immutable when its directory is read-only and no
+    writer is active (a WAL database otherwise needs a -shm file it cannot get there)."""
+    source = sqlite3.connect(ro_uri(src), uri=True, timeout=busy_timeout_ms / 1000)
+    try:
+        source.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        try:
+            source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            if not quiet_unwritable(src):
+                raise
+            source.close()
+            return sqlite3.connect(ro_uri(src, immutable=True), uri=True)
+    except BaseException:
+        source.close()
+        raise
+    return source
+
+
+def _verify_copy(conn: sqlite3.Connection) -> dict[str, Any]:
+    problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+    if problems != ["ok"]:
+        raise StoreError("integrity_check of the copy failed: " + "; ".join(problems[:5]))
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        raise SchemaError("the copied database is not an edge-plm database (no meta table)")
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return {"integrity_check": "ok", "schema_version": int(version[0]) if version else None,
+            "interactions": conn.execute("SELECT count(*) FROM interactions").fetchone()[0],
+            "model_versions": conn.execute("SELECT count(*) FROM model_versions").fetchone()[0]}
+
+
+def passes_quick_check(path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> bool:
+    """Whether the database file at `path` opens read-only and passes ``PRAGMA quick_check``."""
+    conn = sqlite3.connect(ro_uri(Path(path)), uri=True, timeout=busy_timeout_ms / 1000)
+    try:
+        return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()

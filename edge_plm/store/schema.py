@@ -1,0 +1,129 @@
+"""The schema of the replay buffer and its ordered migrations."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import sqlite_utils
+
+from edge_plm import actions
+from edge_plm.store.base import SchemaError, retry_busy
+from edge_plm.store.records import ACTIONS, LABELS
+
+log = logging.getLogger("edge_plm.store")
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    """Initial schema: meta, interactions, model_versions."""
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db.execute(f"""
+        CREATE TABLE interactions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids are never reused after a delete
+            ts REAL NOT NULL,
+            transcript TEXT NOT NULL DEFAULT '',
+            asr_backend TEXT,
+            asr_confidence REAL,
+            audio_path TEXT,
+            prediction TEXT CHECK (prediction IN ({actions.sql_in(LABELS)})),
+            confidence REAL,
+            distribution TEXT,
+            decision TEXT CHECK (decision IN ('act', 'ask', 'ignore')),
+            action TEXT CHECK (action IN ({actions.sql_in(ACTIONS)})),
+            label TEXT CHECK (label IN ({actions.sql_in(LABELS)})),
+            label_source TEXT CHECK (label_source IN ('asked', 'override', 'confirmed', 'manual')),
+            label_ts REAL,
+            model_version TEXT,
+            holdout INTEGER NOT NULL DEFAULT 0 CHECK (holdout IN (0, 1)),
+            latency_audio_ms REAL,
+            latency_asr_ms REAL,
+            latency_model_ms REAL,
+            latency_actuator_ms REAL,
+            error TEXT
+        )""")
+    db["interactions"].create_index(["ts"], index_name="idx_interactions_ts")
+    db["interactions"].create_index(["label"], index_name="idx_interactions_label")
+    db.execute("""
+        CREATE TABLE model_versions (
+            version TEXT PRIMARY KEY,
+            parent TEXT,
+            created_ts REAL NOT NULL,
+            path TEXT,
+            status TEXT NOT NULL CHECK (status IN ('candidate', 'active', 'rolled_back', 'retired')),
+            metrics TEXT,
+            n_train INTEGER NOT NULL DEFAULT 0
+        )""")
+    # at most one active model, enforced by the database itself
+    db.execute("CREATE UNIQUE INDEX idx_one_active_model ON model_versions(status) "
+               "WHERE status = 'active'")
+
+
+def _v2(db: sqlite_utils.Database) -> None:
+    """End-to-end latency per interaction (the parts do not include policy/store overhead).
+
+    Rows written under v1 are backfilled with the sum of their parts (a lower bound) when all
+    four parts are known, else left NULL.
+    """
+    db["interactions"].add_column("latency_total_ms", float)
+    db.execute("""
+        UPDATE interactions SET latency_total_ms =
+            latency_audio_ms + latency_asr_ms + latency_model_ms + latency_actuator_ms
+        WHERE latency_audio_ms IS NOT NULL AND latency_asr_ms IS NOT NULL
+          AND latency_model_ms IS NOT NULL AND latency_actuator_ms IS NOT NULL""")
+
+
+def _v3(db: sqlite_utils.Database) -> None:
+    """What each version's checkpoint file must be: its SHA-256, the model configuration and
+    the number of examples it holds (NULL for versions written before: not checked)."""
+    db["model_versions"].add_column("sha256", str)
+    db["model_versions"].add_column("config", str)
+    db["model_versions"].add_column("n_examples", int)
+
+
+#: Ordered migrations: (version reached, what it does, function).
+MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
+    (1, "initial schema", _v1),
+    (2, "interactions.latency_total_ms (backfilled from the parts)", _v2),
+    (3, "model_versions.sha256, config, n_examples (the checkpoint file's record)", _v3),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    """The file's schema version (0 for an empty database)."""
+    tables = db.table_names()  # once: another process may create the schema meanwhile
+    if "meta" not in tables:
+        if tables:
+            raise SchemaError(f"not an edge-plm database (tables: {', '.join(tables)})")
+        return 0
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        raise SchemaError("meta table has no schema_version")
+    try:
+        return int(row[0])
+    except ValueError as exc:
+        raise SchemaError(f"meta.schema_version is not an integer: {row[0]!r}") from exc
+
+
+def migrate(db: sqlite_utils.Database, target: int = SCHEMA_VERSION) -> int:
+    """Apply the migrations after the file's version up to `target`; return the new version."""
+    current = schema_version(db)
+    for version, what, apply in MIGRATIONS:
+        if current < version <= target:
+            # BEGIN IMMEDIATE: two processes opening a new file at once wait for each other,
+            # and the second sees the first one's work (checked again inside the transaction)
+            retry_busy(lambda: db.execute("BEGIN IMMEDIATE"))
+            try:
+                current = schema_version(db)
+                if current < version:
+                    apply(db)
+                    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES "
+                               "('schema_version', ?)", [str(version)])
+                    log.info("replay buffer migrated to schema v%d: %s", version, what)
+                    current = version
+                db.execute("COMMIT")
+            except BaseException:
+                if db.conn.in_transaction:
+                    db.conn.rollback()
+                raise
+    return current
