@@ -113,7 +113,7 @@ def run_service(settings) -> None:
         learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
                                private_dir(settings.paths.checkpoints_path()))
         asr, held["source"] = _open_input(settings)
-        devices = Devices.from_config(settings.gpio, mock_fallback=False)
+        devices = Devices.from_config(settings.gpio, mock_fallback=False, state_store=store)
         controller = Controller(settings, store, learner, devices, asr)
         _listen(controller, held["source"], stop, settings.audio.source)
     except _CANNOT_RUN as exc:

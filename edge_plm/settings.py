@@ -91,6 +91,10 @@ class AsrConfig:
     max_transcript_chars: int = setting(500, "longer transcripts are cut (logged warning); 0 = no cap")
 
 
+#: What the relay does after the safe state on start (``gpio.relay_restore``).
+RELAY_RESTORE = ("last", "off", "on")
+
+
 @dataclass
 class GpioConfig:
     pin_factory: str = setting("auto", "auto (GPIOZERO_PIN_FACTORY, else real GPIO; run refuses none) "
@@ -98,6 +102,8 @@ class GpioConfig:
     relay_pin: int = 17
     relay_active_high: bool = True
     relay_safe_state: bool = setting(False, "state on start, stop and crash")
+    relay_restore: str = setting("last", "after the safe state on start: last (the state recorded "
+                                         "before the restart) | off | on")
     switch_pin: int = 27
     switch_mode: str = setting("toggle", "toggle | momentary")
     switch_pull_up: bool = True
@@ -294,6 +300,8 @@ def _gpio_problems(s: Settings) -> list[str]:
     out.need(g.switch_bounce_ms >= 0, f"gpio.switch_bounce_ms must be >= 0, got {g.switch_bounce_ms}")
     out.need(g.min_toggle_interval_ms >= 0,
              f"gpio.min_toggle_interval_ms must be >= 0, got {g.min_toggle_interval_ms}")
+    out.need(g.relay_restore in RELAY_RESTORE,
+             f"gpio.relay_restore must be one of {', '.join(RELAY_RESTORE)}, got {g.relay_restore!r}")
     return out
 
 

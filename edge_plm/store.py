@@ -198,10 +198,21 @@ def _v2(db: sqlite_utils.Database) -> None:
           AND latency_model_ms IS NOT NULL AND latency_actuator_ms IS NOT NULL""")
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """The last state each relay was driven to, by relay name (``gpio.relay_restore``)."""
+    db.execute("""
+        CREATE TABLE relay_state (
+            name TEXT PRIMARY KEY,
+            is_on INTEGER NOT NULL CHECK (is_on IN (0, 1)),
+            ts REAL NOT NULL
+        )""")
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
     (2, "interactions.latency_total_ms (backfilled from the parts)", _v2),
+    (3, "relay_state: the last state of each relay, by name", _v3),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -818,6 +829,22 @@ class ReplayStore:
         signal for a running service that rows it may have learned are gone)."""
         value = self._meta("forget_seq")
         return 0 if value is None else int(value)
+
+    # --- relay state (gpio.relay_restore) --------------------------------------------------
+    def set_relay_state(self, name: str, is_on: bool) -> None:
+        """Record that relay `name` was driven to `is_on` (one transaction: after a crash the
+        row holds either the previous state or this one, never a mix)."""
+        row = [str(name), int(bool(is_on)), float(self._clock())]
+        self._write(lambda: self.db.execute(
+            "INSERT INTO relay_state (name, is_on, ts) VALUES (?, ?, ?) ON CONFLICT(name) DO "
+            "UPDATE SET is_on = excluded.is_on, ts = excluded.ts", row))
+
+    def relay_state(self, name: str) -> bool | None:
+        """The last recorded state of relay `name` (None: never recorded)."""
+        with self._lock:
+            row = self.db.execute("SELECT is_on FROM relay_state WHERE name = ?",
+                                  [str(name)]).fetchone()
+        return None if row is None else bool(row[0])
 
     def stored_schema_version(self) -> int | None:
         """``meta.schema_version`` of the open database (None if the row is gone)."""
