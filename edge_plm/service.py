@@ -99,8 +99,10 @@ class Notifier:
                 self._broken = bool(os.environ.get("NOTIFY_SOCKET"))  # logged once, not per beat
 
 
-def run_service(settings) -> None:
-    """Listen, act and learn until a signal (or the end of stdin for the text source).
+def run_service(settings, audio_files: list | None = None, audio_gap_s: float = 3.0) -> None:
+    """Listen, act and learn until a signal (or the end of stdin for the text source, or of
+    `audio_files`, played `audio_gap_s` apart: a `tryout.FileSession` source, on simulated pins,
+    recording no relay state).
 
     Raises `CannotStart` when the settings cannot run (no microphone, no GPIO, a bad starting
     model, ...) and `StorageError` when the loop ran but some inputs could not be stored."""
@@ -112,9 +114,12 @@ def run_service(settings) -> None:
     try:
         learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
                                private_dir(settings.paths.checkpoints_path()))
-        asr, held["source"] = _open_input(settings)
-        devices = Devices.from_config(settings.gpio, mock_fallback=False, state_store=store)
+        asr, held["source"] = _open_input(settings, audio_files, audio_gap_s)
+        devices = Devices.from_config(settings.gpio, mock_fallback=False,
+                                      state_store=None if audio_files else store)
         controller = Controller(settings, store, learner, devices, asr)
+        if audio_files:
+            held["source"].attach(controller)
         _listen(controller, held["source"], stop, settings.audio.source)
     except _CANNOT_RUN as exc:
         log.error("cannot start: %s", exc)
@@ -145,8 +150,15 @@ def _stop_on_signals(stop: threading.Event, held: dict) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
-def _open_input(settings):
-    """(ASR or None, input source) of ``audio.source``: stdin text, or the microphone."""
+def _open_input(settings, audio_files: list | None = None, gap_s: float = 3.0):
+    """(ASR or None, input source) of ``audio.source``: stdin text, the microphone, or the
+    given WAV files."""
+    if audio_files:
+        from edge_plm.tryout import FileSession  # noqa: PLC0415 - only for run --audio
+
+        asr = make_asr(settings.asr, settings.paths.models_path())
+        return asr, FileSession(audio_files, Endpointer.from_config(settings.audio),
+                                gap_s, sys.stdin, sys.stdout)
     if settings.audio.source == "text":
         return None, TextSource(sys.stdin)
     if settings.audio.source == "microphone":
@@ -155,8 +167,9 @@ def _open_input(settings):
                                   settings.audio.block_ms, Endpointer.from_config(settings.audio))
         source.open()
         return asr, source
-    log.error("audio.source = 'wav' is for replays: use `edge-plm replay`")
-    raise CannotStart("audio.source = 'wav' is for replays: use `edge-plm replay`", code=2)
+    log.error("audio.source = 'wav' needs the files: `edge-plm run --audio FILE...`")
+    raise CannotStart("audio.source = 'wav' needs the files: `edge-plm run --audio FILE...` "
+                      "(or `edge-plm replay SESSION.jsonl`)", code=2)
 
 
 def _listen(controller, source, stop: threading.Event, source_name: str) -> None:
@@ -169,8 +182,8 @@ def _listen(controller, source, stop: threading.Event, source_name: str) -> None
     while not stop.is_set():
         try:
             controller.run(source, stop, heartbeat=notifier)
-            if source_name == "text":
-                break  # stdin ended
+            if source_name in ("text", "wav"):
+                break  # stdin or the files ended
         except AudioError as exc:  # the microphone failed: say so, retry
             log.error("audio input failed: %s; retrying in 5 s", exc)
             stop.wait(5.0)
