@@ -17,6 +17,7 @@ import pytest
 from _data_util import cli, copy_db, js, populate, query
 from edge_plm import inspection as q
 from edge_plm.replay import SessionLine
+from edge_plm.store import SCHEMA_VERSION
 from edge_plm.learner import Learner, LearnerConfig
 from edge_plm.policy import Action
 from edge_plm.settings import ModelConfig
@@ -40,7 +41,7 @@ def test_status_json_and_text(demo_dir):
     assert s["model"]["versions"] >= 2
     assert s["asr"] == {"configured": "auto", "last_used": "text"}
     assert s["gpio"] == {"pin_factory": "auto"}
-    assert s["database"]["bytes"] > 0 and s["database"]["schema_version"] == 2
+    assert s["database"]["bytes"] > 0 and s["database"]["schema_version"] == SCHEMA_VERSION
     assert s["last_interaction"]["id"] == 48
     assert 0.0 <= s["holdout"]["balanced_accuracy"] <= 1.0
     text = cli("status", "--db", path)
@@ -367,7 +368,7 @@ def test_backup_while_the_service_writes(db, tmp_path):
         for k in range(3):
             dest = tmp_path / f"backup-{k}.db"
             r = js(cli("db", "backup", dest, "--db", db, "--json"))
-            assert r["integrity_check"] == "ok" and r["schema_version"] == 2
+            assert r["integrity_check"] == "ok" and r["schema_version"] == SCHEMA_VERSION
             counts.append(r["interactions"])
             # the copy opens on its own: a self-contained file, not WAL, 0600
             conn = sqlite3.connect(f"file:{dest}?mode=ro", uri=True)
