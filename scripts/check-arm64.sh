@@ -127,10 +127,14 @@ chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin LANG
 rc=${PIPESTATUS[0]}
 set -e
 
-step "wheels installed in the arm64 venv (platform tags)"
-find "$ROOT/root/edge-plm/.venv/lib" -path '*dist-info/WHEEL' -print0 2>/dev/null \
-    | xargs -0 -r grep -h '^Tag:' | sed 's/^Tag: //' | awk -F- '{print $NF}' | sort | uniq -c \
-    || true
+step "distributions installed in the arm64 venv: aarch64 wheels, pure-Python ones"
+find "$ROOT/root/edge-plm/.venv/lib" -path '*dist-info/WHEEL' 2>/dev/null | sort \
+    | while IFS= read -r wheel; do
+        name="$(basename "$(dirname "$wheel")" .dist-info)"
+        if grep -q '^Tag:.*aarch64' "$wheel"; then printf '    aarch64 %s\n' "$name"; fi
+    done
+printf '    pure Python (any): %s\n' "$(find "$ROOT/root/edge-plm/.venv/lib" -path '*dist-info/WHEEL' \
+    -exec grep -L '^Tag:.*aarch64' {} + 2>/dev/null | wc -l)"
 
 total=$((SECONDS - T_START))
 if [ "$rc" = 0 ]; then
