@@ -218,3 +218,26 @@ def test_edge_plm_run_restores_the_relay_after_a_restart(tmp_path):
     assert "relay 'main': safe state OFF, then OFF (relay_restore = off)" in off.stdout
     with ReplayStore(state / "edge-plm.db") as store:
         assert store.relay_state(MAIN_RELAY) is False
+
+
+def test_a_start_whose_record_fails_still_restores(tmp_path, caplog):
+    """The database can be read but not written (e.g. a full disk): the start restores from
+    the record, logs that the new state is not recorded, and the relay works."""
+    db = tmp_path / "edge-plm.db"
+    devices, store = start(db)
+    devices.drive("ON")
+    stop(devices, store)
+    store = ReplayStore(db)
+
+    def refuse(name, is_on):
+        raise OSError("disk full")
+
+    store.set_relay_state = refuse
+    cfg = GpioConfig(pin_factory="mock", relay_restore="off", min_toggle_interval_ms=0)
+    with caplog.at_level(logging.ERROR, logger="edge_plm.device.relay"):
+        devices = Devices.from_config(cfg, factory=MockFactory(), install_exit_handlers=False,
+                                      state_store=store)
+    assert devices.relay.is_on is False and devices.relay.record_failures == 1  # OFF, unrecorded
+    assert "is OFF, but that state could not be recorded" in caplog.text
+    assert devices.drive("ON") and devices.relay.record_failures == 2
+    stop(devices, store)

@@ -127,6 +127,11 @@ class Relay:
             self._record(bool(on))
             return True
 
+    def record_state(self) -> None:
+        """Tell `on_change` the current state (e.g. after a start that changed nothing)."""
+        with self._lock:
+            self._record(self.is_on)
+
     def _record(self, on: bool) -> None:
         """Tell `on_change` (caller holds the lock: records come in the order of the writes)."""
         if self.on_change is None:

@@ -22,10 +22,9 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from edge_plm.device.relay import Relay
+from edge_plm.settings import RELAY_RESTORE as POLICIES
 
 log = logging.getLogger(__name__)
-
-POLICIES = ("last", "off", "on")
 
 
 class RelayStateStore(Protocol):
@@ -60,7 +59,7 @@ def restore_relays(relays: Mapping[str, Relay], policies: Mapping[str, str],
         if relay.is_on != target and not relay.set(target):
             raise RuntimeError(f"relay {name!r} refused its restored state")  # no toggle before it
         if store.relay_state(name) != relay.is_on:
-            store.set_relay_state(name, relay.is_on)  # e.g. "off" after ON: the record follows
+            relay.record_state()  # e.g. "off" after ON: the record follows what the start did
         out[name] = relay.is_on
         log.info("relay %r: safe state %s, then %s (relay_restore = %s%s)", name,
                  _word(relay.safe_state), _word(relay.is_on), policy,
