@@ -3,11 +3,16 @@ flipping the simulated switch (real CLI subprocesses, pocketsphinx, SQLite)."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import shutil
 import sqlite3
 import subprocess
 import sys
+import termios
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +131,35 @@ def test_audio_paths_expand_directories(tmp_path):
         audio_paths([empty])
     with pytest.raises(AudioError, match="no such file"):
         audio_paths([tmp_path / "nope"])
+
+
+def test_on_a_terminal_a_space_alone_flips_the_switch(tmp_path):
+    """On a terminal (a pty here) the keys are read in cbreak mode: no Enter needed, and the
+    terminal's mode is given back at the end."""
+    cfg = config(tmp_path)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: edge-plm run on the pty
+        os.chdir(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "edge_plm.cli", "run", "--config", str(cfg),
+                                  "--gap", "0", "--audio", str(ON)])
+    out, sent = b"", False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not select.select([fd], [], [], 0.5)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:  # the child closed the pty
+            break
+        if not chunk:
+            break
+        out += chunk
+        if b"[1/1]" in out and not sent:
+            os.write(fd, b" ")  # a space, no Enter
+            sent = True
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "space: switch flipped (toggle) -> relay OFF" in text
+    assert "#1 labelled NOOP (acted ON; person reverted to OFF)" in text
+    assert termios.tcgetattr(fd)[3] & termios.ICANON  # the terminal is line-based again
