@@ -4,8 +4,8 @@ simulated pins, with the keyboard as the person's switch (try it without a Pi).
 `FileSession` is the input source: each WAV file in turn (silence trimmed, as the microphone's
 endpointer would), `gap_s` seconds apart, and one printed line per file saying what the device
 heard and did; labels are printed as their windows close. After the last file it waits until
-the open question or override window has closed, then ends (the service stops as at the end of
-stdin).
+every open question or override window has closed and its label was printed, then ends (the
+service stops as at the end of stdin).
 
 `KeySwitch` reads the keyboard (or any stream: a pipe in the tests): each space flips the
 simulated person's switch, by driving the switch's pin on gpiozero's MockFactory, the way a hand
@@ -134,7 +134,7 @@ class KeySwitch:
         self.flips += 1
         # the controller's pump applies the flip (every 100 ms), after the relay's rate limit
         limited = relay.next_allowed() > time.monotonic()
-        deadline = max(relay.next_allowed(), time.monotonic()) + 0.5 + settle
+        deadline = max(relay.next_allowed(), time.monotonic()) + 3.0 + settle  # pump may be learning
         while relay.is_on == before and time.monotonic() < deadline:
             time.sleep(0.02)
         after = " (after the relay's rate limit)" if limited else ""
@@ -182,7 +182,8 @@ class FileSession:
         self.controller = None
         self.key_switch: KeySwitch | None = None
         self._closed = threading.Event()
-        self._labelled: set = set()
+        self._labelled: set = set()  # interaction ids whose resolution was printed
+        self._decided: set = set()  # interaction ids that opened a window (act, ask, ignore)
 
     def attach(self, controller) -> None:
         self.controller = controller
@@ -206,12 +207,25 @@ class FileSession:
                 yield item
                 self._report(n, item)
                 self._wait(self.gap_s)
-            while self.controller.policy.open is not None and not self._closed.is_set():
-                self._wait(0.1)  # the last question / override window
-            self._print_labels()
+            self._wait_for_labels()
         finally:
             if self.key_switch is not None:
                 self.key_switch.stop()
+
+    def _wait_for_labels(self) -> None:
+        """Until every decided interaction's window has closed and its label was printed (the
+        pump resolves them; at most the longest window plus a margin after the last file)."""
+        p = self.controller.settings.policy
+        longest = max(p.ask_window_s, p.override_window_s) + 5.0
+        deadline = time.monotonic() + longest
+        while not self._closed.is_set() and time.monotonic() < deadline:
+            self._print_labels()
+            if self._decided <= self._labelled:
+                return
+            self._closed.wait(0.1)
+        if not self._closed.is_set():
+            log.warning("interactions %s had no label %.0f s after the last file",
+                        sorted(self._decided - self._labelled), longest)
 
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -232,6 +246,8 @@ class FileSession:
         did = {"act": f"act, relay {_word(self.controller.devices.relay.is_on)}",
                "ask": "ask (LED blinks): flip the switch (space) the way you want it",
                "ignore": "ignore"}.get(row.decision or "", row.decision or "nothing")
+        if row.decision is not None:
+            self._decided.add(row.id)
         conf = f" {row.confidence:.2f}" if row.confidence is not None else ""
         self.print(f"[{n}/{len(self.paths)}] {name}: #{row.id} heard {row.transcript!r} -> "
                    f"{row.prediction}{conf}: {did}")

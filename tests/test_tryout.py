@@ -70,11 +70,11 @@ def test_a_space_on_the_pipe_flips_the_simulated_switch(tmp_path, mode):
     proc.stdin.flush()
     err = finish(proc, lines)
     assert proc.returncode == 0, err
-    assert "playing 1 file(s)" in lines[0] and "GPIO simulated" in lines[0]
-    assert "heard 'lights on please' -> ON" in lines[1]
-    assert any(line.startswith(f"space: switch flipped ({mode}) -> relay OFF") for line in lines), lines
+    assert "playing 1 file(s)" in lines[0] and "GPIO simulated" in lines[0], (lines, err)
+    assert "heard 'lights on please' -> ON" in lines[1], (lines, err)
+    assert any(line.startswith(f"space: switch flipped ({mode}) -> relay OFF") for line in lines), (lines, err)
     # acted ON, the person turned it straight back off: "lights on please" was not a command
-    assert "#1 labelled NOOP (acted ON; person reverted to OFF)" in lines
+    assert "#1 labelled NOOP (acted ON; person reverted to OFF)" in lines, (lines, err)
     assert "Traceback" not in err
     with sqlite3.connect(tmp_path / "state" / "edge-plm.db") as conn:
         label, source = conn.execute("SELECT label, label_source FROM interactions").fetchone()
