@@ -101,7 +101,7 @@ class GpioConfig:
                                        "| mock | lgpio | rpigpio | native ...")
     relay_pin: int = 17
     relay_active_high: bool = True
-    relay_safe_state: bool = setting(False, "state on start, stop and crash")
+    relay_safe_state: bool = setting(False, "state on stop and crash, and first on start")
     relay_restore: str = setting("last", "after the safe state on start: last (the state recorded "
                                          "before the restart) | off | on")
     switch_pin: int = 27
