@@ -20,9 +20,12 @@ import glob
 import importlib
 import logging
 import os
+import platform as platform_mod
 import shutil
 import sqlite3
 import stat
+import struct
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -262,13 +265,50 @@ def check_gpio(s: Settings, pin_factory: Callable[[str], tuple[Any, str]] | None
         log.debug("closing the probe pin factory failed", exc_info=True)
     pin_text = f"relay {g.relay_pin}, switch {g.switch_pin}, LED {g.led_pin}" + (
         f", buzzer {g.buzzer_pin}" if g.buzzer_pin != -1 else "") + " (BCM)"
+    restore = _restore_text(g)
     if description.lower().startswith("mock"):
         if g.pin_factory.strip().lower() == "mock":
-            return Check("gpio", WARN, f"mock only: {description}; {pin_text}",
+            return Check("gpio", WARN, f"mock only: {description}; {pin_text}; {restore}",
                          "set gpio.pin_factory = \"auto\" on the device")
-        return Check("gpio", WARN, f"mock only: {description}; the relay will not switch anything; {pin_text}",
+        return Check("gpio", WARN, f"mock only: {description}; the relay will not switch anything; "
+                     f"{pin_text}; {restore}",
                      f"on a Raspberry Pi / Le Potato: {access}; firmware_scripts/gpio-test.sh clicks the relay")
-    return Check("gpio", OK, f"{description}; {pin_text}")
+    return Check("gpio", OK, f"{description}; {pin_text}; {restore}")
+
+
+def _restore_text(g: Any) -> str:
+    """What the relay does on start (gpio.relay_restore), for the gpio check's detail."""
+    safe = "ON" if g.relay_safe_state else "OFF"
+    then = {"last": "the state recorded before the restart", "off": "OFF", "on": "ON"}
+    return f"on start: safe state {safe}, then {then.get(g.relay_restore, '?')} (relay_restore = {g.relay_restore})"
+
+
+# --- platform ---------------------------------------------------------------------------------
+ARM32 = ("armhf", "armel", "i386")
+
+
+def _dpkg_architecture() -> str | None:
+    try:
+        out = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def check_platform(machine: str | None = None, pointer_bits: int | None = None,
+                   dpkg_arch: Callable[[], str | None] = _dpkg_architecture) -> Check:
+    """A 64-bit userland: this Python is 64-bit and dpkg's architecture is not a 32-bit one
+    (a Pi 4 with 32-bit Raspberry Pi OS has a 64-bit kernel, `uname -m` aarch64)."""
+    machine = machine or platform_mod.machine()
+    bits = pointer_bits or struct.calcsize("P") * 8
+    arch = dpkg_arch()
+    text = f"{machine}, {bits}-bit Python" + (f", dpkg architecture {arch}" if arch else "")
+    if bits < 64 or arch in ARM32 or machine.startswith(("armv", "i386", "i686")):
+        return Check("platform", FAIL, f"32-bit userland ({text}): edge-plm needs a 64-bit system",
+                     "install 64-bit Raspberry Pi OS or Armbian/Debian arm64 (docs/deploy.md: "
+                     "numpy, numba/llvmlite, scipy, pocketsphinx and cffi have no 32-bit ARM wheels)")
+    return Check("platform", OK, text)
 
 
 # --- database ---------------------------------------------------------------------------------
@@ -504,6 +544,7 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
     config_check, s = check_config(config)
     checks = [config_check]
     steps: list[tuple[str, Callable[[], Check]]] = [
+        ("platform", lambda: check_platform()),
         ("microphone", lambda: check_microphone(s, sounddevice=sounddevice, importer=importer)),
         ("asr", lambda: check_asr(s, importer=importer)),
         ("gpio", lambda: check_gpio(s, pin_factory=pin_factory)),
@@ -522,5 +563,5 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
 
 
 __all__ = ["Check", "Report", "OK", "WARN", "FAIL", "run_checks", "check_config", "check_microphone",
-           "check_asr", "check_gpio", "check_database", "check_numba_cache", "check_disk",
+           "check_asr", "check_gpio", "check_platform", "check_database", "check_numba_cache", "check_disk",
            "warm_numba_cache", "kernel_names"]

@@ -101,8 +101,11 @@ class Notifier:
                 self._broken = bool(os.environ.get("NOTIFY_SOCKET"))  # logged once, not per beat
 
 
-def run_service(settings, stop: StopFlag | None = None) -> None:
-    """Listen, act and learn until a signal (or the end of stdin for the text source).
+def run_service(settings, stop: StopFlag | None = None, audio_files: list | None = None,
+                audio_gap_s: float = 3.0) -> None:
+    """Listen, act and learn until a signal (or the end of stdin for the text source, or of
+    `audio_files`, played `audio_gap_s` apart: a `tryout.FileSession` source, on simulated pins,
+    recording no relay state).
 
     `stop` is the flag SIGTERM/SIGINT set (`edge_plm.stopping.install`; installed here when not
     given). It is checked between the start-up steps (a signal during start-up is a clean
@@ -113,15 +116,17 @@ def run_service(settings, stop: StopFlag | None = None) -> None:
     ran but some inputs could not be stored."""
     if stop is None:
         with stopping.handling() as flag:
-            return run_service(settings, flag)
+            return run_service(settings, flag, audio_files, audio_gap_s)
     if _stopped_starting(stop, "opening the replay buffer"):
         return
     store = ReplayStore(settings.paths.database_path())
     parts: dict = {}  # what start-up opened so far, closed in reverse on the way out
     try:
-        _start_up(settings, store, stop, parts)
+        _start_up(settings, store, stop, parts, audio_files, audio_gap_s)
         if "controller" in parts:
-            _listen(parts["controller"], parts["source"], stop, settings.audio.source)
+            if audio_files:
+                parts["source"].attach(parts["controller"])
+            _listen(parts["controller"], parts["source"], stop, "wav" if audio_files else settings.audio.source)
             if stop.is_set():
                 log.info("%s: stopping (no input is handled and nothing driven after it)",
                          stop.reason())
@@ -145,18 +150,20 @@ def _stopped_starting(stop: StopFlag, before: str) -> bool:
     return stop.is_set()
 
 
-def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict) -> None:
+def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_files: list | None = None,
+              audio_gap_s: float = 3.0) -> None:
     """The slow start-up, step by step, each step skipped once `stop` is set."""
     parts["learner"] = Learner.open(store, LearnerConfig.from_settings(settings.model),
                                     private_dir(settings.paths.checkpoints_path()))
     if _stopped_starting(stop, "opening the input"):
         return
-    parts["asr"], parts["source"] = _open_input(settings, stop)
+    parts["asr"], parts["source"] = _open_input(settings, stop, audio_files, audio_gap_s)
     if hasattr(parts["source"], "close"):
         stop.on_set(parts["source"].close)  # the microphone loop ends at its next block
     if _stopped_starting(stop, "opening the GPIO"):
         return
-    parts["devices"] = Devices.from_config(settings.gpio, mock_fallback=False)
+    parts["devices"] = Devices.from_config(settings.gpio, mock_fallback=False,
+                                           state_store=None if audio_files else store)
     if _stopped_starting(stop, "starting the loop"):
         return
     # learning on its own thread: the relay never waits for it (docs/loop.md)
@@ -178,9 +185,15 @@ def _shut_down(parts: dict) -> None:
             parts["devices"].close()
 
 
-def _open_input(settings, stop: StopFlag | None = None):
+def _open_input(settings, stop: StopFlag | None = None, audio_files: list | None = None, gap_s: float = 3.0):
     """(ASR or None, input source) of ``audio.source``: stdin text (read so that `stop` ends
-    it), or the microphone."""
+    it), the microphone, or the given WAV files."""
+    if audio_files:
+        from edge_plm.tryout import FileSession  # noqa: PLC0415 - only for run --audio
+
+        asr = make_asr(settings.asr, settings.paths.models_path())
+        return asr, FileSession(audio_files, Endpointer.from_config(settings.audio),
+                                gap_s, sys.stdin, sys.stdout)
     if settings.audio.source == "text":
         return None, TextSource(sys.stdin, stop=stop)
     if settings.audio.source == "microphone":
@@ -189,7 +202,8 @@ def _open_input(settings, stop: StopFlag | None = None):
                                   settings.audio.block_ms, Endpointer.from_config(settings.audio))
         source.open()
         return asr, source
-    raise CannotStart("audio.source = 'wav' is for replays: use `edge-plm replay`", code=2)
+    raise CannotStart("audio.source = 'wav' needs the files: `edge-plm run --audio FILE...` "
+                      "(or `edge-plm replay SESSION.jsonl`)", code=2)
 
 
 def model_in_use(controller) -> str:
@@ -210,7 +224,7 @@ def _listen(controller, source, stop: threading.Event, source_name: str) -> None
     while not stop.is_set():
         try:
             controller.run(source, stop, heartbeat=notifier)
-            if source_name == "text":
+            if source_name in ("text", "wav"):
                 break  # stdin ended
         except AudioError as exc:  # the microphone failed: say so, retry
             log.error("audio input failed: %s; retrying in 5 s", exc)

@@ -92,13 +92,19 @@ class AsrConfig:
     max_transcript_chars: int = setting(500, "longer transcripts are cut (logged warning); 0 = no cap")
 
 
+#: What the relay does after the safe state on start (``gpio.relay_restore``).
+RELAY_RESTORE = ("last", "off", "on")
+
+
 @dataclass
 class GpioConfig:
     pin_factory: str = setting("auto", "auto (GPIOZERO_PIN_FACTORY, else real GPIO; run refuses none) "
                                        "| mock | lgpio | rpigpio | pigpio | native (gpiozero pin factories)")
     relay_pin: int = 17
     relay_active_high: bool = True
-    relay_safe_state: bool = setting(False, "state on start, stop and crash")
+    relay_safe_state: bool = setting(False, "state on stop and crash, and first on start")
+    relay_restore: str = setting("last", "after the safe state on start: last (the state recorded "
+                                         "before the restart) | off | on")
     switch_pin: int = 27
     switch_mode: str = setting("toggle", "toggle | momentary")
     switch_pull_up: bool = True
@@ -255,8 +261,8 @@ def _audio_problems(s: Settings) -> list[str]:
 def audio_problems(a: AudioConfig) -> list[str]:
     """The [audio] checks (also `Endpointer.from_config`'s)."""
     out = _Problems()
-    out.need(a.source != "wav", "audio.source = 'wav' is for replays (`edge-plm replay FILE`); "
-                                "the service listens to 'microphone' or 'text'")
+    out.need(a.source != "wav", "audio.source = 'wav' needs the files: `edge-plm run --audio FILE...` "
+                                "(or `edge-plm replay FILE`); the service listens to 'microphone' or 'text'")
     out.need(a.source in ("microphone", "wav", "text"),
              "audio.source must be 'microphone' or 'text'")
     out.need(a.sample_rate > 0, f"audio.sample_rate must be > 0, got {a.sample_rate}")
@@ -302,6 +308,8 @@ def _gpio_problems(s: Settings) -> list[str]:
     out.need(g.switch_bounce_ms >= 0, f"gpio.switch_bounce_ms must be >= 0, got {g.switch_bounce_ms}")
     out.need(g.min_toggle_interval_ms >= 0,
              f"gpio.min_toggle_interval_ms must be >= 0, got {g.min_toggle_interval_ms}")
+    out.need(g.relay_restore in RELAY_RESTORE,
+             f"gpio.relay_restore must be one of {', '.join(RELAY_RESTORE)}, got {g.relay_restore!r}")
     return out
 
 

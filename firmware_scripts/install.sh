@@ -27,6 +27,8 @@
 #                          udevadm, systemctl; the warm-up and doctor run as the current user
 #   -h, --help             this text
 #
+# Needs a 64-bit system (arm64 or x86_64): on a 32-bit userland (armv7l / armhf) it stops at once.
+#
 # Idempotent: every step first checks whether it is already done; a second run changes
 # nothing and says so. What it does, in order:
 #   1. Debian packages (libportaudio2, python3-venv, python3-dev, alsa-utils, gpiod, ...)
@@ -564,8 +566,23 @@ uninstall() {
     fi
 }
 
+# require_64bit: stop at once on a 32-bit userland. A Raspberry Pi 4 with 32-bit Raspberry Pi OS
+# reports the 64-bit kernel's aarch64 in `uname -m`, so dpkg's architecture decides too.
+require_64bit() {
+    local machine dpkg_arch=""
+    machine="$(uname -m)"
+    if command -v dpkg >/dev/null 2>&1; then
+        dpkg_arch="$(dpkg --print-architecture 2>/dev/null || true)"
+    fi
+    case "$machine/$dpkg_arch" in
+        armv*/* | arm/* | i?86/* | */armhf | */armel | */i386)
+            die "32-bit system (uname -m: $machine${dpkg_arch:+, dpkg: $dpkg_arch}): 64-bit Raspberry Pi OS or Armbian/Debian arm64 is required (numpy, numba/llvmlite, scipy, pocketsphinx and cffi publish no 32-bit ARM wheels; see docs/deploy.md)" ;;
+    esac
+}
+
 # --- main -------------------------------------------------------------------------------------
 CONFIG_WRITTEN=0
+[ "$UNINSTALL" = 1 ] || require_64bit
 preflight
 if [ "$UNINSTALL" = 1 ]; then
     uninstall

@@ -17,10 +17,11 @@ import pytest
 from _data_util import cli, copy_db, js, populate, query
 from edge_plm import inspection as q
 from edge_plm.replay import SessionLine
+from edge_plm.store import SCHEMA_VERSION
 from edge_plm.learner import Learner, LearnerConfig
 from edge_plm.policy import Action
 from edge_plm.settings import ModelConfig
-from edge_plm.store import SCHEMA_VERSION, ReplayStore
+from edge_plm.store import ReplayStore
 
 pytestmark = pytest.mark.usefixtures("no_user_config")
 

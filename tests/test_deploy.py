@@ -177,6 +177,52 @@ def test_install_rejects_bad_arguments(tmp_path):
     assert not (tmp_path / "opt").exists()
 
 
+def fake_arch_bin(directory: Path, machine: str, dpkg_arch: str | None) -> Path:
+    """A PATH directory whose `uname -m` says `machine` and whose `dpkg --print-architecture`
+    says `dpkg_arch` (fails, printing nothing, when None: a system whose dpkg cannot tell);
+    every other call goes to the real tools."""
+    directory.mkdir()
+    real_uname = shutil.which("uname")
+    (directory / "uname").write_text(
+        f'#!/bin/sh\nif [ "$1" = -m ]; then echo {machine}; else exec {real_uname} "$@"; fi\n')
+    answer = "exit 1" if dpkg_arch is None else f"echo {dpkg_arch}"
+    real_dpkg = shutil.which("dpkg") or "false"
+    (directory / "dpkg").write_text(
+        f'#!/bin/sh\nif [ "$1" = --print-architecture ]; then {answer}; '
+        f'else exec {real_dpkg} "$@"; fi\n')
+    for tool in directory.iterdir():
+        tool.chmod(0o755)
+    return directory
+
+
+@pytest.mark.parametrize("machine, dpkg_arch", [("armv7l", "armhf"), ("aarch64", "armhf"),
+                                                ("armv7l", None), ("armv6l", "armhf")])
+def test_install_stops_at_once_on_a_32_bit_userland(tmp_path, machine, dpkg_arch):
+    """32-bit Raspberry Pi OS (armhf), also on a Pi 4 whose 64-bit kernel says aarch64."""
+    fake = fake_arch_bin(tmp_path / "bin", machine, dpkg_arch)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    r = subprocess.run(["bash", str(INSTALL), "--prefix", str(tmp_path / "root"), "--dry-run"],
+                       capture_output=True, text=True, timeout=60, cwd="/", env=env)
+    assert r.returncode == 1 and r.stdout == ""  # before the first step
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"install.sh: error: 32-bit system (uname -m: {machine}")
+    assert "64-bit Raspberry Pi OS or Armbian/Debian arm64 is required" in line
+    assert ("dpkg:" in line) == (dpkg_arch is not None) and (dpkg_arch or "") in line
+    assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize("machine, dpkg_arch", [("aarch64", "arm64"), ("aarch64", None),
+                                                ("x86_64", "amd64")])
+def test_install_goes_on_on_a_64_bit_userland(tmp_path, machine, dpkg_arch):
+    fake = fake_arch_bin(tmp_path / "bin", machine, dpkg_arch)
+    env = {**this_interpreters_env(), "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    r = subprocess.run(["bash", str(INSTALL), "--prefix", str(tmp_path / "root"), "--dry-run",
+                        "--python", sys.executable], capture_output=True, text=True, timeout=300,
+                       cwd="/", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "32-bit" not in r.stderr and f", {machine}" in r.stdout  # preflight's system line
+
+
 def fake_vosk_zip(path: Path, name: str = "vosk-model-small-en-us-test") -> str:
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{name}/am/final.mdl", b"acoustic model")

@@ -103,10 +103,11 @@ def statuses(report):
 def test_healthy_setup_is_all_ok(healthy):
     report = doctor.run_checks(**healthy)
     assert statuses(report) == {n: "ok" for n in
-                                ("config", "microphone", "asr", "gpio", "database", "numba_cache", "disk")}
+                                ("config", "platform", "microphone", "asr", "gpio", "database", "numba_cache",
+                                 "disk")}
     assert report.ok
     d = report.to_dict()
-    assert d["ok"] is True and [set(c) for c in d["checks"]] == [{"name", "status", "detail", "remedy"}] * 7
+    assert d["ok"] is True and [set(c) for c in d["checks"]] == [{"name", "status", "detail", "remedy"}] * 8
     assert "vosk-model-small-en-us-0.15" in report.by_name()["asr"].detail
     assert "USB PnP Sound Device" in report.by_name()["microphone"].detail
 
@@ -184,7 +185,7 @@ def test_bad_config_fails_and_other_checks_still_run(healthy, tmp_path):
     report = doctor.run_checks(**{**healthy, "config": cfg})
     c = report.by_name()["config"]
     assert c.status == "fail" and "relay_pn" in c.detail and "config defaults" in c.remedy
-    assert len(report.checks) == 7 and not report.ok
+    assert len(report.checks) == 8 and not report.ok
 
 
 def test_missing_config_file_fails(healthy, tmp_path):
@@ -238,6 +239,32 @@ def test_gpio_real_factory_is_ok_and_closed():
 
     assert doctor.check_gpio(settings.Settings(), pin_factory=factory).status == "ok"
     assert made[0].closed
+
+
+def test_gpio_shows_what_the_relay_does_on_start():
+    s = settings.Settings()
+    c = doctor.check_gpio(s, pin_factory=real_gpio)
+    assert c.detail.endswith("on start: safe state OFF, then the state recorded before the restart "
+                             "(relay_restore = last)")
+    s.gpio.relay_restore, s.gpio.relay_safe_state = "off", True
+    c = doctor.check_gpio(s, pin_factory=mock_gpio)
+    assert c.detail.endswith("on start: safe state ON, then OFF (relay_restore = off)")
+
+
+@pytest.mark.parametrize("machine, bits, arch, status", [
+    ("aarch64", 64, "arm64", "ok"), ("x86_64", 64, "amd64", "ok"), ("aarch64", 64, None, "ok"),
+    ("armv7l", 32, "armhf", "fail"), ("aarch64", 32, "armhf", "fail"),  # Pi 4, 32-bit OS
+    ("aarch64", 64, "armhf", "fail"), ("armv7l", 64, None, "fail")])
+def test_platform_needs_a_64_bit_userland(machine, bits, arch, status):
+    c = doctor.check_platform(machine, bits, dpkg_arch=lambda: arch)
+    assert c.status == status, c.detail
+    assert machine in c.detail
+    if status == "fail":
+        assert "32-bit userland" in c.detail and "64-bit Raspberry Pi OS or Armbian/Debian arm64" in c.remedy
+
+
+def test_platform_of_this_machine_is_ok():
+    assert doctor.check_platform().status == "ok"  # the tests run on a 64-bit system
 
 
 def test_gpio_unknown_factory_fails():
@@ -308,8 +335,8 @@ def test_cli_json_healthy(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     d = json.loads(result.stdout)
     assert d["ok"] is True
-    assert [c["name"] for c in d["checks"]] == ["config", "microphone", "asr", "gpio", "database",
-                                                "numba_cache", "disk"]
+    assert [c["name"] for c in d["checks"]] == ["config", "platform", "microphone", "asr", "gpio",
+                                                "database", "numba_cache", "disk"]
     assert all(c["status"] == "ok" for c in d["checks"])
 
 

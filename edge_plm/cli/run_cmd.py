@@ -25,22 +25,56 @@ DEMO_SESSION = Path(__file__).resolve().parent.parent / "data" / "demo" / "sessi
 
 
 # --- run ------------------------------------------------------------------------------------
+AudioOpt = Annotated[Optional[list[Path]], typer.Option("--audio", help=(
+    "Try it without a Pi: play these WAV files (a directory: its *.wav) instead of the "
+    "microphone, on simulated pins (MockFactory); more files may follow as arguments. Space "
+    "(then Enter on a pipe) flips the simulated switch, q stops."), show_default=False,
+    metavar="FILE")]
+MoreAudioArg = Annotated[Optional[list[Path]], typer.Argument(
+    help="Further WAV files or directories for --audio.", show_default=False, metavar="FILE")]
+GapOpt = Annotated[float, typer.Option("--gap", min=0.0, help=(
+    "With --audio: seconds between two files (time to flip the switch)."))]
+
+
 @app.command("run")
-def run_command(config: ConfigOpt = None) -> None:
-    """The service: microphone + GPIO from the config, until SIGTERM/SIGINT."""
-    log_to(sys.stdout)
+def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudioArg = None,
+                gap: GapOpt = 3.0) -> None:
+    """The service: microphone + GPIO from the config, until SIGTERM/SIGINT (--audio: WAV
+    files on simulated pins, until the last file's question is answered)."""
     with stopping.handling() as stop:  # installed since the CLI's entry (edge_plm.stopping)
         if stop.is_set():  # stopped while the CLI was importing: skip the slow imports too
+            log_to(sys.stdout)
             log.info("%s during start-up: stopping", stop.reason())
             return
         from edge_plm.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
 
+        if more and not audio:
+            fail(f"unexpected argument {more[0]}: audio files go after --audio", 2)
+        files = _audio_files([*(audio or []), *(more or [])]) if audio else None
+        if files:  # the printed lines are the output; the log keeps to warnings, on stderr
+            log_to(sys.stderr, logging.WARNING)
+        else:
+            log_to(sys.stdout)
         settings = load_settings(config)
         log.info("configuration: %s", settings.source)
+        if files:  # the files replace the microphone; the pins are simulated
+            from dataclasses import replace  # noqa: PLC0415
+
+            settings = replace(settings, gpio=replace(settings.gpio, pin_factory="mock"))
         try:
-            run_service(settings, stop)
+            run_service(settings, stop, audio_files=files, audio_gap_s=gap)
         except CannotStart as exc:
             fail(str(exc), exc.code)
+
+
+def _audio_files(paths: list[Path]) -> list[Path]:
+    from edge_plm.tryout import audio_paths  # noqa: PLC0415
+    from edge_plm.voice.audio import AudioError  # noqa: PLC0415
+
+    try:
+        return audio_paths(paths)
+    except AudioError as exc:
+        fail(f"--audio: {exc}", 2)
 
 
 # --- replay and demo ------------------------------------------------------------------------

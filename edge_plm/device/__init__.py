@@ -4,7 +4,9 @@
 gpiozero's MockFactory otherwise, see `pins.make_pin_factory`). Relays are held by name: the
 configured relay is the main one (`MAIN_RELAY`, ``devices.relay``), the one the person's switch
 and the policy refer to; further named relays can be given to `Devices.from_config`. An action
-of `edge_plm.actions` drives a relay to its relay state (`Devices.drive`).
+of `edge_plm.actions` drives a relay to its relay state (`Devices.drive`). Given a
+`RelayStateStore` (the service gives its replay buffer), every relay is restored after its safe
+state as ``gpio.relay_restore`` says and its changes are recorded (`edge_plm.device.restore`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from edge_plm import actions
 from edge_plm.device.led import AskBuzzer, NoLed, StatusLed, make_ask_buzzer, make_status_led
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
 from edge_plm.device.relay import Clock, Relay, RelayClosed, RelayConfig
+from edge_plm.device.restore import RelayStateStore, restore_relays
 from edge_plm.device.person_switch import FlipEvent, PersonSwitch, PersonSwitchConfig, PersonSwitchConfigError
 from edge_plm.settings import GpioConfig
 
@@ -84,10 +87,13 @@ class Devices:
         install_exit_handlers: bool = True,
         mock_fallback: bool = True,
         extra_relays: Mapping[str, RelayConfig] | None = None,
+        state_store: RelayStateStore | None = None,
     ) -> Devices:
         """Build the devices from `cfg`; `factory` overrides ``cfg.pin_factory`` (tests).
         ``mock_fallback=False`` (the service) refuses simulated pins unless configured.
-        `extra_relays`: further relays by name, next to the main one."""
+        `extra_relays`: further relays by name, next to the main one. `state_store`: restore
+        the relays (``cfg.relay_restore``) and record their changes there (none: every relay
+        stays in its safe state and nothing is recorded, as in replays)."""
         extra = dict(extra_relays or {})
         if MAIN_RELAY in extra:
             raise ValueError(f"relay name {MAIN_RELAY!r} is the configured relay (gpio.relay_pin)")
@@ -100,6 +106,7 @@ class Devices:
         relays: dict[str, Relay] = {}
         switch: PersonSwitch | None = None
         led: StatusLed | NoLed | None = None
+        buzzer: AskBuzzer | None = None
         try:
             for name, rcfg in {MAIN_RELAY: main, **extra}.items():
                 relays[name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
@@ -111,7 +118,11 @@ class Devices:
             )
             led = make_status_led(cfg.led_pin, factory)
             buzzer = make_ask_buzzer(cfg.buzzer_pin, factory)
+            if state_store is not None:
+                restore_relays(relays, dict.fromkeys(relays, cfg.relay_restore), state_store)
         except BaseException:
+            if buzzer is not None:
+                buzzer.close()
             if led is not None:
                 led.close()
             if switch is not None:

@@ -12,6 +12,12 @@ relay follows its *hardware* default: the relay board's pull resistor on the inp
 Wire the relay so that this hardware default is the safe state (most opto-isolated relay
 boards are active-low with a pull-up, so a released pin means "off").
 
+State record: `Relay.on_change`, when set, is called with the new state right after every
+change `Relay.set` makes (after the pin write; `Relay.close` is not a change the person made and
+is not recorded). The service records it in the database for ``gpio.relay_restore``
+(`edge_plm.device.restore`). A failing record is logged as an ERROR and counted
+(``record_failures``); the relay stays switched.
+
 Rate limit: a change of state inside ``min_toggle_interval_ms`` of the previous change is
 refused: `Relay.set` returns False and logs a WARNING (the relay never flaps). Requests for
 the state the relay is already in are not toggles and always succeed. `Relay.close` ignores
@@ -70,6 +76,9 @@ class Relay:
             pin_factory=pin_factory,
         )
         self._closed = False
+        #: called with the new state after each change `set` makes (see the module docstring)
+        self.on_change: Callable[[bool], None] | None = None
+        self.record_failures = 0
         if install_exit_handlers:
             _register_for_exit(self)
 
@@ -115,7 +124,25 @@ class Relay:
             self._device.value = bool(on)
             self._last_toggle = now
             log.info("relay -> %s", "ON" if on else "OFF")
+            self._record(bool(on))
             return True
+
+    def record_state(self) -> None:
+        """Tell `on_change` the current state (e.g. after a start that changed nothing)."""
+        with self._lock:
+            self._record(self.is_on)
+
+    def _record(self, on: bool) -> None:
+        """Tell `on_change` (caller holds the lock: records come in the order of the writes)."""
+        if self.on_change is None:
+            return
+        try:
+            self.on_change(on)
+        except Exception as exc:  # the relay did switch: say that its record is behind
+            self.record_failures += 1
+            log.error("relay on pin %s is %s, but that state could not be recorded (%s: %s); a "
+                      "restart would restore the state recorded before", self.cfg.pin,
+                      "ON" if on else "OFF", type(exc).__name__, exc)
 
     def close(self) -> None:
         """Drive the safe state (ignoring the rate limit), then release the pin. Idempotent."""

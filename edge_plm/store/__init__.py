@@ -19,6 +19,7 @@ from edge_plm.store.files import copy_database, file_schema_version, passes_quic
 from edge_plm.store.interactions import InteractionRows
 from edge_plm.store.labels import LabelRows
 from edge_plm.store.model_versions import ModelVersionRows
+from edge_plm.store.relays import RelayRows
 from edge_plm.store.records import (ACTIONS, DECISIONS, INTERACTION_FIELDS, LABEL_SOURCES, LABELS,
                                     MODEL_STATUSES, Interaction, ModelVersion, clean_text,
                                     row_to_interaction)
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-class ReplayStore(InteractionRows, LabelRows, ModelVersionRows, StoreConnection):
+class ReplayStore(InteractionRows, LabelRows, ModelVersionRows, RelayRows, StoreConnection):
     """The replay buffer at `path`. Thread-safe; one instance per process is enough.
 
     Opening, writing and closing: `StoreConnection`; the queries by job: `InteractionRows`,

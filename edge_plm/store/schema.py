@@ -80,11 +80,22 @@ def _v3(db: sqlite_utils.Database) -> None:
     db["model_versions"].add_column("n_examples", int)
 
 
+def _v4(db: sqlite_utils.Database) -> None:
+    """The last state each relay was driven to, by relay name (``gpio.relay_restore``)."""
+    db.execute("""
+        CREATE TABLE relay_state (
+            name TEXT PRIMARY KEY,
+            is_on INTEGER NOT NULL CHECK (is_on IN (0, 1)),
+            ts REAL NOT NULL
+        )""")
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
     (2, "interactions.latency_total_ms (backfilled from the parts)", _v2),
     (3, "model_versions.sha256, config, n_examples (the checkpoint file's record)", _v3),
+    (4, "relay_state: the last state of each relay, by name", _v4),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
