@@ -128,7 +128,7 @@ def test_refinement_skips_forgotten_examples():
     for k in gone:
         m.forget_example(k)
     assert not gone & set(m.net.rows)
-    assert len(m.net.batch()[3]) == len(DATA) - len(gone)
+    assert len(m.net.batch().labels) == len(DATA) - len(gone)
     before = m.net.objective()[0]
     m.refine(5)
     assert m.net.objective()[0] < before

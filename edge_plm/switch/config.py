@@ -55,9 +55,17 @@ class SwitchConfig:
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
-    support_min_n: int = 4  # n-grams shorter than this do not count for the support (words do)
-    support_power: float = 2.0  # logits x (labelled support of the transcript's units)^power
-    agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power
+    # the SAFFU block over word positions (switch/attention.py, switch/words.py)
+    attention: bool = True  # False: uniform pooling (W = 0), the network without attention
+    attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B
+    attention_warm_scale: float = 0.5  # W0 = this x the explicit solution (1.0 over-sharpens: BENCHMARKS.md)
+    attention_lr: float = 1.0  # refinement's step size for W
+    attention_l2: float = 0.02  # refinement's pull of W toward its warm start W0
+    attention_refresh: int = 4  # earlier examples whose W statistics are re-gathered per label
+    word_cap: int = 20000  # words in the word vocabulary at most (their codes are frozen)
+    word_bits: int = 40  # bit-cipher width of the word codes
+    query_words: int = 24  # the first (most frequent) words: the query vocabulary, with exclusive bits
+    support_min_n: int = 4  # n-grams shorter than this do not count for the support (a calibration feature)
 
     def with_(self, **changes) -> "SwitchConfig":
         return dataclasses.replace(self, **changes)
@@ -67,8 +75,8 @@ class SwitchConfig:
         return max(self.widths)
 
     def param_count(self) -> int:
-        """Parameters of the device's switch model (the unit network: U and b)."""
-        return 3 * self.unit_cap + 3
+        """Parameters of the device's switch model: U and b, and W of every attention branch."""
+        return 3 * self.unit_cap + 3 + (sum(w * w for w in self.attention_widths) if self.attention else 0)
 
     def switchnet_param_count(self) -> int:
         """Parameters of the character-level SwitchNet (switch/charnet.py; benchmarks of its kernels)."""
