@@ -188,7 +188,12 @@ class SwitchModel:
         p = softmax(scores)
         rest = p.copy()
         rest[top] = 0.0
-        y = (1.0 - conf) * (rest / rest.sum() if rest.sum() > 0 else np.full(n_act, 1.0 / (n_act - 1)))
+        share = rest / rest.sum() if rest.sum() > 0 else np.full(n_act, 1.0 / (n_act - 1))
+        uniform = np.where(np.arange(n_act) == top, 0.0, 1.0 / (n_act - 1))
+        if (1.0 - conf) * share.max() > conf:  # mix toward uniform: the top stays the top
+            lam = (conf / (1.0 - conf) - uniform.max()) / (share.max() - uniform.max())
+            share = lam * share + (1.0 - lam) * uniform
+        y = (1.0 - conf) * share
         y[top] = conf
         return top, y
 
