@@ -217,8 +217,9 @@ def recogniser():
     values = []
     groups = [("light", LIGHT_NAMES + LIGHT_BARE), ("switch", SWITCH_NAMES)] + list(OTHER_NAMES.items())
     for domain, names in groups:
-        domain = "switch" if domain == "appliance" else domain
-        values += [TextSlotValue(text_in=TextChunk(n), value_out=n, context={"domain": domain}) for n in names]
+        # the generator fills appliances into switch and fan blocks (name_values): both contexts
+        for d in (("switch", "fan") if domain == "appliance" else (domain,)):
+            values += [TextSlotValue(text_in=TextChunk(n), value_out=n, context={"domain": d}) for n in names]
     lists = {"area": TextSlotList.from_strings(AREAS, name="area"), "floor": TextSlotList.from_strings(FLOORS, name="floor"),
              "name": TextSlotList(name="name", values=values)}
     return Intents.from_dict(raw), lists, raw["skip_words"]
