@@ -16,6 +16,8 @@ with `Settings()` defaults unless --set overrides a field. Sessions:
   crowd-283      every line of switch-dev-test once, in file order, as heard through
                  pocketsphinx from flite voices (benchmarks/data/switch-dev-test.asr.jsonl,
                  asr_transcripts.py): the spoken stress case
+  first-week-text / first-week-asr  every line of switch-dev-test once, commands alternating
+                 with other requests, clean and as heard (benchmarks/first_week.py)
 
     python3 benchmarks/bench_sessions.py [--set model.evidence_prior=0 ...] [--only household]
 
@@ -110,10 +112,8 @@ def sessions(args) -> dict[str, Path]:
     if train.exists():
         out["crowd-425"] = train
     out["crowd-283"] = REPO / "benchmarks" / "data" / "switch-dev-test.asr.jsonl"
-    for name in ("first-week-text", "first-week-asr"):  # benchmarks/first_week.py
-        path = REPO / "benchmarks" / "data" / f"{name}.jsonl"
-        if path.exists():
-            out[name] = path
+    for kind in ("text", "asr"):
+        out[f"first-week-{kind}"] = REPO / "benchmarks" / "data" / f"first-week-{kind}.jsonl"
     prefixes = [p for p in args.only.split(",") if p]
     return {k: v for k, v in out.items() if not prefixes or any(k.startswith(p) for p in prefixes)}
 
