@@ -43,7 +43,7 @@ def softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max())
     return e / e.sum()
 
-MODEL_FORMAT = 2  # 1: the character SwitchNet (switch/charnet.py); 2: the unit network
+MODEL_FORMAT = 2  # 1: the character SwitchNet (edge_plm/charnet/); 2: the unit network (since 2026-12-01 with the word attention)
 MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
 MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
 
