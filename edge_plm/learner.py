@@ -195,6 +195,7 @@ def load_start(cfg: LearnerConfig) -> SwitchModel:
         model.config = model.config.with_(replay=cfg.replay_size)
         model.net.config = model.config
     model.seed = cfg.seed
+    model.mark_start()  # the device's own labels weigh owner_weight each
     model.rng = np.random.default_rng(cfg.seed)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
     return model

@@ -135,7 +135,7 @@ def test_refinement_skips_forgotten_examples():
 
 
 def test_save_load_after_relabel_and_forget_continues_identically(tmp_path):
-    a = learned(DATA, update_steps=1)
+    a = learned(DATA, refine_steps=1)
     a.relabel(2, "NOOP")
     a.relabel(6, "OFF")
     a.forget_example(4)

@@ -44,6 +44,7 @@ class SwitchConfig:
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
+    owner_weight: float = 3.0  # on a starting model, each of the owner's labels counts this many of its examples
     # the SAFFU block over word positions (switch/attention.py, switch/words.py)
     attention: bool = True  # False: uniform pooling (W = 0), the network without attention
     attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B

@@ -72,6 +72,9 @@ class SwitchModel:
     memory: dict[str, list[int]] = field(default_factory=dict, repr=False)  # transcript -> keys
     words: WordVocab | None = None  # the attention's tokens (None: the config has no attention)
     calib: Calibrator = field(default_factory=Calibrator, repr=False)  # the confidence's map
+    # examples with keys below this came with the starting model; the owner's later ones weigh
+    # config.owner_weight each (0: no starting model, every example weighs 1)
+    prior_examples: int = 0
     _query_bags: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -278,7 +281,7 @@ class SwitchModel:
         key = len(self.examples)
         self.examples.append((seq, y))
         ids, w, _, placed = self.placed(transcript, grow=True)
-        self.net.add(key, ids, w, y, placed)
+        self.net.add(key, ids, w, y, placed, self.example_weight(key))
         self.net.solve()
         self.update_query()
         self.net.warm_refresh(key, self.config.attention_refresh)
@@ -286,6 +289,17 @@ class SwitchModel:
         loss = self.net.refine(self.refine_budget())
         self.update_query()  # what predictions (and a reload) compare with
         return loss
+
+    def example_weight(self, key: int) -> float:
+        """How much example ``key`` counts: the owner's labels (learned after the starting
+        model) weigh ``owner_weight``, the starting model's 1 (so the owner's labels win)."""
+        return self.config.owner_weight if 0 < self.prior_examples <= key else 1.0
+
+    def mark_start(self) -> None:
+        """This model is where a device (or ``eval --init``) starts: every example it holds is
+        the starting model's; every later one is the owner's (``example_weight``)."""
+        if self.prior_examples == 0 and self.examples:
+            self.prior_examples = len(self.examples)
 
     def refine_budget(self) -> int:
         """Refinement steps after one label: ``refine_steps``, fewer when the examples are many
@@ -396,7 +410,8 @@ class SwitchModel:
             "counters": {"refine_steps": self.net.refine_steps_done, "n_active": self.net.n_active,
                          "labelled": self.n_examples,
                          "unlabelled": self.unlabeled_seen, "units": len(self.units),
-                         "attention_refresh_at": self.net._refresh_at},
+                         "attention_refresh_at": self.net._refresh_at,
+                         "prior_examples": self.prior_examples},
             **(extra or {}),
         }
         return checkpoint.save(path, arrays, meta)
@@ -429,6 +444,7 @@ class SwitchModel:
             offsets = np.concatenate([[0], np.cumsum(lengths)])
             model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
             model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
+            model.prior_examples = int(meta["counters"].get("prior_examples", 0))
             if any(t < len(RESERVED) and j not in (0, len(s) - 2, len(s) - 1)
                    for s, _ in model.examples for j, t in enumerate(s)):
                 raise ValueError("an example holds a reserved token inside its transcript")
@@ -437,7 +453,7 @@ class SwitchModel:
             for key in model.live_keys():
                 text = model.text_of(key)
                 f_ids, w, _, placed = model.placed(text, grow=False)
-                model.net.add(key, f_ids, w, model.examples[key][1], placed)
+                model.net.add(key, f_ids, w, model.examples[key][1], placed, model.example_weight(key))
                 model.memory.setdefault(text, []).append(key)
             model.net.solve()
             model.net.load_state(arrays)

@@ -56,6 +56,8 @@ class UnitNet:
         self.F = np.zeros((cap, N_ACTIONS))  # per action: summed weights of its examples' units
         self.df = np.zeros(cap)  # number of labelled examples holding each unit
         self.class_counts = np.zeros(N_ACTIONS)
+        self.class_mass = np.zeros(N_ACTIONS)  # summed example weights per action
+        self.ex_weight: dict[int, float] = {}
         self.base = np.zeros((cap, N_ACTIONS))
         self.delta = np.zeros((cap, N_ACTIONS))
         self.bias = np.zeros(N_ACTIONS)
@@ -69,8 +71,13 @@ class UnitNet:
 
     # -- statistics ------------------------------------------------------------------------
 
-    def add(self, key: int, ids: np.ndarray, weights: np.ndarray, label: int, placed: tuple | None = None) -> None:
-        """``placed`` = (word ids, entries) of ``UnitVocab.positioned``: needed with attention."""
+    def add(self, key: int, ids: np.ndarray, weights: np.ndarray, label: int, placed: tuple | None = None,
+            weight: float = 1.0) -> None:
+        """``placed`` = (word ids, entries) of ``UnitVocab.positioned``: needed with attention.
+        ``weight``: how much the example counts (the owner's labels weigh more than a starting
+        model's, ``SwitchModel.example_weight``), in the statistics and in the loss."""
+        if not weight > 0:
+            raise ValueError(f"example weight must be positive, got {weight}")
         if key in self.rows:
             raise ValueError(f"example {key} is already in the statistics")
         if weights.size and weights.min() <= 0:
@@ -80,33 +87,37 @@ class UnitNet:
                 raise ValueError("the attention network needs each example's word positions")
             self.placed[key] = placed
         self.rows[key] = (ids, weights, int(label), l2_normalise(weights))
+        self.ex_weight[key] = float(weight)
         if ids.size:
             self.n_active = max(self.n_active, int(ids.max()) + 1)
-        self._count(ids, weights, int(label), 1.0)
+        self._count(ids, weights, int(label), 1.0, float(weight))
 
     def remove(self, key: int) -> None:
         ids, w, label, _ = self.rows.pop(key)
-        self._count(ids, w, label, -1.0)
+        self._count(ids, w, label, -1.0, self.ex_weight.pop(key))
         if self.att is not None:
             self.att.remove(key)
             self.placed.pop(key, None)
 
     def relabel(self, key: int, label: int) -> None:
         ids, w, old, x = self.rows[key]
-        self._count(ids, w, old, -1.0)
+        self._count(ids, w, old, -1.0, self.ex_weight[key])
         self.rows[key] = (ids, w, int(label), x)
-        self._count(ids, w, int(label), 1.0)
+        self._count(ids, w, int(label), 1.0, self.ex_weight[key])
 
-    def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float) -> None:
-        """F gathers the unit weights (occurrences, words weighted), as naive Bayes counts."""
-        self.F[ids, label] += sign * w
+    def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float, weight: float) -> None:
+        """F gathers the unit weights (occurrences, words weighted) x the example's weight, as
+        naive Bayes counts; class_mass the examples' weights per action."""
+        self.F[ids, label] += sign * weight * w
         self.df[ids] += sign
         self.class_counts[label] += sign
+        self.class_mass[label] += sign * weight
         if sign < 0:  # a take-back leaves rounding residue: floor it at zero
             self.F[ids, label] = np.maximum(self.F[ids, label], 0.0)
             self.F[ids[self.df[ids] <= 0.5], :] = 0.0
             np.maximum(self.df, 0.0, out=self.df)
             np.maximum(self.class_counts, 0.0, out=self.class_counts)
+            np.maximum(self.class_mass, 0.0, out=self.class_mass)
         self._batch = None
 
     def solve(self) -> None:
@@ -118,7 +129,7 @@ class UnitNet:
         present = self.class_counts > 0.5
         if not seen.size or not present.any():
             return
-        Fb = self.F[seen] / np.maximum(self.class_counts, 1.0) if c.class_balance else self.F[seen]
+        Fb = self.F[seen] / np.maximum(self.class_mass, 1.0) if c.class_balance else self.F[seen]
         check_nonnegative("unit co-occurrence F", Fb)  # logs of counts: fail loudly otherwise
         B = np.log(Fb + c.alpha) - np.log(Fb.sum(axis=0, keepdims=True) + c.alpha * len(seen))
         B[:, ~present] = 0.0
@@ -228,7 +239,7 @@ class UnitNet:
         if self._batch is None:
             keys = sorted(self.rows)
             labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
-            sw = self.sample_weights(labels)
+            sw = self.sample_weights(labels, np.array([self.ex_weight[k] for k in keys]))
             if self.att is not None:
                 idf = self.config.idf_power
                 ex = []
@@ -249,12 +260,14 @@ class UnitNet:
             self._batch = (indptr, indices, values, labels, sw)
         return self._batch
 
-    def sample_weights(self, labels: np.ndarray) -> np.ndarray:
-        """Class-balanced weights (each action's examples weigh 1/3 in all), summing to 1."""
+    def sample_weights(self, labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Class-balanced weights (each action's examples weigh 1/3 in all; within an action in
+        proportion to the examples' own weights), summing to 1."""
         if not len(labels):
             return np.zeros(0)
-        counts = np.bincount(labels, minlength=N_ACTIONS).astype(np.float64)
-        w = (1.0 / np.maximum(counts, 1.0))[labels] if self.config.class_balance else np.ones(len(labels))
+        ew = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=np.float64)
+        mass = np.bincount(labels, weights=ew, minlength=N_ACTIONS).astype(np.float64)
+        w = ew / np.maximum(mass, 1e-12)[labels] if self.config.class_balance else ew
         return w / w.sum()
 
     def objective(self, delta: np.ndarray | None = None, bias: np.ndarray | None = None,
