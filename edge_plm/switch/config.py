@@ -48,7 +48,9 @@ class SwitchConfig:
     # the SAFFU block over word positions (switch/attention.py, switch/words.py)
     attention: bool = True  # False: uniform pooling (W = 0), the network without attention
     attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B
-    attention_warm_scale: float = 0.5  # W0 = this x the explicit solution (1.0 over-sharpens: BENCHMARKS.md)
+    # W0 = this x W's explicit solution; 0: W starts at 0 and only refinement moves it (the warm
+    # start at 0.1 and 0.5 cost .04 balanced accuracy from the starting model: BENCHMARKS.md §1)
+    attention_warm_scale: float = 0.0
     attention_lr: float = 1.0  # refinement's step size for W
     attention_l2: float = 0.02  # refinement's pull of W toward its warm start W0
     attention_refresh: int = 4  # earlier examples whose W statistics are re-gathered per label

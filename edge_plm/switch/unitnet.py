@@ -162,7 +162,7 @@ class UnitNet:
         """After learning ``key``: gather its statistics, re-gather ``refresh`` earlier examples'
         (in cyclic order, bounded cost; statistics gathered early go stale as B and the query
         move) and re-solve W0."""
-        if self.att is None:
+        if self.att is None or not self.att.warm_scale:  # no warm start: nothing to gather
             return
         self.warm(key)
         keys = sorted(self.rows)
@@ -174,7 +174,7 @@ class UnitNet:
 
     def warm_all(self) -> None:
         """Re-gather every example's attention statistics and re-solve W0 (load, trainer)."""
-        if self.att is None:
+        if self.att is None or not self.att.warm_scale:
             return
         for key in sorted(self.rows):
             self.warm(key)
