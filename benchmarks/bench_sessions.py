@@ -68,6 +68,10 @@ def replay(path: Path, settings: Settings) -> dict:
     s["asked_halves"] = [sum(x.asked for x in first), sum(x.asked for x in second)]
     s["wrong_share"] = s["acted_wrong"] / s["acted"] if s["acted"] else 0.0
     s["repeated_wrong_after_correction"] = repeated_wrong_after_correction(result.lines)
+    commands = [x for x in result.lines if x.wish is not None and x.wish.value != "NOOP"]
+    others = [x for x in result.lines if x.wish is not None and x.wish.value == "NOOP"]
+    s["commands_acted_right"] = [sum(x.acted and not x.acted_wrong for x in commands), len(commands)]
+    s["asked_on_noop"] = [sum(x.asked for x in others), len(others)]
     return s
 
 
@@ -116,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         s = results[name]
         print(f"{name}: asked {s['asked']} acted {s['acted']} wrong {s['acted_wrong']} "
               f"asks {s['asked_halves'][0]}->{s['asked_halves'][1]} "
-              f"repeated wrong {s['repeated_wrong_after_correction']}", file=sys.stderr, flush=True)
+              f"repeated wrong {s['repeated_wrong_after_correction']} "
+              f"commands acted right {s['commands_acted_right']} asks on NOOP {s['asked_on_noop']}", file=sys.stderr, flush=True)
     rows = [[name, s["interactions"], s["asked"], s["acted"], s["acted_wrong"],
              f"{100 * s['wrong_share']:.0f} %", s["missed"], s["labels"],
              f"{s['asked_halves'][0]} -> {s['asked_halves'][1]}", s["repeated_wrong_after_correction"]]

