@@ -144,7 +144,8 @@ def build_data(without: frozenset[str] = frozenset(), dest: Path = DATA) -> tupl
 
 def build_asr_data(templates_lines: list[dict]) -> tuple[Path, Path]:
     """The orange recipe's data: clean + four ASR renderings of switch-dev-train, templates
-    clean + one ASR rendering; every fifth utterance (all renderings) is validation."""
+    clean + one ASR rendering; every fifth utterance (all renderings) is validation; no line
+    equal to a switch-dev-test text."""
     sources = [read(DATA / "switch-dev-train.jsonl"), read(ROOT / "benchmarks" / "data" / "switch-dev-train.asr.jsonl")]
     sources += [read(DATA / f"switch-dev-train.asr{k}.jsonl") for k in (1, 2, 3)]
     for src in sources[1:]:
@@ -157,6 +158,9 @@ def build_asr_data(templates_lines: list[dict]) -> tuple[Path, Path]:
     current = {r["text"]: r["label"] for r in templates_lines}
     tmpl_asr = [dict(r, label=current[r["clean_text"]]) for r in read(DATA / "templates.asr.jsonl") if r["clean_text"] in current]
     train += [{"text": r["text"], "label": r["label"]} for r in templates_lines + tmpl_asr]
+    banned = test_texts()
+    train = [r for r in train if r["text"] not in banned]
+    val = [r for r in val if r["text"] not in banned]
     random.Random(0).shuffle(train)
     write(DATA / "switch-en-asr-train.jsonl", train)
     write(DATA / "switch-en-asr-val.jsonl", val)
