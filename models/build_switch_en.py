@@ -23,7 +23,8 @@ is validation), written to models/data/switch-en-asr-{train,val}.jsonl.
    Home Assistant template sentence (in order of first appearance, index % 5 == 0: all its
    lines, clean and ASR) are the validation file for early stopping; the rest plus the
    templates is the training file, shuffled with a fixed seed. A line equal to a switch-dev-test
-   text is dropped from both. Both are written to models/data/ (switch-en-train.jsonl,
+   text is dropped from both, and a held-out Home Assistant line whose text another source has
+   in training is dropped from validation. Both are written to models/data/ (switch-en-train.jsonl,
    switch-en-val.jsonl); `--data-only` writes them and trains nothing.
 
    A starting model from fewer sources, for learning curves "from a starting model built
@@ -127,7 +128,8 @@ def build_data(without: frozenset[str] = frozenset(), dest: Path = DATA) -> tupl
         val += ha_val
     banned = test_texts()  # no line of the evaluation set, should a source ever contain one
     train = [r for r in train if r["text"] not in banned]
-    val = [r for r in val if r["text"] not in banned]
+    seen = {r["text"] for r in train}  # a held-out HA line another source has in training is not unseen
+    val = [r for r in val if r["text"] not in banned and not (r["source"].startswith("ha-intents") and r["text"] in seen)]
     if not train or not val:
         raise SystemExit("error: no training or no validation lines left (--without removed every source)")
     random.Random(0).shuffle(train)
@@ -142,7 +144,8 @@ def build_data(without: frozenset[str] = frozenset(), dest: Path = DATA) -> tupl
 
 def build_asr_data(templates_lines: list[dict]) -> tuple[Path, Path]:
     """The orange recipe's data: clean + four ASR renderings of switch-dev-train, templates
-    clean + one ASR rendering; every fifth utterance (all renderings) is validation."""
+    clean + one ASR rendering; every fifth utterance (all renderings) is validation; no line
+    equal to a switch-dev-test text."""
     sources = [read(DATA / "switch-dev-train.jsonl"), read(ROOT / "benchmarks" / "data" / "switch-dev-train.asr.jsonl")]
     sources += [read(DATA / f"switch-dev-train.asr{k}.jsonl") for k in (1, 2, 3)]
     for src in sources[1:]:
@@ -155,6 +158,9 @@ def build_asr_data(templates_lines: list[dict]) -> tuple[Path, Path]:
     current = {r["text"]: r["label"] for r in templates_lines}
     tmpl_asr = [dict(r, label=current[r["clean_text"]]) for r in read(DATA / "templates.asr.jsonl") if r["clean_text"] in current]
     train += [{"text": r["text"], "label": r["label"]} for r in templates_lines + tmpl_asr]
+    banned = test_texts()
+    train = [r for r in train if r["text"] not in banned]
+    val = [r for r in val if r["text"] not in banned]
     random.Random(0).shuffle(train)
     write(DATA / "switch-en-asr-train.jsonl", train)
     write(DATA / "switch-en-asr-val.jsonl", val)
