@@ -199,8 +199,9 @@ def test_warm_start_targets_follow_the_evidence_and_refuse_negatives():
     assert t.argmax() == 1 and t.sum() == pytest.approx(1.0) and (t > 0).all()
     with pytest.raises(NegativeInputError):
         attention.position_targets(np.array([0]), np.array([0]), np.array([1.0]), 1, np.array([-1.0]))
-    m = learned()
+    m = learned(attention_warm_scale=0.5)  # the warm start, measured (off by default)
     assert any(st.rows > 0 for st in m.net.att.stats) and np.abs(m.net.att.W0).max() > 0
+    assert not np.abs(learned().net.att.W0).max()  # default: W starts at 0
     assert m.net.att.norm_report()[0]["width"] == 8
 
 

@@ -62,17 +62,20 @@ class Calibrator:
         """One held-out row; the oldest beyond ``window`` is dropped; theta is refitted."""
         self.X = np.vstack([self.X, f])[-self.window:]
         self.y = np.append(self.y, 1.0 if right else 0.0)[-self.window:]
-        self.fit()
+        self.fit(start=self.theta)
 
-    def fit(self, X: np.ndarray | None = None, y: np.ndarray | None = None) -> np.ndarray:
-        """MAP logistic regression of right? on the features (the rows kept, or X, y)."""
+    def fit(self, X: np.ndarray | None = None, y: np.ndarray | None = None,
+            start: np.ndarray | None = None) -> np.ndarray:
+        """MAP logistic regression of right? on the features (the rows kept, or X, y), by
+        Newton's method from ``start`` (default the prior; the objective is strictly convex, so
+        the minimum does not depend on it beyond the 1e-10 stopping tolerance)."""
         X = self.X if X is None else np.asarray(X, dtype=np.float64)
         y = self.y if y is None else np.asarray(y, dtype=np.float64)
         n = len(y)
-        theta = self.prior.copy()
+        theta = (self.prior if start is None else start).copy()
         if n == 0:
-            self.theta = theta
-            return theta
+            self.theta = self.prior.copy()
+            return self.theta
         lam = self.strength / n
         for _ in range(50):
             p = sigmoid(X @ theta)
