@@ -35,9 +35,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_plm.switch.config import get_config  # noqa: E402
+from edge_plm.charnet.config import get_config  # noqa: E402
 from edge_plm.switch.model import LABEL_INDEX  # noqa: E402
-from edge_plm.switch.charnet import Batch, SwitchNet  # noqa: E402
+from edge_plm.charnet.network import Batch, SwitchNet  # noqa: E402
 from edge_plm.switch.tokenizer import CharTokenizer  # noqa: E402
 
 
@@ -107,7 +107,7 @@ def main() -> None:
     warm.train_step(batches[0])
 
     payload = header()
-    payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.switchnet_param_count(),
+    payload.update(config=args.config, config_fields=dataclasses.asdict(cfg), params=cfg.param_count(),
                    steps=args.steps, batch=args.batch,
                    batches=len(batches), repeats=args.repeats, warm_start_s=warm_s,
                    data=shown(args.data / "switch-dev-train.jsonl"))

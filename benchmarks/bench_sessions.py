@@ -16,6 +16,8 @@ with `Settings()` defaults unless --set overrides a field. Sessions:
   crowd-283      every line of switch-dev-test once, in file order, as heard through
                  pocketsphinx from flite voices (benchmarks/data/switch-dev-test.asr.jsonl,
                  asr_transcripts.py): the spoken stress case
+  first-week-text / first-week-asr  every line of switch-dev-test once, commands alternating
+                 with other requests, clean and as heard (benchmarks/first_week.py)
 
     python3 benchmarks/bench_sessions.py [--set model.evidence_prior=0 ...] [--only household]
 
@@ -66,7 +68,23 @@ def replay(path: Path, settings: Settings) -> dict:
     s["asked_halves"] = [sum(x.asked for x in first), sum(x.asked for x in second)]
     s["wrong_share"] = s["acted_wrong"] / s["acted"] if s["acted"] else 0.0
     s["repeated_wrong_after_correction"] = repeated_wrong_after_correction(result.lines)
+    s.update(person_metrics(result.lines))
     return s
+
+
+def person_metrics(lines) -> dict:
+    """What a person lives with: commands (ON/OFF wishes) acted on right, wrong actions as a share
+    of actions, asks at utterances that were not commands (NOOP wishes)."""
+    commands = [x for x in lines if x.wish is not None and x.wish.state is not None]
+    chatter = [x for x in lines if x.wish is not None and x.wish.state is None]
+    right = sum(x.acted and not x.acted_wrong for x in commands)
+    acted = sum(x.acted for x in lines)
+    asked_chatter = sum(x.asked for x in chatter)
+    return {"commands": len(commands), "commands_acted_right": right,
+            "acted_right_share": right / len(commands) if commands else None,
+            "wrong_share_of_actions": sum(x.acted_wrong for x in lines) / acted if acted else 0.0,
+            "non_commands": len(chatter), "asked_non_commands": asked_chatter,
+            "asked_non_command_share": asked_chatter / len(chatter) if chatter else None}
 
 
 def repeated_wrong_after_correction(lines) -> int:
@@ -94,6 +112,8 @@ def sessions(args) -> dict[str, Path]:
     if train.exists():
         out["crowd-425"] = train
     out["crowd-283"] = REPO / "benchmarks" / "data" / "switch-dev-test.asr.jsonl"
+    for kind in ("text", "asr"):
+        out[f"first-week-{kind}"] = REPO / "benchmarks" / "data" / f"first-week-{kind}.jsonl"
     prefixes = [p for p in args.only.split(",") if p]
     return {k: v for k, v in out.items() if not prefixes or any(k.startswith(p) for p in prefixes)}
 
@@ -110,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in sessions(args).items():
         results[name] = replay(path, settings)
         s = results[name]
-        print(f"{name}: asked {s['asked']} acted {s['acted']} wrong {s['acted_wrong']} "
+        print(f"{name}: commands acted right {s['commands_acted_right']}/{s['commands']}, "
+              f"asked at non-commands {s['asked_non_commands']}/{s['non_commands']}; "
+              f"asked {s['asked']} acted {s['acted']} wrong {s['acted_wrong']} "
               f"asks {s['asked_halves'][0]}->{s['asked_halves'][1]} "
               f"repeated wrong {s['repeated_wrong_after_correction']}", file=sys.stderr, flush=True)
     rows = [[name, s["interactions"], s["asked"], s["acted"], s["acted_wrong"],

@@ -43,7 +43,7 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def plm_curve(train, test, orders, init: str | None = None, **overrides) -> dict:
-    per_order, timings = [], []
+    per_order, eces, timings = [], [], []
     for order in orders:
         rows = [train[i] for i in order]
         if init:
@@ -51,9 +51,11 @@ def plm_curve(train, test, orders, init: str | None = None, **overrides) -> dict
         else:
             result = run_eval(rows, test, BUDGETS, **overrides)
         per_order.append([b["balanced_accuracy"] for b in result["budgets"]])
+        eces.append([b["ece"] for b in result["budgets"]])
         timings.append((result["predict_ms"]["median"], result["update_ms"]["median"]))
     means = np.mean(per_order, axis=0)
     return {"mean": means.tolist(), "per_order": per_order, "params": result["params"],
+            "ece_mean": np.mean(eces, axis=0).tolist(),
             "predict_ms_median": float(np.median([t[0] for t in timings])),
             "update_ms_median": float(np.median([t[1] for t in timings]))}
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from edge_plm.device import Devices
 from edge_plm.learner import Learner
 from edge_plm.learner_worker import LearnerWorker
+from edge_plm.content import too_little_content
 from edge_plm.policy import Action, Decision, Policy, Resolution, Step
 from edge_plm.policy import Prediction
 from edge_plm.settings import Settings
@@ -286,8 +287,9 @@ class Controller:
         light goes out now, its label is stored and learned after the relay), and when."""
         now = self._clock()
         dist = {a: _clamp(v) for a, v in (pred.distribution or {}).items()}
+        junk = too_little_content(text, min_letters=self.settings.policy.min_content_letters)
         step = self.policy.on_utterance(
-            iid, Prediction(Action(pred.action), _clamp(pred.confidence), dist or None),
+            iid, Prediction(Action(pred.action), _clamp(pred.confidence), dist or None, junk),
             self.devices.relay.is_on, now)
         self._light_out(step.closed)
         self._open_texts[iid] = text

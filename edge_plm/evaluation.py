@@ -17,6 +17,7 @@ from edge_plm.actions import ACTIONS
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.transcript import DEFAULT_MAX_CHARS, cap_transcript
 from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.switch.calibration import expected_calibration_error
 from edge_plm.switch.model import SwitchModel
 
 
@@ -86,6 +87,7 @@ def load_init(path: str | Path, model_config: str | None = None) -> SwitchModel:
         raise EvalDataError(f"--init: {exc}") from exc
     if model_config is not None and model.config.name != model_config:
         raise EvalDataError(f"--init: {path} is a {model.config.name} model, not {model_config}")
+    model.mark_start()  # the lines fed are the owner's: they weigh owner_weight each
     return model
 
 
@@ -114,13 +116,16 @@ def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: st
             if progress:
                 progress()
         done = stop
-        preds = []
+        preds, conf = [], []
         for text in test_texts:
             t0 = time.perf_counter()
-            preds.append(model.predict(text).action)
+            p = model.predict(text)
             predict_ms.append((time.perf_counter() - t0) * 1e3)
+            preds.append(p.action)
+            conf.append(p.confidence)
         table = confusion(truth, preds)
+        ece = expected_calibration_error(np.array(conf), np.array([a == t for a, t in zip(preds, truth)]))
         results.append({"n": stop, "balanced_accuracy": balanced_accuracy(table),
-                        "accuracy": accuracy(table), "confusion": table})
+                        "accuracy": accuracy(table), "confusion": table, "ece": ece})
     return {"config": model.config.name, "params": model.params, "budgets": results,
             "predict_ms": percentiles(predict_ms), "update_ms": percentiles(update_ms)}

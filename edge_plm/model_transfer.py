@@ -23,7 +23,9 @@ from edge_plm.store import ReplayStore
 # the fields that shape the network's arrays: a checkpoint must agree on all of them
 # the fields that decide what a unit id means and how many there are (the unit network)
 STRUCTURE = ("unit_cap", "unit_min_n", "unit_max_n", "bigram_weight", "sound_weight", "word_weight",
-             "support_min_n", "unit_tf", "ngram_mass", "ngram_power", "sound_max_len")
+             "support_min_n", "unit_tf", "ngram_mass", "ngram_power", "sound_max_len",
+             # ... and what a word id means and the attention's shape
+             "attention", "attention_widths", "word_cap", "word_bits", "query_words")
 
 
 class ImportRefused(Exception):

@@ -69,6 +69,8 @@ class Prediction:
     action: Action
     confidence: float
     distribution: Mapping[Action, float] | None = None
+    # why the transcript is junk (``edge_plm.content``): never acted on, never labelled ON/OFF
+    junk: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.action, Action):
@@ -132,13 +134,15 @@ class OpenInteraction:
 
 
 def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
-    """The decision table above, as a pure function."""
-    c = prediction.confidence
-    if c < cfg.ask_threshold:
+    """The decision table (docs/policy.md), as a pure function: a predicted NOOP (the model
+    believes it is not a command) and a junk transcript are ignored — no blink; a likely command
+    is acted on at ``act_threshold``, asked about from ``ask_threshold``, else ignored."""
+    if prediction.junk or prediction.action.state is None:
         return Decision.IGNORE
+    c = prediction.confidence
     if c >= cfg.act_threshold:
-        return Decision.IGNORE if prediction.action.state is None else Decision.ACT  # confident NOOP
-    return Decision.ASK
+        return Decision.ACT
+    return Decision.ASK if c >= cfg.ask_threshold else Decision.IGNORE
 
 
 class Policy:
@@ -266,6 +270,10 @@ class Policy:
         if o is None:
             raise PolicyError("no open interaction to resolve")
         self._open = None
+        if o.prediction.junk and label is not None and label.state is not None:
+            # a flip after garble labels nothing: "the" must never become a command
+            return Resolution(o.key, o.decision, None, None, ts,
+                              f"{reason}; {o.prediction.junk}: not learned as a command")
         return Resolution(o.key, o.decision, label, source, ts, reason)
 
 

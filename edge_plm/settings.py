@@ -123,6 +123,9 @@ class PolicyConfig:
     # after ASK / IGNORE with no flip, label NOOP only if the model gave the relay's current
     # state less than this probability (else no label: "no flip" cannot tell S from NOOP)
     ambiguity_floor: float = 0.2
+    # a transcript whose words outside filler words ("the", "uh", "it"...) hold fewer letters is
+    # junk: never acted on, never labelled ON/OFF (edge_plm/content.py, docs/policy.md)
+    min_content_letters: int = 4
 
 
 @dataclass
@@ -142,14 +145,14 @@ class ModelConfig:
     # a candidate is rolled back only if its holdout balanced accuracy is lower than the
     # active version's by more than this (small holdouts are noisy: one row moves it a lot)
     rollback_margin: float = 0.03
-    # act/ask decisions use the model's distribution times the household's label frequencies
-    # raised to this power (the model itself is class-balanced): 0 = balanced as is, 1 = the
-    # full prior. 0.5 measured best on a long replay (BENCHMARKS.md)
-    prior_strength: float = 0.5
-    # ... and weighed by the evidence behind it: with n labels, p' = (n p + k/3) / (n + k), k
-    # pseudo-labels that know nothing, so a model taught a handful of labels does not act on
-    # them alone (0 = off; 3 measured best on the household sessions, BENCHMARKS.md)
-    evidence_prior: float = 3.0
+    # act/ask decisions may add the household's label frequencies raised to this power to the
+    # model's logits before its confidence is calibrated (0 = off, the default: the calibration
+    # is fitted on the household's own held-out rows, which carry its class mix; BENCHMARKS.md)
+    prior_strength: float = 0.0
+    # ... and weigh the distribution by the evidence behind it: with n labels, p' = (n p + k/3)
+    # / (n + k), k pseudo-labels that know nothing (0 = off, the default: the calibration's
+    # prior does this job; BENCHMARKS.md)
+    evidence_prior: float = 0.0
     # checkpoint retention: the active version, its parent and the newest `keep_checkpoints`
     # saved versions keep their files; older files are deleted (the rows stay, marked pruned),
     # and more are pruned, oldest first, while the directory holds more than
@@ -328,6 +331,8 @@ def policy_problems(p: PolicyConfig) -> list[str]:
              f"{p.ask_threshold}, act_threshold {p.act_threshold}")
     out.need(0.0 <= p.ambiguity_floor <= 1.0,
              f"policy.ambiguity_floor must be in [0, 1], got {p.ambiguity_floor}")
+    out.need(p.min_content_letters >= 0,
+             f"policy.min_content_letters must be >= 0, got {p.min_content_letters}")
     out.need(p.ask_window_s > 0, f"policy.ask_window_s must be > 0, got {p.ask_window_s}")
     out.need(p.override_window_s > 0,
              f"policy.override_window_s must be > 0, got {p.override_window_s}")

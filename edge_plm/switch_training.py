@@ -9,6 +9,10 @@ The recipe, on a labelled JSONL file (lines as `edge-plm replay` / `export` writ
    (balanced accuracy, ties broken by the lower class-weighted loss): the run ends after
    ``patience`` epochs without improvement or ``max_epochs`` epochs, with the best model.
 
+3. **Calibration**: with ``--val``, the best model's confidence map is fitted on the validation
+   lines (``SwitchModel.calibrate_on``): they are held out, so its confidence means "right on
+   wording it has not learned"; that map is the prior the device's own held-out rows refine.
+
 ``OUT/checkpoint.npz`` is the best model so far (the device's checkpoint format); without
 ``--val`` it is the last epoch's. ``OUT/last.npz`` and ``OUT/train_log.json`` hold the run's
 position, so ``resume=True`` continues it; refinement is full batch, so a run cut by ``--steps``
@@ -165,6 +169,8 @@ class SwitchTrainer:
     def _warm_start(self, t0: float) -> tuple[SwitchModel, dict]:
         """Every labelled line learned in file order (the device's online path), the rest observed."""
         model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed)
+        if model.words is not None:  # a frequency-ordered word vocabulary (the query: the commonest words)
+            model.words.register(text for text, _ in self.rows)
         for text, label in self.rows:
             if label is None:
                 model.observe(text)
@@ -230,6 +236,9 @@ class SwitchTrainer:
         st = log["state"]
         st["seconds"] = time.perf_counter() - start
         final = SwitchModel.load(self.out / "checkpoint.npz")
+        if self.val and "calibration" not in log:  # the confidence's map, fitted on --val
+            log["calibration"] = final.calibrate_on(self.val)
+            self._save(final, "checkpoint.npz")
         log["summary"] = {"checkpoint": str(self.out / "checkpoint.npz"), "config": final.config.name,
                           "params": final.params, "labelled": final.n_examples,
                           "steps": st["steps"], "finished": st["done"], "val": st["best"],

@@ -14,10 +14,23 @@ is validation), written to models/data/switch-en-asr-{train,val}.jsonl.
    - benchmarks/data/switch-dev-train.asr.jsonl: the same utterances as pocketsphinx heard
      them from synthesised voices (benchmarks/asr_transcripts.py);
    - models/data/templates.jsonl: phrasing templates written for this project
-     (models/data/templates.py, regenerated here).
-   Every fifth utterance of switch-dev-train (index % 5 == 0; clean and ASR) is the validation
-   file for early stopping; the rest plus the templates is the training file, shuffled with a
-   fixed seed. Both are written to models/data/ (switch-en-train.jsonl, switch-en-val.jsonl).
+     (models/data/templates.py, regenerated here);
+   - models/data/ha-intents.jsonl: Home Assistant's English intent templates expanded with
+     hassil (models/data/ha_intents.py; CC BY 4.0 sentences), and
+     models/data/ha-intents.asr.jsonl: 1,500 of them as pocketsphinx heard them
+     (models/data/asr_variants.py --ha-intents).
+   Every fifth utterance of switch-dev-train (index % 5 == 0; clean and ASR) and every fifth
+   Home Assistant template sentence (in order of first appearance, index % 5 == 0: all its
+   lines, clean and ASR) are the validation file for early stopping; the rest plus the
+   templates is the training file, shuffled with a fixed seed. A line equal to a switch-dev-test
+   text is dropped from both, and a held-out Home Assistant line whose text another source has
+   in training is dropped from validation. Both are written to models/data/ (switch-en-train.jsonl,
+   switch-en-val.jsonl); `--data-only` writes them and trains nothing.
+
+   A starting model from fewer sources, for learning curves "from a starting model built
+   without the lines fed" (nothing installed; data files and checkpoint in the run directory):
+
+       python models/build_switch_en.py --without switch-dev-train --out runs/switch-en-noswdev --no-install
 2. `edge-plm train switch --model-config potato --data models/data/switch-en-train.jsonl
    --val models/data/switch-en-val.jsonl --out runs/switch-en --seed 0 --json`.
 3. The checkpoint is re-packed compressed (same arrays, same metadata: `SwitchModel.load`
@@ -55,30 +68,84 @@ def write(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def build_data() -> tuple[Path, Path]:
+SOURCES = ("switch-dev-train", "templates", "ha-intents")
+HA_HOLDOUT = 5  # every 5th Home Assistant template sentence (in file order) is validation
+
+
+def test_texts() -> set[str]:
+    """The clean texts of switch-dev-test (the evaluation set), from its committed ASR file."""
+    return {r["clean_text"] for r in read(ROOT / "benchmarks" / "data" / "switch-dev-test.asr.jsonl")}
+
+
+def ha_split() -> tuple[list[dict], list[dict]]:
+    """(train, val) of the Home Assistant lines, clean (models/data/ha-intents.jsonl) and heard
+    (models/data/ha-intents.asr.jsonl), held out by template sentence: the templates in order of
+    first appearance, every HA_HOLDOUT-th (index % HA_HOLDOUT == 0) goes to validation with all
+    its lines and their ASR renderings, so validation wording is unseen in training."""
+    clean = read(DATA / "ha-intents.jsonl")
+    heard = read(DATA / "ha-intents.asr.jsonl")
+    order: dict[tuple[str, str], int] = {}
+    for r in clean:
+        order.setdefault((r["intent"], r["template"]), len(order))
+    by_text = {r["text"]: r for r in clean}
+    train, val = [], []
+    for r in clean:
+        held = order[(r["intent"], r["template"])] % HA_HOLDOUT == 0
+        (val if held else train).append({"text": r["text"], "label": r["label"], "source": "ha-intents"})
+    for a in heard:
+        c = by_text.get(a["clean_text"])
+        if c is None or c["label"] != a["label"]:
+            raise SystemExit("error: models/data/ha-intents.asr.jsonl does not match ha-intents.jsonl "
+                             "(rerun python models/data/asr_variants.py --ha-intents)")
+        held = order[(c["intent"], c["template"])] % HA_HOLDOUT == 0
+        (val if held else train).append({"text": a["text"], "label": a["label"], "source": "ha-intents.asr"})
+    return train, val
+
+
+def build_data(without: frozenset[str] = frozenset(), dest: Path = DATA) -> tuple[Path, Path]:
+    """Write the training and validation files (module docstring, step 1) into dest from every
+    source in SOURCES except those in `without`; return their paths."""
     sys.path.insert(0, str(DATA))
     import templates
 
-    write(DATA / "templates.jsonl", templates.lines())
-    clean = read(DATA / "switch-dev-train.jsonl")
-    asr = read(ROOT / "benchmarks" / "data" / "switch-dev-train.asr.jsonl")
-    if len(clean) != len(asr) or any(a["clean_text"] != c["text"] for c, a in zip(clean, asr)):
-        raise SystemExit("error: the ASR file does not match switch-dev-train line by line")
+    if dest == DATA:
+        write(DATA / "templates.jsonl", templates.lines())
     train, val = [], []
-    for i, (c, a) in enumerate(zip(clean, asr)):
-        pair = [{"text": c["text"], "label": c["label"], "source": "switch-dev-train"},
-                {"text": a["text"], "label": a["label"], "source": "switch-dev-train.asr"}]
-        (val if i % 5 == 0 else train).extend(pair)
-    train += templates.lines()
+    if "switch-dev-train" not in without:
+        clean = read(DATA / "switch-dev-train.jsonl")
+        asr = read(ROOT / "benchmarks" / "data" / "switch-dev-train.asr.jsonl")
+        if len(clean) != len(asr) or any(a["clean_text"] != c["text"] for c, a in zip(clean, asr)):
+            raise SystemExit("error: the ASR file does not match switch-dev-train line by line")
+        for i, (c, a) in enumerate(zip(clean, asr)):
+            pair = [{"text": c["text"], "label": c["label"], "source": "switch-dev-train"},
+                    {"text": a["text"], "label": a["label"], "source": "switch-dev-train.asr"}]
+            (val if i % 5 == 0 else train).extend(pair)
+    if "templates" not in without:
+        train += templates.lines()
+    if "ha-intents" not in without:
+        ha_train, ha_val = ha_split()
+        train += ha_train
+        val += ha_val
+    banned = test_texts()  # no line of the evaluation set, should a source ever contain one
+    train = [r for r in train if r["text"] not in banned]
+    seen = {r["text"] for r in train}  # a held-out HA line another source has in training is not unseen
+    val = [r for r in val if r["text"] not in banned and not (r["source"].startswith("ha-intents") and r["text"] in seen)]
+    if not train or not val:
+        raise SystemExit("error: no training or no validation lines left (--without removed every source)")
     random.Random(0).shuffle(train)
-    write(DATA / "switch-en-train.jsonl", train)
-    write(DATA / "switch-en-val.jsonl", val)
-    return DATA / "switch-en-train.jsonl", DATA / "switch-en-val.jsonl"
+    dest.mkdir(parents=True, exist_ok=True)
+    write(dest / "switch-en-train.jsonl", train)
+    write(dest / "switch-en-val.jsonl", val)
+    counts = {k: {"train": sum(r["source"] == k for r in train), "val": sum(r["source"] == k for r in val)}
+              for k in sorted({r["source"] for r in train + val})}
+    print(json.dumps({"data": counts, "train": len(train), "val": len(val)}), file=sys.stderr)
+    return dest / "switch-en-train.jsonl", dest / "switch-en-val.jsonl"
 
 
 def build_asr_data(templates_lines: list[dict]) -> tuple[Path, Path]:
     """The orange recipe's data: clean + four ASR renderings of switch-dev-train, templates
-    clean + one ASR rendering; every fifth utterance (all renderings) is validation."""
+    clean + one ASR rendering; every fifth utterance (all renderings) is validation; no line
+    equal to a switch-dev-test text."""
     sources = [read(DATA / "switch-dev-train.jsonl"), read(ROOT / "benchmarks" / "data" / "switch-dev-train.asr.jsonl")]
     sources += [read(DATA / f"switch-dev-train.asr{k}.jsonl") for k in (1, 2, 3)]
     for src in sources[1:]:
@@ -88,12 +155,22 @@ def build_asr_data(templates_lines: list[dict]) -> tuple[Path, Path]:
     for src in sources:
         for i, r in enumerate(src):
             (val if i % 5 == 0 else train).append({"text": r["text"], "label": r["label"]})
-    tmpl_asr = read(DATA / "templates.asr.jsonl")
+    current = {r["text"]: r["label"] for r in templates_lines}
+    tmpl_asr = [dict(r, label=current[r["clean_text"]]) for r in read(DATA / "templates.asr.jsonl") if r["clean_text"] in current]
     train += [{"text": r["text"], "label": r["label"]} for r in templates_lines + tmpl_asr]
+    banned = test_texts()
+    train = [r for r in train if r["text"] not in banned]
+    val = [r for r in val if r["text"] not in banned]
     random.Random(0).shuffle(train)
     write(DATA / "switch-en-asr-train.jsonl", train)
     write(DATA / "switch-en-asr-val.jsonl", val)
     return DATA / "switch-en-asr-train.jsonl", DATA / "switch-en-asr-val.jsonl"
+
+
+def shown(path: Path) -> str:
+    """A path as the train command gets it: relative to the repository root when inside it."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def repack(src: Path) -> bytes:
@@ -109,25 +186,42 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-config", default="potato", choices=["potato", "orange"])
+    ap.add_argument("--without", action="append", default=[], choices=SOURCES,
+                    help="leave a data source out (repeatable); needs --no-install")
+    ap.add_argument("--out", type=Path, default=None, help="run directory (default runs/switch-en)")
+    ap.add_argument("--no-install", action="store_true",
+                    help="write only the run directory (its data files too), not models/switch-en.npz")
+    ap.add_argument("--data-only", action="store_true", help="write the training and validation files, train nothing")
     args = ap.parse_args()
+    if args.without and not args.no_install:
+        raise SystemExit("error: --without builds a model from fewer sources than the shipped one: add --no-install")
+    if args.without and args.model_config != "potato":
+        raise SystemExit("error: --without works with --model-config potato only")
     out = OUT if args.model_config == "potato" else OUT.with_name(f"switch-en-{args.model_config}")
-    train, val = build_data()
+    out = (args.out if args.out.is_absolute() else ROOT / args.out) if args.out else out
+    if args.no_install and out.resolve().is_relative_to((ROOT / "models").resolve()):
+        raise SystemExit("error: --out must not be inside models/ with --no-install")
+    if args.data_only:
+        build_data(frozenset(args.without), out / "data" if args.no_install else DATA)
+        return
+    if out.exists():
+        if not (out / "checkpoint.npz").exists() and not out.resolve().is_relative_to((ROOT / "runs").resolve()):
+            raise SystemExit(f"error: {out} exists and is not a run directory (no checkpoint.npz): not removing it")
+        shutil.rmtree(out)
+    train, val = build_data(frozenset(args.without), out / "data" if args.no_install else DATA)
     if args.model_config == "orange":
         sys.path.insert(0, str(DATA))
         import templates
 
         train, val = build_asr_data(templates.lines())
-    if out.exists():
-        shutil.rmtree(out)
     cmd = [sys.executable, "-m", "edge_plm.cli", "train", "switch", "--model-config", args.model_config,
-           "--data", str(train.relative_to(ROOT)), "--val", str(val.relative_to(ROOT)),
-           "--out", str(out.relative_to(ROOT)), "--seed", "0", "--json"]
+           "--data", shown(train), "--val", shown(val), "--out", shown(out), "--seed", "0", "--json"]
     print("$", " ".join(cmd[1:]), file=sys.stderr)
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode:
         raise SystemExit(res.stderr.strip() or f"train switch failed ({res.returncode})")
     summary = json.loads(res.stdout.strip().splitlines()[-1])
-    if args.model_config != "potato":
+    if args.model_config != "potato" or args.no_install:
         print(json.dumps(summary))
         return
     blob = repack(out / "checkpoint.npz")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a development environment: system packages (when run as root or with sudo),
-# a virtualenv in .venv with edge-plm installed editable plus its test and benchmark extras.
+# a virtualenv in .venv with edge-plm installed editable plus its test, benchmark and
+# build-model extras (the last: the starting model's build-time data tools).
 # Idempotent. Usage: bash scripts/setup-dev.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +27,5 @@ fi
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
-.venv/bin/python -m pip install -q -e '.[test,bench]'
+.venv/bin/python -m pip install -q -e '.[test,bench,build-model]'
 echo "setup-dev: ready (.venv)"

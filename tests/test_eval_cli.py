@@ -39,7 +39,8 @@ def test_eval_json_contract(small):
     # a budget beyond the file means "all" (6 examples)
     assert [b["n"] for b in out["budgets"]] == [2, 4, 6]
     for b in out["budgets"]:
-        assert set(b) == {"n", "balanced_accuracy", "accuracy", "confusion"}
+        assert set(b) == {"n", "balanced_accuracy", "accuracy", "confusion", "ece"}
+        assert isinstance(b["ece"], float) and 0.0 <= b["ece"] <= 1.0
         assert type(b["n"]) is int
         assert isinstance(b["balanced_accuracy"], float) and 0.0 <= b["balanced_accuracy"] <= 1.0
         assert isinstance(b["accuracy"], float) and 0.0 <= b["accuracy"] <= 1.0

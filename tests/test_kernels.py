@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from edge_plm.plm import kernels, saffu
-from edge_plm.switch.charnet import Batch
+from edge_plm.charnet.network import Batch
 
 from _plm_util import copy_params, random_net, random_sequences
 

@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "edge_plm"
 MAX_FUNCTION_LINES = 60
 MAX_CLASS_LINES = 300
 #: classes still over MAX_CLASS_LINES, with the size they may not exceed (to be split)
-LONG_CLASSES = {"edge_plm/switch/charnet.py SwitchNet": 428}
+LONG_CLASSES = {"edge_plm/charnet/network.py SwitchNet": 428}
 
 
 def _modules() -> dict[str, Path]:

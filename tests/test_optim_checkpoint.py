@@ -93,8 +93,8 @@ def test_thawed_train_step_is_one_adam_step():
 # ---------------------------------------------------------------------------------------------
 # SwitchModel checkpoints
 
-# update_steps=1: exercise the gradient path (Adam moments, replay RNG) too, whatever the default
-SMALL = dict(bits=8, window=3, heads=2, local_hidden=16, widths=(16, 32, 64), replay=4, update_steps=1)
+# a small unit network with two attention branches; refinement steps exercise the gradient path
+SMALL = dict(unit_cap=4000, attention_widths=(8, 16), refine_steps=2)
 TRAIN = [("turn on the light", "ON"), ("lights off please", "OFF"), ("what time is it", "NOOP"),
          ("switch the lamp on", "ON"), ("kill the lights", "OFF"), ("play some jazz", "NOOP"),
          ("lamp on", "ON"), ("turn it off", "OFF"), ("set an alarm", "NOOP"), ("light on now", "ON")]
@@ -118,7 +118,7 @@ def _state_bytes(m: SwitchModel) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("kernel,steps", [("numba", 1), ("numpy", 1), ("numba", 0)])
 def test_save_load_roundtrip_predicts_and_learns_identically(tmp_path, kernel, steps):
-    m = _model(kernel=kernel, update_steps=steps)
+    m = _model(kernel=kernel, refine_steps=steps)
     path = m.save(tmp_path / "ck" / "model.npz")
     assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
     assert not list(path.parent.glob("*.tmp")), "no temp file left behind"
@@ -161,7 +161,7 @@ def test_not_a_checkpoint(tmp_path):
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    m = _model(n=4, widths=(16,), local_hidden=8)
+    m = _model(n=4, attention_widths=(16,))
     path = m.save(tmp_path_factory.mktemp("ck") / "m.npz")
     return path.read_bytes(), _state_bytes(m)
 

@@ -38,7 +38,8 @@ def only(resolutions):
     (OFF, 0.3999, Decision.IGNORE),
     (ON, 0.0, Decision.IGNORE),
     (NOOP, 0.80, Decision.IGNORE),  # confident NOOP
-    (NOOP, 0.7999, Decision.ASK),  # unsure NOOP: might be a missed command
+    (NOOP, 0.7999, Decision.IGNORE),  # a likely non-command: no blink (a flip still labels it)
+    (NOOP, 0.34, Decision.IGNORE),
     (NOOP, 0.3999, Decision.IGNORE),
 ])
 def test_decide_at_threshold_boundaries(action, confidence, expected):
@@ -49,6 +50,22 @@ def test_equal_thresholds_never_ask():
     cfg = PolicyConfig(act_threshold=0.6, ask_threshold=0.6)
     assert decide(p(ON, 0.5999), cfg) is Decision.IGNORE
     assert decide(p(ON, 0.6), cfg) is Decision.ACT
+
+
+def test_a_likely_non_command_never_blinks():
+    """Chatter the model believes is NOOP is ignored at any confidence: no ask, no LED."""
+    for c in (0.34, 0.5, 0.79, 0.99):
+        step = Policy(CFG).on_utterance("x", p(NOOP, c), relay_on=False, now=0.0)
+        assert step.decision is Decision.IGNORE and not step.ask
+
+
+def test_junk_is_never_acted_on_nor_learned_as_a_command():
+    pol = Policy(CFG)
+    junk = Prediction(ON, 0.99, {ON: 0.99, OFF: 0.005, NOOP: 0.005}, junk="too little content")
+    step = pol.on_utterance("the", junk, relay_on=False, now=0.0)
+    assert step.decision is Decision.IGNORE and step.drive is None
+    r = only(pol.on_flip(True, 1.0))  # the person flips after garble: no ON label for "the"
+    assert r.label is None and "not learned as a command" in r.reason
 
 
 @pytest.mark.parametrize("bad", [-0.01, 1.01, float("nan"), "0.5"])
@@ -106,9 +123,13 @@ LABEL_RULES = {  # what happened: (prediction, relay on, then, label, source, in
     "asked, flip exactly at the window's end counts": (p(OFF, 0.6), True, flip(False, 8.0), OFF, ASKED, ""),
     "asked, no flip, relay state plausible: unlabelled":  # the person may have meant OFF
         (p(ON, 0.5, ON=0.5, OFF=0.3, NOOP=0.2), False, tick(8.001), None, None, "ambiguous (p(OFF)=0.30"),
-    "asked unsure NOOP, no flip: NOOP": (p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), True, tick(20.0), NOOP, ASKED, ""),
-    "asked unsure NOOP, no flip: the likelier of NOOP and the relay state":  # p(OFF) >= floor
-        (p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), False, tick(20.0), NOOP, ASKED, "p(NOOP)=0.60 >= p(OFF)=0.30"),
+    "ignored unsure NOOP, no flip: NOOP": (p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), True, tick(20.0), NOOP,
+                                           CONFIRMED, ""),
+    "ignored unsure NOOP, no flip: the likelier of NOOP and the relay state":  # p(OFF) >= floor
+        (p(NOOP, 0.6, NOOP=0.6, ON=0.1, OFF=0.3), False, tick(20.0), NOOP, CONFIRMED,
+         "p(NOOP)=0.60 >= p(OFF)=0.30"),
+    "asked, no flip, the relay state is likelier: ambiguous":
+        (p(ON, 0.5, ON=0.5, OFF=0.4, NOOP=0.1), False, tick(20.0), None, None, "ambiguous"),
     "asked about the state the relay has, no flip: unlabelled": (p(ON, 0.5), True, tick(9.0), None, None, "ambiguous"),
     # ACT
     "acted, reverted within the override window: NOOP":  # the window's end is inclusive

@@ -14,17 +14,19 @@ def one_label_model() -> SwitchModel:
     return m
 
 
-def test_one_label_makes_the_balanced_model_sure_and_evidence_weighting_tempers_it():
+def test_one_labelled_action_knows_nothing_and_evidence_weighting_keeps_the_ranking():
     m = one_label_model()
-    raw = m.predict("turn off the light")
-    assert raw.action == "ON" and raw.confidence > 0.99  # the only class it knows
+    raw = m.predict("turn off the light")  # one action labelled: nothing to tell apart yet
+    assert raw.action == "NOOP" and raw.confidence == pytest.approx(1 / 3)
+    m.learn("what time is it", "NOOP")
+    raw = m.predict("turn on the lamp")
     k = 3.0
-    tempered = m.predict("turn off the light", evidence_prior=k)
+    tempered = m.predict("turn on the lamp", evidence_prior=k)
     assert tempered.action == raw.action  # a mix with uniform keeps the ranking
-    for a, p in raw.distribution.items():  # p' = (n p + k/3) / (n + k) with n = 1
-        assert tempered.distribution[a] == pytest.approx((1 * p + k / 3) / (1 + k))
+    n = 2
+    for a, p in raw.distribution.items():  # p' = (n p + k/3) / (n + k)
+        assert tempered.distribution[a] == pytest.approx((n * p + k / 3) / (n + k))
     assert sum(tempered.distribution.values()) == pytest.approx(1.0)
-    assert tempered.confidence <= 0.5 + 1e-12  # (1 + 1) / (1 + 3) when the only class known gets p = 1
 
 
 def test_evidence_weighting_fades_as_labels_accumulate():
@@ -56,4 +58,4 @@ def test_config_refuses_negative_prior_settings(key):
 
 def test_config_reads_evidence_prior():
     assert parse("[model]\nevidence_prior = 5.0\n").model.evidence_prior == 5.0
-    assert np.isclose(parse("").model.evidence_prior, 3.0)
+    assert np.isclose(parse("").model.evidence_prior, 0.0)  # off: the calibration does its job

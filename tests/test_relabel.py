@@ -128,14 +128,14 @@ def test_refinement_skips_forgotten_examples():
     for k in gone:
         m.forget_example(k)
     assert not gone & set(m.net.rows)
-    assert len(m.net.batch()[3]) == len(DATA) - len(gone)
+    assert len(m.net.batch().labels) == len(DATA) - len(gone)
     before = m.net.objective()[0]
     m.refine(5)
     assert m.net.objective()[0] < before
 
 
 def test_save_load_after_relabel_and_forget_continues_identically(tmp_path):
-    a = learned(DATA, update_steps=1)
+    a = learned(DATA, refine_steps=1)
     a.relabel(2, "NOOP")
     a.relabel(6, "OFF")
     a.forget_example(4)

@@ -12,8 +12,8 @@ import pytest
 from edge_plm.plm import saffu
 from edge_plm.plm.bitcipher import bit_cipher
 from edge_plm.plm.cache import ComparisonCache
-from edge_plm.switch.config import SwitchConfig
-from edge_plm.switch.charnet import PARAM_NAMES, Batch
+from edge_plm.charnet.config import CharNetConfig as SwitchConfig
+from edge_plm.charnet.network import PARAM_NAMES, Batch
 
 from _plm_util import batch, random_net, random_sequences
 

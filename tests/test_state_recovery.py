@@ -79,7 +79,7 @@ def test_start_relearns_what_the_checkpoint_lacks(store, db):
     active = store.active_model_version()
     assert active.metrics["catch_up"]["missing"] > 0 and active.version == again.version
     # the same labels in the same order as a model that never stopped
-    ref = SwitchModel.empty("potato", seed=0, replay=8)
+    ref = SwitchModel.empty("potato", seed=0)
     for iid in sorted(again.keys):
         row = store.get(iid)
         ref.learn(row.transcript, row.label)

@@ -45,6 +45,25 @@ def bit_cipher(n: int, bits: int) -> np.ndarray:
     return eta / eta.sum(axis=1, keepdims=True)
 
 
+def exclusive_bit_cipher(n: int, bits: int, exclusive: int) -> np.ndarray:
+    """V x b codes where the first ``exclusive`` tokens own one bit each that no other token
+    uses (one-hot on bits 0..exclusive-1) and the rest get the bit cipher of the remaining
+    ``bits - exclusive`` bits, sparsest first, L1-normalised. A comparison of any token with one
+    of the first ``exclusive`` tokens is then exactly 1 for itself and 0 for every other token:
+    the switch's word attention compares with those tokens (docs/method.md, "Word attention").
+    ``exclusive`` = 0 is ``bit_cipher``."""
+    if not 0 <= exclusive < bits:
+        raise ValueError(f"need 0 <= exclusive < bits, got exclusive={exclusive}, bits={bits}")
+    if exclusive == 0:
+        return bit_cipher(n, bits)
+    E = np.zeros((n, bits))
+    k = min(n, exclusive)
+    E[np.arange(k), np.arange(k)] = 1.0
+    if n > exclusive:
+        E[exclusive:, exclusive:] = bit_cipher(n - exclusive, bits - exclusive)
+    return E
+
+
 def radial_refine(E: np.ndarray, sequences, radii=(1, 2), weight: float = 0.5) -> np.ndarray:
     """Mix each code with the mean code of its neighbours at the given distances.
 

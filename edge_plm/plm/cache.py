@@ -43,3 +43,63 @@ class ComparisonCache:
         self.C, self.source_hash, self._E = C, h, E.copy()
         self.rebuild_seconds += time.perf_counter() - t0
         return C
+
+
+class ColumnCache:
+    """Columns of the comparison table C = E E^T for a few query tokens, read by token id.
+
+    The switch's word attention compares every word of a transcript with a handful of query
+    words; storing C in full (V x V) would cost V^2 entries for a vocabulary that grows online,
+    so this keeps the block C[:, Q] (V x |Q|) of the columns asked for. Codes are append-only:
+    when E gained rows, only the new rows of each column are computed (an extension). Any other
+    change of E (a thaw, or a different code scheme) must come with a new ``version`` (the
+    owner's code-scheme identity, e.g. ``embedding_hash`` of E after the change): the block is
+    then rebuilt, so a changed code is never read from a stale block. ``verify(E)`` recomputes
+    the block and fails loudly if it differs (used on load and in tests). Rebuild/extension
+    time is accumulated in ``rebuild_seconds``.
+    """
+
+    def __init__(self) -> None:
+        self.columns: dict[int, np.ndarray] = {}
+        self.rows = 0  # rows of E the block covers
+        self.version: object = None
+        self.rebuilds = 0
+        self.extensions = 0
+        self.rebuild_seconds = 0.0
+        self._stacked: np.ndarray | None = None  # the block as last returned
+        self._stacked_query: list[int] = []
+
+    def block(self, E: np.ndarray, query, version: object = None) -> np.ndarray:
+        """C[:, query] for the current E (V x len(query))."""
+        query = [int(q) for q in query]
+        if (self._stacked is not None and version == self.version and E.shape[0] == self.rows
+                and query == self._stacked_query):
+            return self._stacked
+        t0 = time.perf_counter()
+        if version != self.version or E.shape[0] < self.rows:
+            if self.columns:
+                self.rebuilds += 1
+            self.columns.clear()
+            self.rows = 0
+            self.version = version
+        if E.shape[0] > self.rows and self.columns:
+            new = E[self.rows:]
+            for q, col in self.columns.items():
+                self.columns[q] = np.concatenate([col, new @ E[q]])
+            self.extensions += 1
+        self.rows = E.shape[0]
+        for q in query:
+            if q not in self.columns:
+                self.columns[q] = E @ E[q]
+        self.rebuild_seconds += time.perf_counter() - t0
+        if not query:
+            return np.zeros((E.shape[0], 0))
+        self._stacked = np.stack([self.columns[q] for q in query], axis=1)
+        self._stacked_query = query
+        return self._stacked
+
+    def verify(self, E: np.ndarray) -> None:
+        """Raise ValueError if a cached column differs from E E^T (a stale cache)."""
+        for q, col in self.columns.items():
+            if len(col) != E.shape[0] or not np.allclose(col, E @ E[q], rtol=0, atol=1e-12):
+                raise ValueError(f"comparison cache column {q} is stale: rebuild it (new version)")

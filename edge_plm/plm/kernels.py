@@ -3,7 +3,7 @@
 Each kernel computes exactly what its twin computes (parity tests: tests/test_kernels.py) but
 as fused loops without temporaries, compiled once and cached on disk (``cache=True``). The
 functions ``local_forward`` ... ``global_backward`` at the bottom have the same signatures and
-return the same objects as the reference ones, so ``switch/charnet.py`` selects a backend by name.
+return the same objects as the reference ones, so ``charnet/network.py`` selects a backend by name.
 """
 
 from __future__ import annotations

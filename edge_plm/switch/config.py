@@ -1,13 +1,14 @@
-"""Model configurations as dataclasses, and parameter counting.
+"""The device's switch model configurations (what `SwitchModel` runs; docs/method.md).
 
-The switch model (``edge_plm.switch.charnet``) is two SAFFU blocks and an output layer:
-  local block  — at every position t: context = the last `window` tokens, query = token t,
-                 `heads` attention heads with W_h in R^{window x window}, z_t = concat_h(a_h X),
-                 h_t = softmax(z_t U) with U in R^{heads*bits x local_hidden};
-  global block — at the DEVICE: position: context = the local states h of the whole dialogue,
-                 query = the last state, branch width B = smallest of `widths` >= length,
-                 W_B in R^{B x B}, z = L * a H, g = softmax(z U_B), U_B in R^{local_hidden x 3};
-  output O     — R^{3 x 3}: the distribution over the action tokens ON / OFF / NOOP.
+A transcript's words are the tokens. Each word has a frozen bit-cipher code (``word_bits``;
+the ``query_words`` commonest words own exclusive bits) and a bag of collision-free units
+(word-anchored character n-grams and the word). A SAFFU block attends over the word positions:
+c = the comparisons of the words with the query (the query words weighted by their labelled
+evidence; read from the cached block of C = E E^T), a = softmax(c W_B + mask) with one W_B per
+context-length branch in ``attention_widths``; the attention-weighted, count-scaled sum of the
+word bags, L2-normalised, goes through the action layer softmax(x U + b) with U = logit_scale x
+B + delta: B the class-balanced explicit solution, delta its refinement. W = W0 + dW: W0 the
+explicit warm start, dW its refinement. The confidence is calibrated (``switch/calibration.py``).
 """
 
 from __future__ import annotations
@@ -19,23 +20,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class SwitchConfig:
     name: str
-    bits: int = 24  # bit-cipher width b
-    window: int = 4  # local context (tokens) of the local block
-    heads: int = 4  # local attention heads
-    local_hidden: int = 256  # d_h of the local block (n-gram detector units)
-    hidden_ngram: int = 4  # n of the n-gram whose identity is the local hidden target
-    widths: tuple[int, ...] = (16, 32, 64, 128)  # global context branches
-    shared_u2: bool = True  # one U_B for all branches (W_B stays per branch): few labels go further
-    eps: float = 1e-3  # epsilon of the explicit solution (unlabelled layers)
-    smoothing: float = 0.3  # additive prior (in counts) of the labelled layers U_B, O
-    class_balance: bool = True  # balance ON/OFF/NOOP mass in statistics and loss
-    lr: float = 0.01  # Adam learning rate of the online updates
-    replay: int = 8  # replay mini-batch size per online update
-    refresh: int = 4  # examples whose labelled-layer statistics are re-gathered per update
-    update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see BENCHMARKS.md)
-    clip: float = 5.0  # gradient-norm clipping
-    kernel: str = "numba"  # numba | numpy
-    # the unit network (switch/unitnet.py), what the device runs; the fields above are SwitchNet's
+    kernel: str = "numba"  # numba | numpy: the refinement objective's backend (same results)
+    class_balance: bool = True  # ON/OFF/NOOP count equally in the explicit solution and the loss
+    eps: float = 1e-3  # epsilon of the attention's explicit solution
+    # the units and the action layer (switch/units.py, switch/unitnet.py)
     unit_cap: int = 60000  # units in the vocabulary at most (3 parameters each)
     unit_min_n: int = 2  # shortest character n-gram unit (word-anchored, padded with spaces)
     unit_max_n: int = 5  # longest
@@ -55,37 +43,35 @@ class SwitchConfig:
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
-    support_min_n: int = 4  # n-grams shorter than this do not count for the support (words do)
-    support_power: float = 2.0  # logits x (labelled support of the transcript's units)^power
-    agreement_power: float = 1.5  # logits x (agreement of the units on the top action)^power
+    owner_weight: float = 3.0  # on a starting model, each of the owner's labels counts this many of its examples
+    # the SAFFU block over word positions (switch/attention.py, switch/words.py)
+    attention: bool = True  # False: uniform pooling (W = 0), the network without attention
+    attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B
+    # W0 = this x W's explicit solution; 0: W starts at 0 and only refinement moves it (the warm
+    # start at 0.1 and 0.5 cost .04 balanced accuracy from the starting model: BENCHMARKS.md §1)
+    attention_warm_scale: float = 0.0
+    attention_lr: float = 1.0  # refinement's step size for W
+    attention_l2: float = 0.02  # refinement's pull of W toward its warm start W0
+    attention_refresh: int = 4  # earlier examples whose W statistics are re-gathered per label
+    word_cap: int = 20000  # words in the word vocabulary at most (their codes are frozen)
+    word_bits: int = 40  # bit-cipher width of the word codes
+    query_words: int = 24  # the first (most frequent) words: the query vocabulary, with exclusive bits
+    support_min_n: int = 4  # n-grams shorter than this do not count for the support (a calibration feature)
 
     def with_(self, **changes) -> "SwitchConfig":
         return dataclasses.replace(self, **changes)
 
-    @property
-    def max_len(self) -> int:
-        return max(self.widths)
-
     def param_count(self) -> int:
-        """Parameters of the device's switch model (the unit network: U and b)."""
-        return 3 * self.unit_cap + 3
-
-    def switchnet_param_count(self) -> int:
-        """Parameters of the character-level SwitchNet (switch/charnet.py; benchmarks of its kernels)."""
-        local = self.heads * self.window * self.window + self.heads * self.bits * self.local_hidden
-        n_u2 = 1 if self.shared_u2 else len(self.widths)
-        glob = sum(w * w for w in self.widths) + n_u2 * self.local_hidden * 3
-        out = 3 * 3
-        return local + glob + out
+        """Parameters of the device's switch model: U and b, and W of every attention branch."""
+        return 3 * self.unit_cap + 3 + (sum(w * w for w in self.attention_widths) if self.attention else 0)
 
 
 CONFIGS: dict[str, SwitchConfig] = {
     "potato": SwitchConfig(name="potato"),
     # orange: room for a household that talks a lot (600K parameters), 6-grams and word pairs,
     # twice the refinement per label; on switch-dev its curve equals potato's (BENCHMARKS.md §8)
-    "orange": SwitchConfig(name="orange", bits=32, window=5, heads=5, local_hidden=512, hidden_ngram=5,
-                        widths=(16, 32, 64, 128, 256), unit_cap=200_000, unit_max_n=6,
-                        bigram_weight=1.0, refine_steps=20, refine_rows=20_000),
+    "orange": SwitchConfig(name="orange", attention_widths=(8, 16, 32, 64, 128), unit_cap=200_000, unit_max_n=6,
+                           bigram_weight=1.0, refine_steps=20, refine_rows=20_000),
 }
 
 

@@ -28,10 +28,13 @@ import numpy as np
 from edge_plm.actions import ACTIONS, INDEX
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.switch import calibration
+from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
 from edge_plm.switch.tokenizer import RESERVED, CharTokenizer, normalize
 from edge_plm.switch.unitnet import UnitNet
 from edge_plm.switch.units import UnitVocab
+from edge_plm.switch.words import WordVocab
 
 LABEL_INDEX = INDEX  # action name -> class index
 
@@ -40,7 +43,7 @@ def softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max())
     return e / e.sum()
 
-MODEL_FORMAT = 2  # 1: the character SwitchNet (switch/charnet.py); 2: the unit network
+MODEL_FORMAT = 2  # 1: the character SwitchNet (edge_plm/charnet/); 2: the unit network (since 2026-12-01 with the word attention)
 MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
 MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
 
@@ -67,11 +70,61 @@ class SwitchModel:
     # the checkpoint's metadata when loaded (callers' ``extra`` included); {} for a new model
     meta: dict = field(default_factory=dict, repr=False, compare=False)
     memory: dict[str, list[int]] = field(default_factory=dict, repr=False)  # transcript -> keys
+    words: WordVocab | None = None  # the attention's tokens (None: the config has no attention)
+    calib: Calibrator = field(default_factory=Calibrator, repr=False)  # the confidence's map
+    # examples with keys below this came with the starting model; the owner's later ones weigh
+    # config.owner_weight each (0: no starting model, every example weighs 1)
+    prior_examples: int = 0
+    _query_bags: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def empty(cls, config: str | SwitchConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
         cfg = get_config(config, **overrides) if isinstance(config, str) else config
-        return cls(cfg, CharTokenizer(), UnitNet(cfg), cls._vocab(cfg), seed)
+        words = cls._words(cfg)
+        return cls(cfg, CharTokenizer(), UnitNet(cfg, words), cls._vocab(cfg), seed, words=words)
+
+    @staticmethod
+    def _words(cfg: SwitchConfig, words=()) -> WordVocab | None:
+        return WordVocab(cfg.word_cap, cfg.word_bits, cfg.query_words, words) if cfg.attention else None
+
+    def placed(self, transcript: str, grow: bool) -> tuple[np.ndarray, np.ndarray, float, tuple | None]:
+        """(ids, weights, unknown, placed): the transcript's units and, with attention, where
+        they occur (word ids and the entries of ``UnitVocab.positioned``)."""
+        if self.words is None:
+            ids, w, unknown = self.units.features(transcript, grow=grow)
+            return ids, w, unknown, None
+        ids, w, unknown, entries = self.units.positioned(transcript, grow=grow)
+        word_ids = np.array(self.words.ids(transcript, grow=grow), dtype=np.int64)
+        return ids, w, unknown, (word_ids, *entries)
+
+    def _query_bag(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """Query word r's own units (cached once all of them have ids)."""
+        bag = self._query_bags.get(r)
+        if bag is None:
+            ids, w, unknown = self.units.features(self.words.words[r], grow=False)
+            bag = (ids, w)
+            if not unknown:
+                self._query_bags[r] = bag
+        return bag
+
+    def update_query(self) -> None:
+        """The query's weights: each query word's labelled evidence, the spread of its own
+        logits over the labelled actions (its unit bag through U), scaled to a maximum of 1."""
+        if self.words is None:
+            return
+        net = self.net
+        q = self.words.query_ids()
+        present = net.class_counts > 0.5
+        ev = np.zeros(len(q))
+        if present.sum() >= 2:
+            for r in q.tolist():
+                ids, w = self._query_bag(r)
+                if len(ids):
+                    U = net.config.logit_scale * net.base[ids] + net.delta[ids]
+                    s = net.inputs(ids, w) @ U[:, present]
+                    ev[r] = float(s.max() - s.min())
+        top = ev.max() if len(ev) else 0.0
+        net.set_query(ev / top if top > 0 else ev)
 
     @staticmethod
     def _vocab(cfg: SwitchConfig, units=()) -> UnitVocab:
@@ -94,49 +147,80 @@ class SwitchModel:
     # -- prediction ------------------------------------------------------------------------
 
     def predict(self, transcript: str, prior_strength: float = 0.0, evidence_prior: float = 0.0) -> SwitchPrediction:
-        """The distribution over the actions. The network is class-balanced (each action counts
-        equally, what balanced accuracy measures); an exact transcript the person labelled is
-        decided by its labels (module docstring). ``prior_strength`` a > 0 multiplies in the
-        class frequencies seen so far (add-one smoothed) raised to a — a tempered prior for a
-        device deciding whether to act on a household's mostly-NOOP speech. Then the log-scores
-        are multiplied by the support shrink of the transcript (``UnitNet.shrink``): a
-        transcript made of units never seen labelled comes out exactly uniform (ties, which the
-        policy's label rules resolve toward NOOP), whatever the prior. The action is the top of
-        the scores before the shrink.
+        """The action and its calibrated confidence (``calibration.py``): the probability that
+        it is right on wording the model has not heard. An exact transcript the person labelled
+        is decided by its labels (module docstring). A transcript with no labelled support
+        (every word and longer n-gram never seen in a labelled example) or a model with fewer
+        than two labelled actions gives the uniform distribution and NOOP: nothing is known.
 
-        ``evidence_prior`` k > 0 weighs the distribution by how many labelled examples n stand
-        behind it: p' = (n p + k/3) / (n + k), i.e. k pseudo-examples that know nothing. The top
-        action stays the same; its confidence is honest about little evidence.
-        """
+        ``prior_strength`` a > 0 adds a x log(class frequencies + 1) to the network's logits
+        before the calibration's features are taken (off by default: the calibration is fitted
+        on the household's own held-out rows, which carry its class mix). ``evidence_prior``
+        k > 0 weighs the distribution by the n labels behind it, p' = (n p + k/3) / (n + k)
+        (off by default: the calibration's prior does this job)."""
         if evidence_prior < 0:
             raise ValueError(f"evidence_prior must be >= 0, got {evidence_prior}")
-        scores, shrink = self.scores(transcript)
-        if prior_strength and self.remembered(transcript) is None:
-            # a remembered transcript is decided by its own labels: the household's class
-            # frequencies are evidence about unknown wording only, not about what the person
-            # said this exact transcript means
-            scores = scores + prior_strength * np.log(self.net.class_counts + 1.0)
-        y = softmax(scores * shrink)
+        remembered = self.remembered(transcript)
+        if remembered is not None:
+            y = remembered
+            i = int(np.argmax(y))
+        else:
+            scores, support = self.raw(transcript)
+            if prior_strength:
+                scores = scores + prior_strength * np.log(self.net.class_counts + 1.0)
+            i, y = self.calibrated(scores, support)
         if evidence_prior:
             n = float(self.net.class_counts.sum())
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
-        i = int(np.argmax(scores))  # the ranking before the shrink (which only flattens it)
         return SwitchPrediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
-    def scores(self, transcript: str) -> tuple[np.ndarray, float]:
-        """(log-scores, shrink): the network's logits and the support shrink of its units, or
-        for a remembered transcript the log of the distribution its labels give and 1."""
-        remembered = self.remembered(transcript)
-        if remembered is not None:
-            return np.log(remembered), 1.0
-        ids, w, unknown = self.units.features(transcript, grow=False)
-        long = self.units.long_mask(ids)
-        return self.net.logits(ids, w), self.net.shrink(ids, w, unknown, long)
+    def raw(self, transcript: str) -> tuple[np.ndarray, float]:
+        """(logits, support): the network's logits for the transcript and its labelled support."""
+        ids, w, unknown, placed = self.placed(transcript, grow=False)
+        return self.net.logits(ids, w, placed), self.net.support(ids, w, unknown, self.units.long_mask(ids))
+
+    def calibrated(self, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
+        """(top action, distribution): the calibrated confidence on the top action, the rest
+        shared by the other actions in the network's proportions."""
+        n_act = len(ACTIONS)
+        present = self.net.class_counts > 0.5
+        if support <= 0.0 or present.sum() < 2:
+            return LABEL_INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
+        f, top = self.calibration_features(scores, support)
+        conf = max(self.calib.confidence(f), 1.0 / n_act)
+        p = softmax(scores)
+        rest = p.copy()
+        rest[top] = 0.0
+        share = rest / rest.sum() if rest.sum() > 0 else np.full(n_act, 1.0 / (n_act - 1))
+        uniform = np.where(np.arange(n_act) == top, 0.0, 1.0 / (n_act - 1))
+        if (1.0 - conf) * share.max() > conf:  # mix toward uniform: the top stays the top
+            lam = (conf / (1.0 - conf) - uniform.max()) / (share.max() - uniform.max())
+            share = lam * share + (1.0 - lam) * uniform
+        y = (1.0 - conf) * share
+        y[top] = conf
+        return top, y
+
+    def calibration_features(self, scores: np.ndarray, support: float) -> tuple[np.ndarray, int]:
+        """(features, top action) of one prediction for the calibration map."""
+        order = np.argsort(-scores, kind="stable")
+        top = int(order[0])
+        margin = float(scores[top] - scores[order[1]])
+        return calibration.features(margin, min(max(support, 0.0), 1.0), ACTIONS[top] == "NOOP"), top
 
     def distribution(self, transcript: str) -> np.ndarray:
-        """The model's own distribution (no class prior, no evidence weighting)."""
-        scores, shrink = self.scores(transcript)
-        return softmax(scores * shrink)
+        """The model's distribution as the device uses it (no class prior, no evidence weighting)."""
+        return np.array(list(self.predict(transcript).distribution.values()))
+
+    def heldout_row(self, transcript: str, label: str) -> tuple[np.ndarray, bool] | None:
+        """The calibration row of a labelled transcript the model has not learned: (features,
+        right?), or None when its exact transcript is remembered or nothing is known yet."""
+        if self.remembered(transcript) is not None:
+            return None
+        scores, support = self.raw(transcript)
+        if support <= 0.0 or (self.net.class_counts > 0.5).sum() < 2:
+            return None
+        f, top = self.calibration_features(scores, support)
+        return f, ACTIONS[top] == label
 
     def remembered(self, transcript: str) -> np.ndarray | None:
         """The distribution the labels of this exact transcript give, None if never labelled."""
@@ -154,13 +238,34 @@ class SwitchModel:
     def predict_many(self, transcripts: list[str]) -> np.ndarray:
         return np.array([self.distribution(t) for t in transcripts])
 
+    def calibrate_on(self, rows: list[tuple[str, str]], strength: float = 30.0) -> dict:
+        """Fit the calibration map on held-out labelled rows (text, label) — a validation file
+        the model has not learned — and make it the prior that the device's own held-out rows
+        pull away from (``strength``: the prior counts as that many rows); the device's rows
+        start empty. Returns the rows used and the ECE of the confidence on them before/after."""
+        X, y = [], []
+        for text, label in rows:
+            r = self.heldout_row(text, label)
+            if r is not None:
+                X.append(r[0])
+                y.append(r[1])
+        if not X:
+            raise ValueError("no held-out row the calibration can use (empty rows, or nothing learned)")
+        X, y = np.array(X), np.array(y, dtype=float)
+        before = calibration.expected_calibration_error(calibration.sigmoid(X @ self.calib.theta), y)
+        fit = Calibrator(strength=1.0)
+        theta = fit.fit(X, y)
+        self.calib = Calibrator(prior=theta, strength=strength)
+        after = calibration.expected_calibration_error(calibration.sigmoid(X @ theta), y)
+        return {"rows": len(y), "theta": theta.tolist(), "ece_before": before, "ece_after": after}
+
     # -- learning --------------------------------------------------------------------------
 
     def observe(self, transcript: str) -> None:
         """An unlabelled transcript: its units join the vocabulary (the local block needs no
         label); the labelled statistics do not change."""
         self.encode(transcript, grow=True)
-        self.units.features(transcript, grow=True)
+        self.placed(transcript, grow=True)
         self.unlabeled_seen += 1
 
     def learn(self, transcript: str, label: str) -> float | None:
@@ -169,14 +274,32 @@ class SwitchModel:
         the refinement objective before its last step (None when no step ran)."""
         if label not in LABEL_INDEX:
             raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
+        row = self.heldout_row(transcript, label)  # predicted before it is learned: held out
+        if row is not None:
+            self.calib.add(*row)
         seq, y = self.encode(transcript, grow=True), LABEL_INDEX[label]
         key = len(self.examples)
         self.examples.append((seq, y))
-        ids, w, _ = self.units.features(transcript, grow=True)
-        self.net.add(key, ids, w, y)
+        ids, w, _, placed = self.placed(transcript, grow=True)
+        self.net.add(key, ids, w, y, placed, self.example_weight(key))
         self.net.solve()
+        self.update_query()
+        self.net.warm_refresh(key, self.config.attention_refresh)
         self.memory.setdefault(normalize(transcript), []).append(key)
-        return self.net.refine(self.refine_budget())
+        loss = self.net.refine(self.refine_budget())
+        self.update_query()  # what predictions (and a reload) compare with
+        return loss
+
+    def example_weight(self, key: int) -> float:
+        """How much example ``key`` counts: the owner's labels (learned after the starting
+        model) weigh ``owner_weight``, the starting model's 1 (so the owner's labels win)."""
+        return self.config.owner_weight if 0 < self.prior_examples <= key else 1.0
+
+    def mark_start(self) -> None:
+        """This model is where a device (or ``eval --init``) starts: every example it holds is
+        the starting model's; every later one is the owner's (``example_weight``)."""
+        if self.prior_examples == 0 and self.examples:
+            self.prior_examples = len(self.examples)
 
     def refine_budget(self) -> int:
         """Refinement steps after one label: ``refine_steps``, fewer when the examples are many
@@ -223,7 +346,10 @@ class SwitchModel:
         self.examples[key] = (seq, new)
         self.net.relabel(key, new)
         self.net.solve()
+        self.update_query()
+        self.net.warm_refresh(key, self.config.attention_refresh)
         self.net.refine(self.refine_budget())
+        self.update_query()
         return True
 
     def forget_example(self, key: int) -> None:
@@ -238,6 +364,9 @@ class SwitchModel:
         text = self.text_of(key)
         self.net.remove(key)
         self.net.solve()
+        self.update_query()
+        if self.net.att is not None:
+            self.net.att.solve()
         keys = self.memory.get(text, [])
         if key in keys:
             keys.remove(key)
@@ -246,11 +375,15 @@ class SwitchModel:
         self.examples[key] = ([], y)
         self.removed.add(key)
         self.net.refine(self.refine_budget())
+        self.update_query()
 
     def regather_all(self) -> None:
         """Re-solve the explicit layer from the statistics (they are exact sums over the live
-        examples, so nothing needs re-gathering)."""
+        examples, so nothing needs re-gathering), then the query and the attention's statistics
+        (which go stale as the solution moves)."""
         self.net.solve()
+        self.update_query()
+        self.net.warm_all()
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -265,6 +398,9 @@ class SwitchModel:
         arrays["examples.labels"] = np.array([y for _, y in self.examples], dtype=np.int64)
         arrays["examples.removed"] = np.array(sorted(self.removed), dtype=np.int64)
         arrays["units.vocabulary"] = np.frombuffer(json.dumps(self.units.to_json()).encode(), dtype=np.uint8)
+        arrays.update(self.calib.state())
+        if self.words is not None:
+            arrays["words.vocabulary"] = np.frombuffer(json.dumps(self.words.to_json()).encode(), dtype=np.uint8)
         meta = {
             "kind": "edge-plm switch model",
             "model_format": MODEL_FORMAT,
@@ -273,7 +409,9 @@ class SwitchModel:
             "seed": self.seed,
             "counters": {"refine_steps": self.net.refine_steps_done, "n_active": self.net.n_active,
                          "labelled": self.n_examples,
-                         "unlabelled": self.unlabeled_seen, "units": len(self.units)},
+                         "unlabelled": self.unlabeled_seen, "units": len(self.units),
+                         "attention_refresh_at": self.net._refresh_at,
+                         "prior_examples": self.prior_examples},
             **(extra or {}),
         }
         return checkpoint.save(path, arrays, meta)
@@ -292,29 +430,43 @@ class SwitchModel:
         try:
             known = {f.name for f in dataclasses.fields(SwitchConfig)}
             cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
-            cfg_dict["widths"] = tuple(cfg_dict["widths"])
+            cfg_dict = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()}
             config = SwitchConfig(**cfg_dict)
             tok = CharTokenizer.from_json(meta["vocabulary"])
             units = cls._vocab(config, json.loads(arrays["units.vocabulary"].tobytes().decode()))
-            model = cls(config, tok, UnitNet(config), units, int(meta["seed"]))
+            words = None
+            if config.attention:
+                stored = (json.loads(arrays["words.vocabulary"].tobytes().decode())
+                          if "words.vocabulary" in arrays else ())
+                words = cls._words(config, stored)
+            model = cls(config, tok, UnitNet(config, words), units, int(meta["seed"]), words=words)
             ids, lengths, labels = arrays["examples.ids"], arrays["examples.lengths"], arrays["examples.labels"]
             offsets = np.concatenate([[0], np.cumsum(lengths)])
             model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
             model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
+            model.prior_examples = int(meta["counters"].get("prior_examples", 0))
             if any(t < len(RESERVED) and j not in (0, len(s) - 2, len(s) - 1)
                    for s, _ in model.examples for j, t in enumerate(s)):
                 raise ValueError("an example holds a reserved token inside its transcript")
+            if words is not None and "words.vocabulary" not in arrays:  # written before attention
+                words.register(model.text_of(k) for k in model.live_keys())
             for key in model.live_keys():
                 text = model.text_of(key)
-                f_ids, w, _ = units.features(text, grow=False)
-                model.net.add(key, f_ids, w, model.examples[key][1])
+                f_ids, w, _, placed = model.placed(text, grow=False)
+                model.net.add(key, f_ids, w, model.examples[key][1], placed, model.example_weight(key))
                 model.memory.setdefault(text, []).append(key)
             model.net.solve()
             model.net.load_state(arrays)
+            model.update_query()  # with the loaded delta, as after the last learn
+            if "attention.dW" not in arrays:  # a checkpoint written before attention: warm-start it
+                model.net.warm_all()
+            if "calibration.theta" in arrays:
+                model.calib.load(arrays)
             model.net.refine_steps_done = int(meta["counters"]["refine_steps"])
             model.net.n_active = max(model.net.n_active, int(meta["counters"]["n_active"]))
             model.meta = meta
             model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
+            model.net._refresh_at = int(meta["counters"].get("attention_refresh_at", 0))
         except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError) as exc:
             if isinstance(exc, CheckpointError):
                 raise

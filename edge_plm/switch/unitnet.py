@@ -28,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from edge_plm.actions import N_ACTIONS
-from edge_plm.switch import unit_kernels
+from edge_plm.switch import attention, unit_kernels
+from edge_plm.switch.attention import SaffuBatch, WordAttention, position_targets
 from edge_plm.switch.config import SwitchConfig
 from edge_plm.plm.warmstart import check_nonnegative
 
@@ -41,13 +42,22 @@ def l2_normalise(w: np.ndarray) -> np.ndarray:
 
 
 class UnitNet:
-    def __init__(self, config: SwitchConfig):
+    def __init__(self, config: SwitchConfig, words=None):
         c = config
         self.config = c
+        # the SAFFU block over word positions (switch/attention.py); None: uniform pooling
+        self.att = WordAttention(c.attention_widths, c.attention_warm_scale, c.eps) if c.attention else None
+        self.words = words  # WordVocab: the comparisons of word positions with the query words
+        self.query_weights = np.zeros(0)  # the query q = sum_r query_weights[r] e_r
+        # key -> (word ids, entry positions, entry unit index, entry weight share)
+        self.placed: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._refresh_at = 0  # next earlier example whose attention statistics are re-gathered
         cap = c.unit_cap
         self.F = np.zeros((cap, N_ACTIONS))  # per action: summed weights of its examples' units
         self.df = np.zeros(cap)  # number of labelled examples holding each unit
         self.class_counts = np.zeros(N_ACTIONS)
+        self.class_mass = np.zeros(N_ACTIONS)  # summed example weights per action
+        self.ex_weight: dict[int, float] = {}
         self.base = np.zeros((cap, N_ACTIONS))
         self.delta = np.zeros((cap, N_ACTIONS))
         self.bias = np.zeros(N_ACTIONS)
@@ -61,36 +71,53 @@ class UnitNet:
 
     # -- statistics ------------------------------------------------------------------------
 
-    def add(self, key: int, ids: np.ndarray, weights: np.ndarray, label: int) -> None:
+    def add(self, key: int, ids: np.ndarray, weights: np.ndarray, label: int, placed: tuple | None = None,
+            weight: float = 1.0) -> None:
+        """``placed`` = (word ids, entries) of ``UnitVocab.positioned``: needed with attention.
+        ``weight``: how much the example counts (the owner's labels weigh more than a starting
+        model's, ``SwitchModel.example_weight``), in the statistics and in the loss."""
+        if not weight > 0:
+            raise ValueError(f"example weight must be positive, got {weight}")
         if key in self.rows:
             raise ValueError(f"example {key} is already in the statistics")
         if weights.size and weights.min() <= 0:
             raise ValueError("unit weights must be positive")
+        if self.att is not None:
+            if placed is None:
+                raise ValueError("the attention network needs each example's word positions")
+            self.placed[key] = placed
         self.rows[key] = (ids, weights, int(label), l2_normalise(weights))
+        self.ex_weight[key] = float(weight)
         if ids.size:
             self.n_active = max(self.n_active, int(ids.max()) + 1)
-        self._count(ids, weights, int(label), 1.0)
+        self._count(ids, weights, int(label), 1.0, float(weight))
 
     def remove(self, key: int) -> None:
         ids, w, label, _ = self.rows.pop(key)
-        self._count(ids, w, label, -1.0)
+        self._count(ids, w, label, -1.0, self.ex_weight.pop(key))
+        if self.att is not None:
+            self.att.remove(key)
+            self.placed.pop(key, None)
 
     def relabel(self, key: int, label: int) -> None:
         ids, w, old, x = self.rows[key]
-        self._count(ids, w, old, -1.0)
+        self._count(ids, w, old, -1.0, self.ex_weight[key])
         self.rows[key] = (ids, w, int(label), x)
-        self._count(ids, w, int(label), 1.0)
+        self._count(ids, w, int(label), 1.0, self.ex_weight[key])
 
-    def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float) -> None:
-        """F gathers the unit weights (occurrences, words weighted), as naive Bayes counts."""
-        self.F[ids, label] += sign * w
+    def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float, weight: float) -> None:
+        """F gathers the unit weights (occurrences, words weighted) x the example's weight, as
+        naive Bayes counts; class_mass the examples' weights per action."""
+        self.F[ids, label] += sign * weight * w
         self.df[ids] += sign
         self.class_counts[label] += sign
+        self.class_mass[label] += sign * weight
         if sign < 0:  # a take-back leaves rounding residue: floor it at zero
             self.F[ids, label] = np.maximum(self.F[ids, label], 0.0)
             self.F[ids[self.df[ids] <= 0.5], :] = 0.0
             np.maximum(self.df, 0.0, out=self.df)
             np.maximum(self.class_counts, 0.0, out=self.class_counts)
+            np.maximum(self.class_mass, 0.0, out=self.class_mass)
         self._batch = None
 
     def solve(self) -> None:
@@ -102,12 +129,56 @@ class UnitNet:
         present = self.class_counts > 0.5
         if not seen.size or not present.any():
             return
-        Fb = self.F[seen] / np.maximum(self.class_counts, 1.0) if c.class_balance else self.F[seen]
+        Fb = self.F[seen] / np.maximum(self.class_mass, 1.0) if c.class_balance else self.F[seen]
         check_nonnegative("unit co-occurrence F", Fb)  # logs of counts: fail loudly otherwise
         B = np.log(Fb + c.alpha) - np.log(Fb.sum(axis=0, keepdims=True) + c.alpha * len(seen))
         B[:, ~present] = 0.0
         B[:, present] -= B[:, present].mean(axis=1, keepdims=True)
         self.base[seen] = B
+
+    # -- the attention's explicit warm start ------------------------------------------------
+
+    def set_query(self, weights: np.ndarray) -> None:
+        """The query's weights over the query words (their labelled evidence, >= 0)."""
+        self.query_weights = np.asarray(weights, dtype=np.float64)
+        self._batch = None
+
+    def warm(self, key: int) -> None:
+        """Gather example ``key``'s attention statistics with the current solution: inputs its
+        comparisons c, targets ``position_targets`` from the evidence its units carry for its
+        label under B (the explicit unit solution)."""
+        ids, _, label, _ = self.rows[key]
+        word_ids, pos, mm, v = self.placed[key]
+        if not len(word_ids) or not len(ids):
+            return
+        Bu = self.base[ids]
+        present = self.class_counts > 0.5
+        others = [y for y in range(N_ACTIONS) if y != label and present[y]]
+        rival = Bu[:, others].max(axis=1) if others else np.zeros(len(ids))
+        evidence = np.maximum(0.0, Bu[:, label] - rival)
+        self.att.add(key, self.comparisons(word_ids), position_targets(pos, mm, v, len(word_ids), evidence))
+
+    def warm_refresh(self, key: int, refresh: int) -> None:
+        """After learning ``key``: gather its statistics, re-gather ``refresh`` earlier examples'
+        (in cyclic order, bounded cost; statistics gathered early go stale as B and the query
+        move) and re-solve W0."""
+        if self.att is None or not self.att.warm_scale:  # no warm start: nothing to gather
+            return
+        self.warm(key)
+        keys = sorted(self.rows)
+        for _ in range(min(refresh, len(keys))):
+            self._refresh_at %= len(keys)
+            self.warm(keys[self._refresh_at])
+            self._refresh_at += 1
+        self.att.solve()
+
+    def warm_all(self) -> None:
+        """Re-gather every example's attention statistics and re-solve W0 (load, trainer)."""
+        if self.att is None or not self.att.warm_scale:
+            return
+        for key in sorted(self.rows):
+            self.warm(key)
+        self.att.solve()
 
     # -- prediction ------------------------------------------------------------------------
 
@@ -126,8 +197,26 @@ class UnitNet:
         """x: the L2-normalised unit weights (times their idf when ``idf_power`` > 0)."""
         return l2_normalise(weights * self.idf(ids)) if self.config.idf_power else l2_normalise(weights)
 
-    def logits(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        x = self.inputs(ids, weights)
+    def pooled(self, ids: np.ndarray, weights: np.ndarray, placed: tuple | None) -> np.ndarray:
+        """x: the attention-pooled, L2-normalised unit weights (times their idf when
+        ``idf_power`` > 0); without attention, ``inputs``."""
+        if self.att is None or placed is None:
+            return self.inputs(ids, weights)
+        word_ids, ent_pos, ent_m, ent_v = placed
+        K = len(word_ids)
+        if K == 0 or not len(ids):
+            return np.zeros(len(ids))
+        a = self.att.attend(self.comparisons(word_ids))
+        z = np.zeros(len(ids))
+        np.add.at(z, ent_m, K * a[ent_pos] * ent_v)
+        return l2_normalise(z * self.idf(ids)) if self.config.idf_power else l2_normalise(z)
+
+    def comparisons(self, word_ids: np.ndarray) -> np.ndarray:
+        """c of each word position: its comparison with the query (the cached block of C)."""
+        return self.words.comparisons(word_ids, self.query_weights)
+
+    def logits(self, ids: np.ndarray, weights: np.ndarray, placed: tuple | None = None) -> np.ndarray:
+        x = self.pooled(ids, weights, placed)
         U = self.config.logit_scale * self.base[ids] + self.delta[ids]
         return x @ U + self.bias + self.mask()
 
@@ -141,47 +230,25 @@ class UnitNet:
             return 0.0
         return float(w[self.df[ids] > 0.5].sum()) / total
 
-    def shrink(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
-               long: np.ndarray | None = None) -> float:
-        """support^support_power x agreement^agreement_power: the factor the logits are
-        multiplied by, so a transcript made of units never seen labelled comes out uniform over
-        all three actions, and one whose units pull different ways comes out unsure
-        (docs/policy.md)."""
-        c = self.config
-        shrink = self.support(ids, weights, unknown, long) ** c.support_power
-        if c.agreement_power:
-            shrink *= self.agreement(ids, weights) ** c.agreement_power
-        return shrink
-
-    def agreement(self, ids: np.ndarray, weights: np.ndarray) -> float:
-        """How much the units agree on the top action against the runner-up: each unit's share
-        d_j = x_j (U[j, top] - U[j, second]); (sum of d_j > 0 - sum of |d_j < 0|) / (sum |d_j|),
-        at least 0. "turn off the light" after "turn on the light" = ON: turn, the, light say
-        ON, off says OFF strongly -> low agreement, however sure the summed logits are."""
-        x = self.inputs(ids, weights)
-        U = self.config.logit_scale * self.base[ids] + self.delta[ids]
-        s = x @ U + self.bias + self.mask()
-        order = np.argsort(-s)
-        d = x * (U[:, order[0]] - U[:, order[1]])
-        total = float(np.abs(d).sum())
-        if total <= 0:
-            return 1.0
-        return max(0.0, float(d[d > 0].sum() + d[d < 0].sum()) / total)
-
-    def proba(self, ids: np.ndarray, weights: np.ndarray, unknown: float = 0.0,
-              long: np.ndarray | None = None) -> np.ndarray:
-        """softmax(shrink * logits): the mask of never-labelled actions is shrunk too."""
-        s = self.logits(ids, weights) * self.shrink(ids, weights, unknown, long)
-        s = s - s.max()
-        p = np.exp(s)
-        return p / p.sum()
-
     # -- refinement ------------------------------------------------------------------------
 
     def batch(self):
-        """(indptr, indices, values, labels, sample weights) of every labelled example."""
+        """Every labelled example for the kernels: without attention the CSR (indptr, indices,
+        values, labels, sample weights) of their normalised unit weights; with attention a
+        ``SaffuBatch`` (the comparisons read with the current query). Rebuilt when they change."""
         if self._batch is None:
             keys = sorted(self.rows)
+            labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
+            sw = self.sample_weights(labels, np.array([self.ex_weight[k] for k in keys]))
+            if self.att is not None:
+                idf = self.config.idf_power
+                ex = []
+                for k in keys:
+                    ids = self.rows[k][0]
+                    word_ids, pos, mm, v = self.placed[k]
+                    ex.append((ids, pos, mm, v * self.idf(ids)[mm] if idf else v, word_ids))
+                self._batch = SaffuBatch(ex, labels, sw, self.att.widths, self.att.offsets, self.comparisons)
+                return self._batch
             lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
             indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
             indices = np.concatenate([self.rows[k][0] for k in keys] or [np.zeros(0, np.int64)]).astype(np.int64)
@@ -190,35 +257,46 @@ class UnitNet:
                                         or [np.zeros(0)]).astype(np.float64)
             else:
                 values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
-            labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
-            self._batch = (indptr, indices, values, labels, self.sample_weights(labels))
+            self._batch = (indptr, indices, values, labels, sw)
         return self._batch
 
-    def sample_weights(self, labels: np.ndarray) -> np.ndarray:
-        """Class-balanced weights (each action's examples weigh 1/3 in all), summing to 1."""
+    def sample_weights(self, labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Class-balanced weights (each action's examples weigh 1/3 in all; within an action in
+        proportion to the examples' own weights), summing to 1."""
         if not len(labels):
             return np.zeros(0)
-        counts = np.bincount(labels, minlength=N_ACTIONS).astype(np.float64)
-        w = (1.0 / np.maximum(counts, 1.0))[labels] if self.config.class_balance else np.ones(len(labels))
+        ew = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=np.float64)
+        mass = np.bincount(labels, weights=ew, minlength=N_ACTIONS).astype(np.float64)
+        w = ew / np.maximum(mass, 1e-12)[labels] if self.config.class_balance else ew
         return w / w.sum()
 
     def objective(self, delta: np.ndarray | None = None, bias: np.ndarray | None = None,
-                  kernel: str | None = None) -> tuple[float, np.ndarray, np.ndarray]:
-        """(loss, d loss / d delta[:n_active], d loss / d bias) of the refinement objective (the
-        gradient of the rows beyond n_active is l2 * delta there, which is zero)."""
+                  kernel: str | None = None, dW: np.ndarray | None = None
+                  ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(loss, d loss / d delta[:n_active], d loss / d bias, d loss / d dW or None) of the
+        refinement objective (the gradient of the rows beyond n_active is l2 * delta there,
+        which is zero; dW is the attention's refinement, pulled toward its warm start)."""
         c = self.config
         n = self.n_active
         delta = (self.delta if delta is None else delta)[:n]
         bias = self.bias if bias is None else bias
-        indptr, indices, values, labels, sw = self.batch()
         U = c.logit_scale * self.base[:n] + delta
         lam = self.l2()
         pull = self.unit_pull(n)
         dD = lam * pull[:, None] * delta
-        fn = unit_kernels.BACKENDS[kernel or c.kernel]
-        loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
+        gW = None
+        if self.att is not None:
+            dWv = self.att.dW if dW is None else dW
+            gW = c.attention_l2 * dWv
+            fn = attention.BACKENDS[kernel or c.kernel]
+            loss, db = fn(self.batch(), U, bias, self.mask(), self.att.W0 + dWv, dD, gW)
+            loss += 0.5 * c.attention_l2 * float(dWv @ dWv)
+        else:
+            indptr, indices, values, labels, sw = self.batch()
+            fn = unit_kernels.BACKENDS[kernel or c.kernel]
+            loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
         loss += 0.5 * lam * (float((pull[:, None] * delta * delta).sum()) + float(bias @ bias))
-        return loss, dD, db + lam * bias
+        return loss, dD, db + lam * bias, gW
 
     def unit_pull(self, n: int) -> np.ndarray:
         """Per unit, the factor of the pull toward the explicit solution: df^-l2_df_power over
@@ -248,9 +326,11 @@ class UnitNet:
         loss = None
         n = self.n_active
         for _ in range(steps):
-            loss, dD, db = self.objective()
+            loss, dD, db, gW = self.objective()
             self.delta[:n] -= lr * dD
             self.bias -= lr * db
+            if gW is not None:
+                self.att.dW -= self.config.attention_lr * gW
             self.refine_steps_done += 1
         return loss
 
@@ -259,7 +339,10 @@ class UnitNet:
     def state_arrays(self) -> dict[str, np.ndarray]:
         """delta's active rows only (the rest are zero), so a checkpoint grows with the units
         labelled, not with the cap."""
-        return {"units.delta": self.delta[: self.n_active], "units.bias": self.bias}
+        out = {"units.delta": self.delta[: self.n_active], "units.bias": self.bias}
+        if self.att is not None:
+            out.update(self.att.state_arrays())
+        return out
 
     def load_state(self, arrays: dict[str, np.ndarray]) -> None:
         for name in ("units.delta", "units.bias"):
@@ -271,6 +354,8 @@ class UnitNet:
                              f"at most {self.delta.shape}")
         if bias.shape != self.bias.shape:
             raise ValueError(f"checkpoint array 'units.bias' has shape {bias.shape}, config needs {self.bias.shape}")
+        if self.att is not None and "attention.dW" in arrays:  # else: warm-started from the examples
+            self.att.load_state(arrays)
         self.delta[:] = 0.0
         self.delta[: len(delta)] = delta
         self.bias = np.array(bias, dtype=np.float64)

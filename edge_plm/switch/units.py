@@ -156,22 +156,49 @@ class UnitVocab:
         order with their weights (occurrences; a word unit counts ``word_weight``), and the
         total weight of the support-counting (``is_long``) units that have no id (never heard,
         or heard after the cap). ``grow`` adds new units (while there is room)."""
+        ids, weights, unknown, _ = self.positioned(text, grow)
+        return ids, weights, unknown
+
+    def positioned(self, text: str, grow: bool) -> tuple[np.ndarray, np.ndarray, float, tuple]:
+        """``features`` plus where each unit occurred: entries (pos, m, v) — the word position
+        of the occurrence, the index of its unit in ``ids`` and its share of that unit's weight
+        (the shares of a unit sum to its weight), so that sum over positions = the bag. A word's
+        n-grams, the word and its Soundex key belong to the word's position; a word pair to the
+        position of its second word."""
         acc: dict[int, float] = {}  # summed weight of the unit's occurrences
         occ: dict[int, int] = {}  # its occurrences
+        raw: list[tuple[int, int, float]] = []  # (position, id, weight) of each occurrence
         unknown = 0.0
+        words_seen = pairs = 0
         for u, w in self.weighted_units(text):
+            if u.startswith(BIGRAM_PREFIX):  # "b:a b": the position of b
+                pairs += 1
+                at = pairs
+            elif u.startswith(WORD_PREFIX):  # the word ends its n-grams
+                at = words_seen
+                words_seen += 1
+            elif u.startswith(SOUND_PREFIX):  # follows its word
+                at = words_seen - 1
+            else:  # an n-gram of the word being read
+                at = words_seen
             i = self.add(u) if grow else self.index.get(u, -1)
             if i < 0:
                 unknown += w if is_long(u, self.support_min_n) else 0.0
             else:
                 acc[i] = acc.get(i, 0.0) + w
                 occ[i] = occ.get(i, 0) + 1
+                raw.append((at, i, w))
         ids = np.array(sorted(acc), dtype=np.int64)
         weights = np.array([acc[i] for i in ids.tolist()], dtype=np.float64)
         if self.tf != "count":  # the mean weight of an occurrence x (1 + ln c) or x 1
             c = np.array([occ[i] for i in ids.tolist()], dtype=np.float64)
             weights = weights / c * (1.0 + np.log(c) if self.tf == "log" else 1.0)
-        return ids, weights, unknown
+        local = {int(i): m for m, i in enumerate(ids.tolist())}
+        total = {i: acc[i] for i in acc}
+        ent_pos = np.array([p for p, _, _ in raw], dtype=np.int64)
+        ent_m = np.array([local[i] for _, i, _ in raw], dtype=np.int64)
+        ent_v = np.array([weights[local[i]] * w / total[i] for _, i, w in raw], dtype=np.float64)
+        return ids, weights, unknown, (ent_pos, ent_m, ent_v)
 
     def to_json(self) -> list[str]:
         return list(self.units)

@@ -2,9 +2,10 @@
 (models/README.md). Deterministic: `python models/data/templates.py > models/data/templates.jsonl`.
 
 Each line is {"text", "label", "source": "template"}. ON / OFF: the ways people ask a voice switch
-to switch a light, lamp, plug, socket, fan or heater on or off (imperatives, polite forms,
-indirect requests). NOOP: what a household says near the device that must not switch it —
-brightness and colour changes, questions about the state, and everyday requests to an assistant.
+to switch a light, lamp, plug or socket on or off (imperatives, polite forms, indirect requests):
+the device's relay is on a lamp. NOOP: what a household says near the device that must not switch
+it — switching other devices (fans, heaters: not the lamp's relay), brightness and colour changes,
+questions about the state, and everyday requests to an assistant.
 The lists below are the whole content; nothing is sampled at random.
 """
 
@@ -14,8 +15,11 @@ import json
 import sys
 
 DEVICES = ["light", "lights", "lamp", "the light", "the lights", "the lamp", "the kitchen light",
-           "the bedroom lamp", "the living room lights", "the fan", "the plug", "the socket",
-           "the smart plug", "the heater", "the desk lamp", "the hallway light"]
+           "the bedroom lamp", "the living room lights", "the plug", "the socket",
+           "the smart plug", "the desk lamp", "the hallway light"]
+# other devices: switching them is not a command for the lamp's relay (NOOP)
+OTHER_DEVICES = ["the fan", "the heater", "the ceiling fan", "the space heater"]
+OTHER_DEVICE = ["turn on {o}", "turn off {o}", "switch on {o}", "switch off {o}", "turn {o} on", "turn {o} off"]
 
 ON = ["turn on {d}", "switch on {d}", "turn {d} on", "switch {d} on", "{d} on", "power on {d}",
       "put {d} on", "please turn on {d}", "can you turn on {d}", "could you switch on {d}",
@@ -44,6 +48,7 @@ def lines() -> list[dict]:
             # commonest commands ("turn on the light") are then in the data word for word
             texts = [p.format(d=d) for d in DEVICES] if "{d}" in p else [p]
             out.extend({"text": t, "label": label, "source": "template"} for t in texts)
+    out.extend({"text": p.format(o=o), "label": "NOOP", "source": "template"} for p in OTHER_DEVICE for o in OTHER_DEVICES)
     return out
 
 

@@ -30,7 +30,7 @@ from edge_plm.actions import N_ACTIONS
 from edge_plm.plm import kernels
 from edge_plm.plm.bitcipher import bit_cipher
 from edge_plm.plm.cache import ComparisonCache
-from edge_plm.switch.config import SwitchConfig
+from edge_plm.charnet.config import CharNetConfig as SwitchConfig
 from edge_plm.plm.optim import Adam, clip_by_global_norm
 from edge_plm.plm.saffu import branch_for, local_windows
 from edge_plm.plm.warmstart import CooccurrenceStats

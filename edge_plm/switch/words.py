@@ -1,0 +1,120 @@
+"""The transcript's words as tokens of the switch's SAFFU block: an append-only word vocabulary
+with frozen bit-cipher codes and the cached comparisons of every word with the query words
+(docs/method.md, "Word attention").
+
+Ids are handed out in order of first arrival and never change, so a word's code never changes
+(the desktop trainer registers its training file's words in order of frequency first, so a
+starting model's vocabulary is frequency-ordered; a device appends the words it hears after
+that). The first ``query_words`` ids are the query vocabulary of the attention: they own one
+bit each (``bitcipher.exclusive_bit_cipher``), so the comparison of any word with a query word
+is exactly 1 for the word itself and 0 for every other word; the remaining words share the other
+``bits - query_words`` bits, sparsest codes first. The comparisons are read from the block
+C[:, query] of C = E E^T (``plm.cache.ColumnCache``), extended as the vocabulary grows.
+
+The vocabulary is capped (``cap`` words); a word first heard after the cap is reached has id -1:
+it compares as 0 with every query word (like a word that is not a query word).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from edge_plm.plm.bitcipher import embedding_hash, exclusive_bit_cipher
+from edge_plm.plm.cache import ColumnCache
+from edge_plm.switch.tokenizer import normalize
+
+
+class WordVocab:
+    """Append-only map word -> id with frozen codes E and the cached query comparisons."""
+
+    def __init__(self, cap: int, bits: int, query_words: int, words: Iterable[str] = ()):
+        if cap <= 0:
+            raise ValueError(f"word cap must be positive, got {cap}")
+        if not 0 < query_words < bits:
+            raise ValueError(f"need 0 < query_words < word_bits, got {query_words}, {bits}")
+        if cap - query_words > 2 ** (bits - query_words) - 1:
+            raise ValueError(f"{cap} words need more than {bits} word bits with {query_words} query words")
+        self.cap, self.bits, self.query_words = int(cap), int(bits), int(query_words)
+        self.words: list[str] = []
+        self.index: dict[str, int] = {}
+        self._E = np.zeros((0, self.bits))
+        self.cache = ColumnCache()
+        for w in words:
+            self.add(w)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def add(self, word: str) -> int:
+        """The id of ``word``, appended when new; -1 when new and the vocabulary is full."""
+        i = self.index.get(word)
+        if i is not None:
+            return i
+        if len(self.words) >= self.cap:
+            return -1
+        self.index[word] = len(self.words)
+        self.words.append(word)
+        return len(self.words) - 1
+
+    def register(self, texts: Iterable[str]) -> None:
+        """Add the words of ``texts`` in order of decreasing frequency (ties: first arrival), so
+        the most frequent words get the query ids and the sparsest codes (the trainer calls this
+        before learning a training file)."""
+        counts: Counter[str] = Counter()
+        first: dict[str, int] = {}
+        for t in texts:
+            for w in normalize(t).split():
+                counts[w] += 1
+                first.setdefault(w, len(first))
+        for w in sorted(counts, key=lambda w: (-counts[w], first[w])):
+            self.add(w)
+
+    def ids(self, text: str, grow: bool) -> list[int]:
+        """The word ids of ``text`` in reading order (-1: unknown, or heard after the cap)."""
+        words = normalize(text).split()
+        return [self.add(w) if grow else self.index.get(w, -1) for w in words]
+
+    # -- codes and comparisons --------------------------------------------------------------
+
+    @property
+    def E(self) -> np.ndarray:
+        """The codes of every word (V x bits), extended when the vocabulary grew."""
+        if self._E.shape[0] < len(self.words):  # codes for a block of future ids at once
+            room = min(self.cap, max(2 * self._E.shape[0], len(self.words), 256))
+            self._E = exclusive_bit_cipher(room, self.bits, self.query_words)
+        return self._E[: len(self.words)]
+
+    @property
+    def code_version(self) -> str:
+        """Identity of the code scheme (the cache is rebuilt if it changes)."""
+        return f"exclusive-bit-cipher/{self.bits}/{self.query_words}"
+
+    def query_ids(self) -> np.ndarray:
+        return np.arange(min(self.query_words, len(self.words)), dtype=np.int64)
+
+    def query_comparisons(self) -> np.ndarray:
+        """C[:, query] (V x |query|), read from the cache."""
+        return self.cache.block(self.E, self.query_ids(), self.code_version)
+
+    def comparisons(self, word_ids: np.ndarray, query_weights: np.ndarray) -> np.ndarray:
+        """c_k = e_{w_k} . q with the query q = sum_r query_weights[r] e_r over the query words:
+        C[w_k, query] @ query_weights, read from the cached block (0 for unknown words)."""
+        word_ids = np.asarray(word_ids, dtype=np.int64)
+        out = np.zeros(len(word_ids))
+        known = word_ids >= 0
+        if known.any() and len(query_weights):
+            block = self.query_comparisons()
+            q = np.zeros(block.shape[1])
+            n = min(len(q), len(query_weights))
+            q[:n] = query_weights[:n]
+            out[known] = block[word_ids[known]] @ q
+        return out
+
+    def codes_hash(self) -> str:
+        return embedding_hash(self.E)
+
+    def to_json(self) -> list[str]:
+        return list(self.words)

@@ -1,0 +1,259 @@
+"""The switch's SAFFU block (switch/attention.py, switch/words.py, plm/cache.ColumnCache) and the
+calibrated confidence (switch/calibration.py)."""
+
+import numpy as np
+import pytest
+
+from edge_plm.plm.bitcipher import bit_cipher, exclusive_bit_cipher
+from edge_plm.plm.cache import ColumnCache
+from edge_plm.plm.warmstart import NegativeInputError
+from edge_plm.switch import attention
+from edge_plm.switch.calibration import Calibrator, expected_calibration_error, features
+from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.words import WordVocab
+
+DATA = [("turn on the light", "ON"), ("lights off please", "OFF"), ("what time is it", "NOOP"),
+        ("switch the lamp on", "ON"), ("kill the lamp", "OFF"), ("play some jazz", "NOOP"),
+        ("could you turn the lights on", "ON"), ("shut off the light", "OFF"), ("how is the weather", "NOOP"),
+        ("turn the kitchen lights off now please", "OFF"), ("the lamp in the hall on", "ON"),
+        ("set a timer for ten minutes", "NOOP")]
+
+
+def learned(**kw) -> SwitchModel:
+    m = SwitchModel.empty("potato", **kw)
+    if m.words is not None:
+        m.words.register(t for t, _ in DATA)
+    for t, y in DATA:
+        m.learn(t, y)
+    return m
+
+
+def test_exclusive_codes_make_query_comparisons_exact():
+    E = exclusive_bit_cipher(300, 20, 6)
+    assert np.allclose(E.sum(axis=1), 1.0) and (E >= 0).all()
+    C = E @ E.T
+    np.testing.assert_array_equal(C[:, :6], np.eye(300)[:, :6])  # 1 for itself, 0 for every other word
+    assert len({tuple(r) for r in E}) == 300  # every code distinct
+    np.testing.assert_array_equal(exclusive_bit_cipher(50, 8, 0), bit_cipher(50, 8))
+    with pytest.raises(ValueError):
+        exclusive_bit_cipher(10, 8, 8)
+
+
+def test_column_cache_reads_e_et_extends_and_rebuilds():
+    cache = ColumnCache()
+    E = bit_cipher(40, 8)
+    np.testing.assert_allclose(cache.block(E, [0, 3], "v1"), (E @ E.T)[:, [0, 3]])
+    E2 = bit_cipher(60, 8)  # append-only growth: extended, not rebuilt
+    np.testing.assert_allclose(cache.block(E2, [0, 3], "v1"), (E2 @ E2.T)[:, [0, 3]])
+    assert cache.extensions == 1 and cache.rebuilds == 0
+    cache.verify(E2)
+    E3 = E2[::-1].copy()  # a different code scheme: a new version rebuilds the block
+    np.testing.assert_allclose(cache.block(E3, [0, 3], "v2"), (E3 @ E3.T)[:, [0, 3]])
+    assert cache.rebuilds == 1
+    cache.columns[0][5] += 1.0  # a stale column is caught
+    with pytest.raises(ValueError, match="stale"):
+        cache.verify(E3)
+
+
+def test_word_vocabulary_is_frequency_ordered_append_only_and_capped():
+    v = WordVocab(cap=8, bits=12, query_words=3)
+    v.register(["on on on", "light light", "the"])
+    assert v.words == ["on", "light", "the"]
+    assert v.ids("turn the light on", grow=True) == [3, 2, 1, 0]
+    v.ids("a b c d e f g", grow=True)
+    assert len(v) == 8 and v.ids("zzz", grow=True) == [-1]  # full: unknown, compares as 0
+    c = v.comparisons(np.array([0, 1, 2, 5, -1]), np.array([1.0, 0.5, 0.25]))
+    np.testing.assert_allclose(c, [1.0, 0.5, 0.25, 0.0, 0.0])
+
+
+def _random_batch(seed):
+    rng = np.random.default_rng(seed)
+    widths = (4, 8)
+    offsets = np.concatenate([[0], np.cumsum([w * w for w in widths])]).astype(np.int64)
+    examples = []
+    units = 15
+    for _ in range(6):
+        K = int(rng.integers(1, 11))  # some beyond the widest branch: uniform pooling
+        M = int(rng.integers(1, 6))
+        ids = np.sort(rng.choice(units, size=M, replace=False)).astype(np.int64)
+        E = int(rng.integers(M, 3 * M + 1))
+        ent_m = np.concatenate([np.arange(M), rng.integers(0, M, size=E - M)]).astype(np.int64)
+        ent_pos = rng.integers(0, K, size=E).astype(np.int64)
+        ent_v = rng.uniform(0.2, 2.0, size=E)
+        examples.append((ids, ent_pos, ent_m, ent_v, rng.integers(0, 4, size=K).astype(np.int64)))
+    labels = rng.integers(0, 3, size=len(examples))
+    sw = np.full(len(examples), 1.0 / len(examples))
+    cvals = rng.uniform(0.0, 1.0, size=4)
+    b = attention.SaffuBatch(examples, labels, sw, widths, offsets, lambda w: cvals[w])
+    U = rng.normal(0, 1.0, size=(units, 3))
+    bias = rng.normal(0, 0.3, size=3)
+    mask = np.array([0.0, 0.0, -10.0]) if seed % 2 else np.zeros(3)
+    W = rng.normal(0, 1.0, size=int(offsets[-1]))
+    return b, U, bias, mask, W
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_numba_kernel_equals_numpy_twin(seed):
+    b, U, bias, mask, W = _random_batch(seed)
+    dU_a, dU_b = np.full_like(U, 0.1), np.full_like(U, 0.1)
+    dW_a, dW_b = np.full_like(W, 0.2), np.full_like(W, 0.2)
+    la, ba = attention.batch_loss_grad_numpy(b, U, bias, mask, W, dU_a, dW_a)
+    lb, bb = attention.batch_loss_grad_numba(b, U, bias, mask, W, dU_b, dW_b)
+    assert la == pytest.approx(lb, rel=1e-12)
+    np.testing.assert_allclose(ba, bb, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(dU_a, dU_b, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(dW_a, dW_b, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba"])
+def test_gradients_through_the_attention_match_finite_differences(kernel):
+    b, U, bias, mask, W = _random_batch(5)
+    fn = attention.BACKENDS[kernel]
+
+    def loss(U_, W_, bias_):
+        return fn(b, U_, bias_, mask, W_, np.zeros_like(U_), np.zeros_like(W_))[0]
+
+    dU, dW = np.zeros_like(U), np.zeros_like(W)
+    _, db = fn(b, U, bias, mask, W, dU, dW)
+    h = 1e-6
+    rng = np.random.default_rng(1)
+    touched = np.flatnonzero(np.abs(dW) > 0)
+    assert touched.size
+    for i in rng.choice(touched, size=12, replace=False):
+        Wp, Wm = W.copy(), W.copy()
+        Wp[i] += h
+        Wm[i] -= h
+        assert dW[i] == pytest.approx((loss(U, Wp, bias) - loss(U, Wm, bias)) / (2 * h), rel=1e-5, abs=1e-9)
+    for j in np.unique(b.indices)[:6]:
+        for c in range(3):
+            Up, Um = U.copy(), U.copy()
+            Up[j, c] += h
+            Um[j, c] -= h
+            assert dU[j, c] == pytest.approx((loss(Up, W, bias) - loss(Um, W, bias)) / (2 * h), rel=1e-5, abs=1e-9)
+    for c in range(3):
+        bp, bm = bias.copy(), bias.copy()
+        bp[c] += h
+        bm[c] -= h
+        assert db[c] == pytest.approx((loss(U, W, bp) - loss(U, W, bm)) / (2 * h), rel=1e-5, abs=1e-9)
+
+
+def test_model_objective_gradient_for_w_matches_finite_differences():
+    m = learned(kernel="numpy")
+    net = m.net
+    rng = np.random.default_rng(0)
+    net.att.dW[:] = rng.normal(0, 0.5, size=net.att.size)
+    _, _, _, gW = net.objective()
+    h = 1e-6
+    for i in rng.choice(np.flatnonzero(np.abs(gW) > 1e-6), size=8, replace=False):
+        p, q = net.att.dW.copy(), net.att.dW.copy()
+        p[i] += h
+        q[i] -= h
+        fd = (net.objective(dW=p)[0] - net.objective(dW=q)[0]) / (2 * h)
+        assert gW[i] == pytest.approx(fd, rel=1e-5, abs=1e-9)
+
+
+def test_w_zero_is_the_bag_of_units():
+    """With W = 0 the attention is uniform and the network is the plain bag of units."""
+    m = learned()
+    plain = learned(attention=False)
+    m.net.att.W0[:] = 0.0
+    m.net.att.dW[:] = 0.0
+    for t in ("turn the lights on", "kill the kitchen lamp please", "what is the time"):
+        ids, w, _, placed = m.placed(t, grow=False)
+        np.testing.assert_allclose(m.net.pooled(ids, w, placed), m.net.inputs(ids, w))
+    assert plain.net.att is None and plain.params == m.params - sum(x * x for x in m.config.attention_widths)
+
+
+def test_the_decision_goes_through_w_the_codes_and_the_cache():
+    """A test that fails if the device's prediction bypasses W, the word codes or the cache."""
+    m = learned()
+    text = "turn the kitchen lights off please"  # not a remembered transcript: the network decides
+    assert m.remembered(text) is None
+    assert m.net.query_weights.max() == pytest.approx(1.0)  # the query is live
+    before = m.predict(text).distribution
+    m.net.att.dW[:] = 0.0
+    m.net.att.W0[:] = 0.0
+    lo = m.net.att.offsets[0]  # branch 8: put every position's weight on the first word
+    W = np.zeros((8, 8))
+    W[:, 0] = 50.0
+    m.net.att.W0[lo:lo + 64] = W.ravel()
+    after_w = m.predict(text).distribution
+    assert after_w != before  # W decides
+    calls = []
+    real = m.words.cache.block
+
+    def spy(E, query, version=None):
+        calls.append(len(query))
+        return real(E, query, version)
+
+    m.words.cache.block = spy
+    m.predict(text)
+    assert calls  # the comparisons are read from the cache
+    m.words.cache.block = lambda E, q, v=None: np.zeros((E.shape[0], len(q)))  # comparisons all 0
+    assert m.predict(text).distribution != after_w  # without the codes' comparisons W has no input
+
+
+def test_warm_start_targets_follow_the_evidence_and_refuse_negatives():
+    t = attention.position_targets(np.array([0, 1, 2]), np.array([0, 1, 2]), np.array([1.0, 1.0, 1.0]), 3,
+                                   np.array([0.0, 2.0, 0.0]))
+    assert t.argmax() == 1 and t.sum() == pytest.approx(1.0) and (t > 0).all()
+    with pytest.raises(NegativeInputError):
+        attention.position_targets(np.array([0]), np.array([0]), np.array([1.0]), 1, np.array([-1.0]))
+    m = learned(attention_warm_scale=0.5)  # the warm start, measured (off by default)
+    assert any(st.rows > 0 for st in m.net.att.stats) and np.abs(m.net.att.W0).max() > 0
+    assert not np.abs(learned().net.att.W0).max()  # default: W starts at 0
+    assert m.net.att.norm_report()[0]["width"] == 8
+
+
+def test_same_data_same_model(tmp_path):
+    a, b = learned(), learned()
+    assert a.save(tmp_path / "a.npz").read_bytes() == b.save(tmp_path / "b.npz").read_bytes()
+
+
+# -- calibration ---------------------------------------------------------------------------
+
+
+def test_calibration_fit_is_deterministic_and_pulled_by_its_prior():
+    rng = np.random.default_rng(0)
+    X = np.array([features(float(m), float(s), bool(n)) for m, s, n in
+                  zip(rng.uniform(0, 6, 300), rng.uniform(0, 1, 300), rng.integers(0, 2, 300))])
+    y = (rng.uniform(size=300) < 1 / (1 + np.exp(-(1.5 * X[:, 0] - 2.0)))).astype(float)
+    a = Calibrator(strength=1.0).fit(X, y)
+    assert np.array_equal(a, Calibrator(strength=1.0).fit(X, y))
+    assert a[0] == pytest.approx(1.5, abs=0.4)
+    strong = Calibrator(prior=np.array([0.0, 0.0, 0.0, 3.0]), strength=1e6).fit(X, y)
+    np.testing.assert_allclose(strong, [0.0, 0.0, 0.0, 3.0], atol=1e-3)
+    with pytest.raises(ValueError):
+        features(-1.0, 0.5, False)
+
+
+def test_ece_of_a_perfectly_calibrated_set_is_small_and_of_an_overconfident_one_large():
+    conf = np.repeat([0.55, 0.75, 0.95], 100)
+    right = np.concatenate([np.arange(100) < 55, np.arange(100) < 75, np.arange(100) < 95])
+    assert expected_calibration_error(conf, right) == pytest.approx(0.0, abs=1e-12)
+    assert expected_calibration_error(np.full(100, 0.99), np.arange(100) < 50) == pytest.approx(0.49)
+
+
+def test_a_nonsense_utterance_stays_unsure_and_a_confident_command_is_acted_on():
+    from edge_plm.policy import Decision, Prediction, decide
+    from edge_plm.settings import PolicyConfig
+
+    m = learned()
+    for _ in range(4):
+        for t, y in DATA:
+            m.learn(t, y)
+    cfg = PolicyConfig()
+    nonsense = m.predict("zxqv blorf gnarp")
+    assert nonsense.confidence <= 0.34 and nonsense.action == "NOOP"
+    assert decide(Prediction(nonsense.action, nonsense.confidence, nonsense.distribution), cfg) is Decision.IGNORE
+    sure = m.predict("could you turn the light on")
+    assert sure.action == "ON"
+    assert decide(Prediction(sure.action, sure.confidence, sure.distribution), cfg) is Decision.ACT
+
+
+def test_calibrate_on_a_validation_file_sets_the_prior():
+    m = learned()
+    out = m.calibrate_on([("turn the lamp on please", "ON"), ("switch off the lights", "OFF"),
+                          ("what is the weather", "NOOP"), ("play jazz", "NOOP")])
+    assert out["rows"] == 4 and np.array_equal(m.calib.prior, m.calib.theta)
+    assert len(m.calib.y) == 0  # the device's own rows start empty
