@@ -62,7 +62,8 @@ def test_committed_file_is_what_the_generator_makes(rows):
 
 def test_shape_size_and_balance(rows):
     assert 3000 <= len(rows) <= 8000
-    assert all(set(r) == {"text", "label", "source", "intent", "template"} for r in rows)
+    assert all(set(r) == {"text", "label", "source", "intent", "template", "sample"} for r in rows)
+    assert {r["sample"] for r in rows} == {"main", "hard-negative"}
     assert all(r["source"] == "home-assistant-intents" for r in rows)
     assert len({r["text"] for r in rows}) == len(rows)  # each text once
     labels = Counter(r["label"] for r in rows)

@@ -58,4 +58,4 @@ def test_config_refuses_negative_prior_settings(key):
 
 def test_config_reads_evidence_prior():
     assert parse("[model]\nevidence_prior = 5.0\n").model.evidence_prior == 5.0
-    assert np.isclose(parse("").model.evidence_prior, 0.0)  # off: the calibration does its job
+    assert np.isclose(parse("").model.evidence_prior, 3.0)

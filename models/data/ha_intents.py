@@ -6,7 +6,7 @@ Home Assistant's voice assistant ships its sentence templates as the PyPI packag
 the project publishes its sentences under CC BY 4.0, the package declares Apache-2.0). This
 script expands the English templates with `hassil` (Apache-2.0, the same project's template
 parser and sampler) into lines {"text", "label", "source": "home-assistant-intents", "intent",
-"template"} written to models/data/ha-intents.jsonl. Both packages are build-time tools (the
+"template", "sample"} written to models/data/ha-intents.jsonl. Both packages are build-time tools (the
 `build-model` extra); the device never imports them. Regenerate (from the repository root):
 
     python models/data/ha_intents.py            # writes models/data/ha-intents.jsonl
@@ -30,11 +30,15 @@ Expansion, per template sentence (fixed order: intents by name, blocks and sente
 every slot list is cut to a few values drawn with a seed made of the sentence's key (areas,
 floors and names from the curated lists below; the intents' own value lists; number ranges as
 a few numbers written as words with hassil's RBNF engine; wildcards such as a timer's name or a
-shopping item from curated lists), hassil's `sample_expression` enumerates every sentence of
-that cut, and a seeded sample of at most PER_COMMAND (ON/OFF) or PER_OTHER (NOOP) distinct
-lines is kept; a seeded fifth of the lines gets one of HA's own skip words ("please", "can
-you", ...). Text is normalised the way an ASR transcript looks: lower case, "%" -> "percent",
-"°" -> "degrees", digits as words, no punctuation (apostrophes kept, as the device's tokenizer
+shopping item from curated lists); hassil's `sample_expression` lists every sentence of that
+cut (a cut with more than ENUM_LIMIT sentences is sampled by a seeded random walk over the
+parsed template instead), and at most PER_COMMAND (ON/OFF) or PER_OTHER (NOOP) distinct lines
+are kept ("sample": "main"). A second pass over the hard negatives HassLightSet and
+HassGetState (light words that are not a command), with seeds of its own, adds at most
+HARD_EXTRA lines per sentence not already there ("sample": "hard-negative"). A seeded fifth of
+the lines gets one of HA's own skip words ("please", "can you", ...). Text is normalised the
+way an ASR transcript looks: lower case, "%" -> "percent", "°" -> "degrees", digits as words,
+no punctuation (apostrophes kept, as the device's tokenizer
 keeps them). A text is kept once (first occurrence); a text that would get two labels is
 dropped, and so is any line of the held-out evaluation set (the clean texts of
 benchmarks/data/switch-dev-test.asr.jsonl). Deterministic: same packages, same file.
@@ -60,6 +64,10 @@ SOURCE = "home-assistant-intents"
 PER_COMMAND = 12  # at most this many lines per ON/OFF template sentence (and filling variant)
 ENUM_LIMIT = 3000  # a cut template with more sentences than this is sampled by a random walk
 PER_OTHER = 4  # ... per NOOP template sentence (and variant)
+# light words that are not a command ("set the kitchen lights to red", "are the lights on"): a
+# second pass adds up to HARD_EXTRA more lines per sentence of these, so that "light" alone does not decide
+HARD_NEGATIVES = ("HassLightSet", "HassGetState")
+HARD_EXTRA = 8
 LIST_CUT = {"command": 6, "other": 3}  # values kept per slot list for one sentence
 SKIP_WORD_SHARE = 0.2
 ASR_LINES = 1500  # lines of the ASR rendering (asr_subset)
@@ -309,17 +317,15 @@ def expand(sentence, lists: dict, rules: dict, rng: random.Random, cap: int, eng
     return texts
 
 
-def generate() -> list[dict]:
-    from hassil.intents import Intents
-    from home_assistant_intents import get_intents
-
-    engine = _engine()
-    intents = Intents.from_dict(get_intents("en"))
-    banned = {json.loads(line)["clean_text"] for line in TEST_SET.read_text(encoding="utf-8").splitlines() if line.strip()}
+def expand_all(intents, engine, banned: set[str], hard: bool) -> tuple[list[dict], set[str], dict[str, str]]:
+    """One pass over every template sentence (see the module docstring): (rows, conflicting texts,
+    text -> label). The hard pass takes HARD_NEGATIVES only, with seeds of its own."""
     rows: list[dict] = []
     seen: dict[str, str] = {}
     conflicts: set[str] = set()
     for intent_name in sorted(intents.intents):
+        if hard and intent_name not in HARD_NEGATIVES:
+            continue
         intent = intents.intents[intent_name]
         for b, data in enumerate(intent.data):
             rules = {**intents.expansion_rules, **(data.expansion_rules or {})}
@@ -327,14 +333,14 @@ def generate() -> list[dict]:
                 if (intent_name, template) in SKIPPED_TEMPLATES:
                     continue
                 for variant, label, domains in variants(intent_name, data):
-                    rng = random.Random(f"{intent_name}/{b}/{s}/{variant}")
+                    rng = random.Random(f"{intent_name}/{b}/{s}/{variant}" + ("/hard" if hard else ""))
                     kind = "other" if label is None else "command"
                     names = name_values(domains, variant == "lamp", "{name} <light>" in template)
                     if "{name}" in template and not names:
                         continue
                     lists = {**intents.slot_lists, **cut_lists(intents, sentence, names, rng, LIST_CUT[kind], engine)}
                     lab = label_of(intent_name, domains, names[0] if "{name}" in template else None)
-                    cap = PER_OTHER if lab == "NOOP" else PER_COMMAND
+                    cap = HARD_EXTRA if hard else PER_OTHER if lab == "NOOP" else PER_COMMAND
                     for t in expand(sentence, lists, rules, rng, cap, engine):
                         if rng.random() < SKIP_WORD_SHARE:
                             question = t.split()[0] in QUESTION_WORDS
@@ -347,14 +353,30 @@ def generate() -> list[dict]:
                             continue
                         seen[t] = lab
                         rows.append({"text": t, "label": lab, "source": SOURCE, "intent": intent_name,
-                                     "template": template})
-    return [r for r in rows if r["text"] not in conflicts]
+                                     "template": template, "sample": "hard-negative" if hard else "main"})
+    return rows, conflicts, seen
+
+
+def generate() -> list[dict]:
+    """The main pass, then the hard-negative pass (its texts not already in the main pass)."""
+    from hassil.intents import Intents
+    from home_assistant_intents import get_intents
+
+    engine = _engine()
+    intents = Intents.from_dict(get_intents("en"))
+    banned = {json.loads(line)["clean_text"] for line in TEST_SET.read_text(encoding="utf-8").splitlines() if line.strip()}
+    main, conflicts, seen = expand_all(intents, engine, banned, hard=False)
+    main = [r for r in main if r["text"] not in conflicts]
+    extra, _, _ = expand_all(intents, engine, banned | set(seen), hard=True)  # all NOOP: no conflicts
+    return main + extra
 
 
 def asr_subset(rows: list[dict], size: int = ASR_LINES) -> list[dict]:
     """The lines rendered through speech -> pocketsphinx (models/data/ha-intents.asr.jsonl): a
-    seeded sample, in file order, of ASR_COMMANDS ON/OFF lines and the rest NOOP lines (commands
-    are over-represented: they are what the device must not miss when it hears them garbled)."""
+    seeded sample, in file order, of ASR_COMMANDS ON/OFF lines and the rest NOOP lines of the main
+    pass (commands are over-represented: they are what the device must not miss when it hears
+    them garbled)."""
+    rows = [r for r in rows if r["sample"] == "main"]
     rng = random.Random(0)
     commands = [i for i, r in enumerate(rows) if r["label"] != "NOOP"]
     others = [i for i, r in enumerate(rows) if r["label"] == "NOOP"]
