@@ -7,7 +7,8 @@ import sqlite3
 import pytest
 
 from edge_plm import actions, jsonl, store
-from edge_plm.switch import charnet, unitnet
+from edge_plm.charnet import network as charnet
+from edge_plm.switch import unitnet
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch.tokenizer import ACTION_IDS, RESERVED, CharTokenizer
 from edge_plm.policy import Action
