@@ -84,7 +84,13 @@ def _random_batch(seed):
     labels = rng.integers(0, 3, size=len(examples))
     sw = np.full(len(examples), 1.0 / len(examples))
     cvals = rng.uniform(0.0, 1.0, size=4)
-    b = attention.SaffuBatch(examples, labels, sw, widths, offsets, lambda w: cvals[w])
+    b = attention.SaffuBatch(examples, widths, offsets).refresh(labels, sw, lambda w: cvals[w])
+    grown = attention.SaffuBatch(examples[:2], widths, offsets)  # a batch grown label by label
+    for e in examples[2:]:
+        grown.extend([e])
+    grown.refresh(labels, sw, lambda w: cvals[w])
+    for name in ("indptr", "indices", "eptr", "ent_pos", "ent_m", "ent_v", "pptr", "cval", "branch", "woff"):
+        np.testing.assert_array_equal(getattr(grown, name), getattr(b, name))
     U = rng.normal(0, 1.0, size=(units, 3))
     bias = rng.normal(0, 0.3, size=3)
     mask = np.array([0.0, 0.0, -10.0]) if seed % 2 else np.zeros(3)
@@ -207,6 +213,9 @@ def test_warm_start_targets_follow_the_evidence_and_refuse_negatives():
 
 def test_same_data_same_model(tmp_path):
     a, b = learned(), learned()
+    fresh = learned()
+    fresh.net._struct = None  # the grown batch structure equals one built from scratch
+    assert fresh.net.objective()[0] == a.net.objective()[0]
     assert a.save(tmp_path / "a.npz").read_bytes() == b.save(tmp_path / "b.npz").read_bytes()
 
 

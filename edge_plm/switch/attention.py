@@ -334,12 +334,13 @@ class SaffuBatch:
     """Every labelled example, concatenated for the kernels: merged units (CSR ``indptr``,
     ``indices``), their occurrences (``eptr``; position, merged index, weight share), the
     comparisons of each word position (``pptr``, ``cval``), each example's branch (index, width,
-    offset into the flattened W; -1 / 0 / 0 without one), labels and class-balanced weights."""
+    offset into the flattened W; -1 / 0 / 0 without one), labels and class-balanced weights.
+    The structure grows by ``extend`` (a new label appends; nothing before it is rebuilt);
+    ``refresh`` sets what changes with every label: labels, weights and the comparisons."""
 
-    def __init__(self, examples: list[tuple], labels: np.ndarray, sw: np.ndarray, widths: tuple[int, ...],
-                 offsets: np.ndarray, comparisons):
-        # examples: (ids, ent_pos, ent_m, ent_v, word_ids) per labelled example; ``comparisons``
-        # maps the concatenated word ids to their c (one vectorised read of the cache)
+    def __init__(self, examples: list[tuple], widths: tuple[int, ...], offsets: np.ndarray):
+        # examples: (ids, ent_pos, ent_m, ent_v, word_ids) per labelled example
+        self.widths, self.offsets = widths, offsets
         self.indptr = _ptr([len(e[0]) for e in examples])
         self.indices = _cat([e[0] for e in examples], np.int64)
         self.eptr = _ptr([len(e[1]) for e in examples])
@@ -348,13 +349,34 @@ class SaffuBatch:
         self.ent_v = _cat([e[3] for e in examples], np.float64)
         lengths = [len(e[4]) for e in examples]
         self.pptr = _ptr(lengths)
-        self.cval = comparisons(_cat([e[4] for e in examples], np.int64))
+        self.wid = _cat([e[4] for e in examples], np.int64)
         br = [branch_index(k, widths) for k in lengths]
         self.branch = np.array(br, dtype=np.int64)
         self.width = np.array([widths[i] if i >= 0 else 0 for i in br], dtype=np.int64)
         self.woff = np.array([offsets[i] if i >= 0 else 0 for i in br], dtype=np.int64)
+        self.cval = np.zeros(len(self.wid))
+        self.labels = np.zeros(len(lengths), dtype=np.int64)
+        self.sw = np.zeros(len(lengths))
+
+    def __len__(self) -> int:
+        return len(self.branch)
+
+    def extend(self, examples: list[tuple]) -> None:
+        """Append examples (as for the constructor) after the ones held."""
+        more = SaffuBatch(examples, self.widths, self.offsets)
+        for ptr in ("indptr", "eptr", "pptr"):
+            old, new = getattr(self, ptr), getattr(more, ptr)
+            setattr(self, ptr, np.concatenate([old, new[1:] + old[-1]]))
+        for name in ("indices", "ent_pos", "ent_m", "ent_v", "wid", "branch", "width", "woff"):
+            setattr(self, name, np.concatenate([getattr(self, name), getattr(more, name)]))
+
+    def refresh(self, labels: np.ndarray, sw: np.ndarray, comparisons) -> "SaffuBatch":
+        """Set the labels, the class-balanced weights and the comparisons (``comparisons``
+        maps the concatenated word ids to c: one vectorised read of the cache)."""
         self.labels = labels.astype(np.int64)
         self.sw = sw.astype(np.float64)
+        self.cval = comparisons(self.wid)
+        return self
 
 
 def _ptr(lengths: list[int]) -> np.ndarray:

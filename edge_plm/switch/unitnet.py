@@ -68,6 +68,8 @@ class UnitNet:
         # F = df = B = delta = 0 and zero gradient, so the solve and refinement skip them
         self.n_active = 0
         self._batch = None  # CSR of the labelled rows, rebuilt when they change
+        self._struct: SaffuBatch | None = None  # the attention batch's structure, grown by new labels
+        self._struct_keys: list[int] = []
 
     # -- statistics ------------------------------------------------------------------------
 
@@ -95,6 +97,7 @@ class UnitNet:
     def remove(self, key: int) -> None:
         ids, w, label, _ = self.rows.pop(key)
         self._count(ids, w, label, -1.0, self.ex_weight.pop(key))
+        self._struct = None
         if self.att is not None:
             self.att.remove(key)
             self.placed.pop(key, None)
@@ -241,13 +244,7 @@ class UnitNet:
             labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
             sw = self.sample_weights(labels, np.array([self.ex_weight[k] for k in keys]))
             if self.att is not None:
-                idf = self.config.idf_power
-                ex = []
-                for k in keys:
-                    ids = self.rows[k][0]
-                    word_ids, pos, mm, v = self.placed[k]
-                    ex.append((ids, pos, mm, v * self.idf(ids)[mm] if idf else v, word_ids))
-                self._batch = SaffuBatch(ex, labels, sw, self.att.widths, self.att.offsets, self.comparisons)
+                self._batch = self._saffu_structure(keys).refresh(labels, sw, self.comparisons)
                 return self._batch
             lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
             indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -259,6 +256,23 @@ class UnitNet:
                 values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
             self._batch = (indptr, indices, values, labels, sw)
         return self._batch
+
+    def _saffu_structure(self, keys: list[int]) -> SaffuBatch:
+        """The batch's structure for ``keys``: extended when they only add keys after the ones
+        it holds (a new label), rebuilt otherwise (forget, relabel, idf weights that move)."""
+        n = len(self._struct_keys)
+        if (self._struct is None or self.config.idf_power or keys[:n] != self._struct_keys):
+            self._struct, self._struct_keys = SaffuBatch([], self.att.widths, self.att.offsets), []
+            n = 0
+        if len(keys) > n:
+            self._struct.extend([self._example(k) for k in keys[n:]])
+            self._struct_keys = list(keys)
+        return self._struct
+
+    def _example(self, key: int) -> tuple:
+        ids = self.rows[key][0]
+        word_ids, pos, mm, v = self.placed[key]
+        return ids, pos, mm, v * self.idf(ids)[mm] if self.config.idf_power else v, word_ids
 
     def sample_weights(self, labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Class-balanced weights (each action's examples weigh 1/3 in all; within an action in
