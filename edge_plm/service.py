@@ -152,7 +152,8 @@ def _open_input(settings):
     if settings.audio.source == "microphone":
         asr = make_asr(settings.asr, settings.paths.models_path())
         source = MicrophoneSource(settings.audio.device, settings.audio.sample_rate,
-                                  settings.audio.block_ms, Endpointer.from_config(settings.audio))
+                                  settings.audio.block_ms, Endpointer.from_config(settings.audio),
+                                  asr=asr)
         source.open()
         return asr, source
     log.error("audio.source = 'wav' is for replays: use `edge-plm replay`")

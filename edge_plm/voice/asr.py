@@ -1,14 +1,18 @@
 """Speech recognition backends behind one small interface.
 
-    backend.transcribe(samples_int16_16k) -> Transcript
-    backend.transcribe_utterance(utterance) -> Transcript   (what the controller calls)
+    backend.session() -> AsrSession    feed(block) while the person speaks, finish() after the
+                                       endpoint (edge_plm.voice.stream; what the loop uses)
+    backend.transcribe(samples_int16_16k) -> Transcript   a whole recording, fed to a session
+                                       in 30 ms blocks as a microphone would (batch=True: one
+                                       whole-utterance decode, which can give other words)
+    backend.transcribe_utterance(utterance) -> Transcript
 
 * `VoskASR`         Kaldi models through vosk; the default on a device when a model is installed.
 * `PocketSphinxASR` the English model shipped inside the pocketsphinx wheel: works with no download.
 * `TextASR`         passes a `TextSource` utterance's text through (tests, replays of text logs).
 
-Models are loaded once, at construction (seconds, hundreds of MB); `transcribe` is then cheap
-and safe to call from one thread at a time per backend (a lock serialises callers). Empty
+Models are loaded once, at construction (seconds, hundreds of MB); decoding is then cheap
+and a lock serialises callers; a backend decodes one utterance at a time. Empty
 or silent audio gives an empty transcript, not an error. `make_asr` picks the backend from the config.
 """
 
@@ -39,11 +43,15 @@ class Transcript:
 
     text: str
     backend: str
-    decode_ms: float
+    decode_ms: float  # streamed: the time finish() took (after the endpoint)
     confidence: float | None = None
+    stream_ms: float = 0.0  # streamed: decode time spent while the audio arrived
 
 
-def _check_samples(samples) -> np.ndarray:
+STREAM_BLOCK = 480  # samples per block when a whole recording is streamed (30 ms at 16 kHz)
+
+
+def check_samples(samples) -> np.ndarray:
     """Validate the ASR input: a 1-D int16 array (anything else is a caller bug, said clearly)."""
     arr = np.asarray(samples)
     if arr.ndim != 1:
@@ -65,7 +73,7 @@ def _no_speech(samples: np.ndarray) -> bool:
     return 20.0 * np.log10(max(float(np.sqrt(np.mean(x * x))), 1e-9) / 32768.0) < SILENCE_DBFS
 
 
-def _is_marker(word: str) -> bool:
+def is_marker(word: str) -> bool:
     """Non-word tokens some models emit ([noise], [unk], <sil>, ...)."""
     return (word.startswith("[") and word.endswith("]")) or (word.startswith("<") and word.endswith(">"))
 
@@ -75,12 +83,27 @@ class AsrBackend:
     logs and the DB."""
 
     name = "base"
+    streams = True  # decodes while the audio arrives (session())
     _lock: threading.Lock  # one decode at a time per backend
 
-    def transcribe(self, samples: np.ndarray) -> Transcript:
-        """Check the samples, skip silence, decode (serialised by the lock); timed."""
+    def session(self):
+        """A streaming session for one utterance (edge_plm.voice.stream)."""
+        raise AsrError(f"the {self.name} ASR backend cannot stream")
+
+    def transcribe(self, samples: np.ndarray, batch: bool = False) -> Transcript:
+        """Decode a whole recording: streamed in 30 ms blocks (the loop's way) or, with
+        `batch`, in one whole-utterance call; silence is not decoded. Timed (decode_ms: all)."""
+        if not batch:
+            t0 = time.perf_counter()
+            samples = check_samples(samples)
+            session = self.session()
+            for i in range(0, len(samples), STREAM_BLOCK):
+                session.feed(samples[i:i + STREAM_BLOCK])
+            tr = session.finish()
+            tr.decode_ms = (time.perf_counter() - t0) * 1000.0
+            return tr
         t0 = time.perf_counter()
-        samples = _check_samples(samples)
+        samples = check_samples(samples)
         text, confidence = "", None
         if not _no_speech(samples):
             with self._lock:
@@ -93,6 +116,10 @@ class AsrBackend:
         raise NotImplementedError
 
     def transcribe_utterance(self, utterance: Utterance) -> Transcript:
+        """The utterance's words: its stream finished if it was decoded while it arrived, else
+        its samples streamed now."""
+        if utterance.stream is not None:
+            return utterance.stream.finish()
         if utterance.sample_rate != TARGET_RATE:
             raise AsrError(f"utterance is at {utterance.sample_rate} Hz; ASR needs {TARGET_RATE} Hz")
         return self.transcribe(utterance.samples)
@@ -109,11 +136,18 @@ class PocketSphinxASR(AsrBackend):
     depends a little on what was decoded before it. `adapt_cmn=False` restores the initial
     estimate before every utterance: the same samples give the same words whatever came before
     (tests, benchmarks, replays); the posterior may still differ in the last digits.
+
+    `fwdflat` / `bestpath` (pocketsphinx's second search passes over the whole utterance) are
+    off by default: they run at `end_utt`, after the endpoint, and cost 150-300 ms there on this
+    project's benchmark machine; the first pass runs while the person speaks
+    (BENCHMARKS.md, "After the last word").
     """
 
     name = "pocketsphinx"
 
-    def __init__(self, adapt_cmn: bool = True, **decoder_options) -> None:
+    def __init__(self, adapt_cmn: bool = True, fwdflat: bool = False, bestpath: bool = False,
+                 **decoder_options) -> None:
+        decoder_options.update(fwdflat=fwdflat, bestpath=bestpath)
         try:
             from pocketsphinx import Decoder  # noqa: PLC0415 - heavy import only when used
         except ImportError as exc:
@@ -126,8 +160,14 @@ class PocketSphinxASR(AsrBackend):
         self.adapt_cmn = adapt_cmn
         self._initial_cmn = self._decoder.get_cmn(False)
         self._lock = threading.Lock()
+        self._session = None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("pocketsphinx loaded (%s) in %.0f ms", self._decoder.config["hmm"], self.load_ms)
+
+    def session(self):
+        from edge_plm.voice.stream import PocketSphinxSession  # noqa: PLC0415 - stream imports asr
+
+        return PocketSphinxSession(self)
 
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
         try:
@@ -142,7 +182,7 @@ class PocketSphinxASR(AsrBackend):
             raise AsrError(f"pocketsphinx failed to decode {len(samples)} samples: {exc}") from exc
         if hyp is None:
             return "", None
-        words = [w for w in hyp.hypstr.split() if not _is_marker(w)]
+        words = [w for w in hyp.hypstr.split() if not is_marker(w)]
         conf = float(min(1.0, max(0.0, prob))) if prob is not None else None
         return " ".join(words), conf if words else None
 
@@ -178,6 +218,7 @@ class VoskASR(AsrBackend):
         self._vosk = vosk
         self._recognizer = self._make_recognizer()
         self._lock = threading.Lock()
+        self._session = None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("vosk model %s loaded in %.0f ms%s", model_dir, self.load_ms,
                  f" (grammar of {len(self.grammar)} phrases)" if self.grammar else "")
@@ -193,6 +234,11 @@ class VoskASR(AsrBackend):
         rec.SetWords(True)
         return rec
 
+    def session(self):
+        from edge_plm.voice.stream import VoskSession  # noqa: PLC0415 - stream imports asr
+
+        return VoskSession(self)
+
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
         try:
             self._recognizer.AcceptWaveform(samples.astype("<i2").tobytes())
@@ -200,18 +246,19 @@ class VoskASR(AsrBackend):
         except Exception as exc:
             self._recognizer = self._make_recognizer()  # do not reuse a recogniser in a bad state
             raise AsrError(f"vosk failed to decode {len(samples)} samples: {exc}") from exc
-        words = [w for w in result.get("result", []) if not _is_marker(w.get("word", ""))]
+        words = [w for w in result.get("result", []) if not is_marker(w.get("word", ""))]
         if words:
             return " ".join(w["word"] for w in words), float(np.mean([w.get("conf", 0.0) for w in words]))
-        return " ".join(w for w in result.get("text", "").split() if not _is_marker(w)), None
+        return " ".join(w for w in result.get("text", "").split() if not is_marker(w)), None
 
 
 class TextASR(AsrBackend):
     """Passes a text utterance's transcript through (confidence 1.0: nothing was misheard)."""
 
     name = "text"
+    streams = False
 
-    def transcribe(self, samples: np.ndarray) -> Transcript:
+    def transcribe(self, samples: np.ndarray, batch: bool = False) -> Transcript:
         raise AsrError("the text ASR backend has no acoustic model: give it utterances from a "
                        "text source, or choose the vosk/pocketsphinx backend for audio")
 
