@@ -121,7 +121,7 @@ class PocketSphinxSession(AsrSession):
         d = self.backend._decoder
         try:
             if not self.backend.adapt_cmn:
-                d.set_cmn(self.backend._initial_cmn)
+                d.reinit_feat()  # the whole front end as configured (set_cmn keeps live-CMN state)
             d.start_utt()
         except RuntimeError as exc:
             raise AsrError(f"pocketsphinx could not start an utterance: {exc}") from exc
