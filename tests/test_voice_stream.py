@@ -187,3 +187,62 @@ def test_replay_from_audio_reports_after_speech_beyond_the_tail(tmp_path):
             assert after > s["silence_tail_ms"]
             assert x.outcome.latency.asr is not None
     assert s["latency_ms"]["after_speech"]["median"] > s["silence_tail_ms"]
+
+
+class _FakeCard:
+    """A sound card for MicrophoneSource that plays a recording (sounddevice's interface)."""
+
+    class PortAudioError(Exception):
+        pass
+
+    def __init__(self, samples: np.ndarray, source_ref: list) -> None:
+        self.samples, self.pos, self.source_ref = samples, 0, source_ref
+
+    def query_devices(self, device=None, kind=None):
+        return {"name": "fake card", "default_samplerate": 16000.0}
+
+    def check_input_settings(self, **kw):
+        return None
+
+    def InputStream(self, **kw):  # noqa: N802 - sounddevice's name
+        card = self
+
+        class Stream:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def read(self, n):
+                chunk = card.samples[card.pos:card.pos + n]
+                card.pos += n
+                if len(chunk) < n:  # the recording is over: stop the source
+                    card.source_ref[0].close()
+                    chunk = np.concatenate([chunk, np.zeros(n - len(chunk), dtype=np.int16)])
+                return chunk.reshape(-1, 1), False
+
+        return Stream()
+
+
+def test_microphone_source_decodes_while_the_person_speaks(sphinx):
+    from edge_plm.voice.audio import MicrophoneSource
+
+    speech = read_wav(DEMO / "turn-off-the-light.slt.wav")[0]
+    played = np.concatenate([silence(1.0), speech, silence(1.0, 1)])
+    ref: list = []
+    source = MicrophoneSource(endpointer=Endpointer(vad="webrtc", silence_tail_ms=300,
+                                                    floor_margin_db=8.0), asr=sphinx)
+    ref.append(source)
+    card = _FakeCard(played, ref)
+    source._import_sounddevice = lambda: card
+    utterances = list(source)
+    assert len(utterances) == 1
+    utt = utterances[0]
+    assert utt.stream is not None and utt.endpoint_at is not None
+    assert 300 <= utt.tail_ms <= 330
+    assert utt.stream.samples == len(utt.samples)  # the session got exactly the utterance
+    heard = sphinx.transcribe_utterance(utt)  # finishes the stream
+    assert {"off", "light"} <= set(heard.text.split()), heard.text
+    assert heard.stream_ms > 0
+    assert sphinx.transcribe(utt.samples).text == heard.text
