@@ -11,8 +11,10 @@ SNR (noise RMS relative to the speech level):
 The stream goes through `Endpointer` in 30 ms blocks exactly as the microphone's would, and the
 segments are compared with where the speech really is (10 ms frames of the clean utterance
 above -50 dBFS, first to last):
-  cut     an utterance whose speech is not inside one segment (its first or last words
-          are cut off, or it is split in two; includes missed ones)
+  cut     words cut off: an utterance split over several segments or missed, or whose segment
+          leaves out more than 2 % of its clean speech energy (a word or a syllable, not a
+          breath; at 10 dB SNR the quietest frames are under the noise)
+  edge    stricter: any clean frame above -50 dBFS outside its one segment
   merged  utterances that share a segment with the one before them (two commands heard as one)
   false   segments with no speech in them (false starts: noise taken for speech)
 
@@ -53,9 +55,9 @@ DETECTORS = {"energy -40 dBFS": {"vad": "energy", "threshold_db": -40.0},
              "energy -40 + floor 8": {"vad": "energy", "threshold_db": -40.0, "floor_margin_db": 8.0},
              "webrtc 2": {"vad": "webrtc", "vad_aggressiveness": 2},
              "webrtc 3": {"vad": "webrtc", "vad_aggressiveness": 3},
+             "webrtc 2 + floor 5": {"vad": "webrtc", "vad_aggressiveness": 2, "floor_margin_db": 5.0},
              "webrtc 2 + floor 8": {"vad": "webrtc", "vad_aggressiveness": 2, "floor_margin_db": 8.0},
-             "webrtc 3 + floor 8": {"vad": "webrtc", "vad_aggressiveness": 3, "floor_margin_db": 8.0},
-             "webrtc 3 + floor 12": {"vad": "webrtc", "vad_aggressiveness": 3, "floor_margin_db": 12.0}}
+             "webrtc 3 + floor 8": {"vad": "webrtc", "vad_aggressiveness": 3, "floor_margin_db": 8.0}}
 CONDITIONS = [("clean", None, None), ("pink", 20, "pink"), ("pink", 10, "pink"),
               ("babble", 20, "babble"), ("babble", 10, "babble")]
 
@@ -128,20 +130,33 @@ def mix(clean: Path, noise: Path, snr_db: float, out: Path) -> np.ndarray:
     return read_wav(out)[0]
 
 
-def score(stream: np.ndarray, truth: list[tuple[float, float]], ep: Endpointer) -> dict:
+def lost_energy(clean: np.ndarray, s_ms: float, e_ms: float, seg) -> float:
+    """Fraction of the clean utterance's energy in [s_ms, e_ms) outside the segment."""
+    a, b = int(s_ms * RATE / 1000), int(e_ms * RATE / 1000)
+    x = clean[a:b].astype(np.float64) ** 2
+    lo = max(0, int(seg.start_ms * RATE / 1000) - a)
+    hi = max(0, min(b - a, int(seg.end_ms * RATE / 1000) - a))
+    total = float(x.sum())
+    return 0.0 if total <= 0 else 1.0 - float(x[lo:hi].sum()) / total
+
+
+def score(stream: np.ndarray, clean: np.ndarray, truth: list[tuple[float, float]], ep: Endpointer) -> dict:
     ep.reset()
     segs = ep.feed(stream) + ep.flush()
-    cut = merged = 0
+    cut = edge = merged = 0
     owner: list[list[int]] = [[] for _ in segs]
     for i, (s, e) in enumerate(truth):
         touching = [k for k, g in enumerate(segs) if g.start_ms < e and g.end_ms > s]
         for k in touching:
             owner[k].append(i)
-        if len(touching) != 1 or not (segs[touching[0]].start_ms <= s and segs[touching[0]].end_ms >= e):
+        one = segs[touching[0]] if len(touching) == 1 else None
+        if one is None or not (one.start_ms <= s and one.end_ms >= e):
+            edge += 1
+        if one is None or lost_energy(clean, s, e, one) > 0.02:
             cut += 1
     merged = sum(max(0, len(o) - 1) for o in owner)
     false = sum(not o for o in owner)
-    return {"utterances": len(truth), "segments": len(segs), "cut": cut, "merged": merged,
+    return {"utterances": len(truth), "segments": len(segs), "cut": cut, "edge": edge, "merged": merged,
             "false_starts": false, "max_length_cuts": sum(g.truncated for g in segs)}
 
 
@@ -173,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                 audio = stream if kind is None else mix(clean, noises[kind], snr, tmp / f"mix{seed}.wav")
                 for det, opts in DETECTORS.items():
                     for tail in tails:
-                        r = score(audio, truth, Endpointer(silence_tail_ms=tail, **opts))
+                        r = score(audio, stream, truth, Endpointer(silence_tail_ms=tail, **opts))
                         key = f"{det}|{label}|{tail}"
                         t = totals.setdefault(key, {"detector": det, "condition": label, "tail_ms": tail})
                         for k, v in r.items():
@@ -183,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     for t in totals.values():
         n = t["utterances"]
         rows.append([t["detector"], t["condition"], t["tail_ms"], n, f"{100 * t['cut'] / n:.1f} %",
-                     f"{100 * t['merged'] / n:.1f} %", t["false_starts"], t["max_length_cuts"]])
-    print(markdown_table(["detector", "noise", "tail ms", "utterances", "cut", "merged", "false starts",
+                     f"{100 * t['edge'] / n:.1f} %", f"{100 * t['merged'] / n:.1f} %", t["false_starts"],
+                     t["max_length_cuts"]])
+    print(markdown_table(["detector", "noise", "tail ms", "utterances", "cut", "edge", "merged", "false starts",
                           "max-length cuts"], rows))
     write_result("endpoint", {**header(), "households": args.households, "lines": args.lines,
                               "speech_dbfs": SPEECH_DB, "results": list(totals.values())})
