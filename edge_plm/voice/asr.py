@@ -23,59 +23,16 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from edge_plm.voice.asr_base import (  # noqa: F401 - re-exported: the ASR API in one place
+    SILENCE_DBFS, STREAM_BLOCK, AsrError, Transcript, check_samples, is_marker, no_speech)
 from edge_plm.voice.audio import TARGET_RATE, Utterance
+from edge_plm.voice.stream import PocketSphinxSession, VoskSession
 
 log = logging.getLogger(__name__)
-
-
-class AsrError(Exception):
-    """An ASR backend could not be created or could not decode; the message says why."""
-
-
-@dataclass
-class Transcript:
-    """What the recogniser heard. `confidence` is in [0, 1] when the backend provides one."""
-
-    text: str
-    backend: str
-    decode_ms: float  # streamed: the time finish() took (after the endpoint)
-    confidence: float | None = None
-    stream_ms: float = 0.0  # streamed: decode time spent while the audio arrived
-
-
-STREAM_BLOCK = 480  # samples per block when a whole recording is streamed (30 ms at 16 kHz)
-
-
-def check_samples(samples) -> np.ndarray:
-    """Validate the ASR input: a 1-D int16 array (anything else is a caller bug, said clearly)."""
-    arr = np.asarray(samples)
-    if arr.ndim != 1:
-        raise AsrError(f"ASR expects mono 1-D samples, got shape {arr.shape}")
-    if arr.dtype != np.int16:
-        raise AsrError(f"ASR expects int16 samples at 16 kHz, got dtype {arr.dtype}")
-    return arr
-
-
-SILENCE_DBFS = -75.0  # quieter than this (RMS) cannot hold speech
-
-
-def _no_speech(samples: np.ndarray) -> bool:
-    """True for empty or (near-)digitally silent audio: decoders hallucinate words on zeros
-    (pocketsphinx hears "i'm" in one second of zeros), so such input is not decoded at all."""
-    if len(samples) == 0:
-        return True
-    x = samples.astype(np.float64)
-    return 20.0 * np.log10(max(float(np.sqrt(np.mean(x * x))), 1e-9) / 32768.0) < SILENCE_DBFS
-
-
-def is_marker(word: str) -> bool:
-    """Non-word tokens some models emit ([noise], [unk], <sil>, ...)."""
-    return (word.startswith("[") and word.endswith("]")) or (word.startswith("<") and word.endswith(">"))
 
 
 class AsrBackend:
@@ -105,7 +62,7 @@ class AsrBackend:
         t0 = time.perf_counter()
         samples = check_samples(samples)
         text, confidence = "", None
-        if not _no_speech(samples):
+        if not no_speech(samples):
             with self._lock:
                 text, confidence = self._decode(samples)
         return Transcript(text=text, backend=self.name,
@@ -165,8 +122,6 @@ class PocketSphinxASR(AsrBackend):
         log.info("pocketsphinx loaded (%s) in %.0f ms", self._decoder.config["hmm"], self.load_ms)
 
     def session(self):
-        from edge_plm.voice.stream import PocketSphinxSession  # noqa: PLC0415 - stream imports asr
-
         return PocketSphinxSession(self)
 
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
@@ -235,8 +190,6 @@ class VoskASR(AsrBackend):
         return rec
 
     def session(self):
-        from edge_plm.voice.stream import VoskSession  # noqa: PLC0415 - stream imports asr
-
         return VoskSession(self)
 
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from edge_plm.voice.asr import SILENCE_DBFS, STREAM_BLOCK, AsrError, Transcript, check_samples, is_marker
+from edge_plm.voice.asr_base import SILENCE_DBFS, STREAM_BLOCK, AsrError, Transcript, check_samples, is_marker
 
 log = logging.getLogger(__name__)
 
