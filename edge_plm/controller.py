@@ -71,7 +71,9 @@ def wav_inputs(paths: Iterable[str | Path], endpointer: Endpointer | None = None
     """Each WAV file as an `Utterance` (silence trimmed), or an `InputFailure` if unreadable.
 
     With a streaming `asr`, each file is fed to an ASR session in 30 ms blocks as a microphone
-    would deliver it (`stream_recording`), its endpoint the configured silence tail after it."""
+    would deliver it (`stream_recording`), its endpoint the configured silence tail after it;
+    with one that does not stream, the endpoint is when the file was read (it is decoded whole
+    in the ASR stage), so `Latency.after_speech` is defined for both."""
     reader = WavSource([], endpointer=endpointer)
     tail = endpointer.silence_tail_ms if endpointer is not None else 0.0
     for path in paths:
@@ -87,6 +89,8 @@ def wav_inputs(paths: Iterable[str | Path], endpointer: Endpointer | None = None
             except AsrError as exc:  # the controller's ASR stage decodes it again and says why
                 log.error("streaming ASR failed for %s: %s", path, exc)
                 utt.stream = None
+        elif asr is not None and len(utt.samples):  # decoded whole after the endpoint: now
+            utt.endpoint_at, utt.tail_ms = time.perf_counter(), float(tail)
         yield utt
 
 
