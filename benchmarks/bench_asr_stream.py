@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                               "after the last block p50 / p95 ms", "the same in CPU ms"], ko_rows))
     diffs = [{"clip": n, "spoken": t, "batch+passes": a, "stream": b}
              for (n, t, _), a, b in zip(data, res["batch+passes"]["texts"], res["stream"]["texts"]) if a != b]
-    write_result("asr-stream" + (f"-{args.tag}" if args.tag else ""), {**header(), "adapt_cmn": adapt, "clips": [n for n, _, _ in data], "pocketsphinx": res,
+    write_result("asr-stream" + (f"-{args.tag}" if args.tag else ""),
+                 {**header(), "adapt_cmn": adapt, "clips": [n for n, _, _ in data], "pocketsphinx": res,
                                 "differences": diffs, "vosk_ko": ko_res})
     return 0
 
