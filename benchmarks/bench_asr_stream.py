@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
              for (n, t, _), a, b in zip(data, res["batch+passes"]["texts"], res["stream"]["texts"]) if a != b]
     write_result("asr-stream" + (f"-{args.tag}" if args.tag else ""),
                  {**header(), "adapt_cmn": adapt, "clips": [n for n, _, _ in data], "pocketsphinx": res,
-                                "differences": diffs, "vosk_ko": ko_res})
+                  "differences": diffs, "vosk_ko": ko_res})
     return 0
 
 
