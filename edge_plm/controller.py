@@ -38,6 +38,7 @@ from edge_plm.transcript import cap_transcript
 from edge_plm.voice.asr import AsrBackend, AsrError, TextASR, Transcript
 from edge_plm.voice.audio import AudioError, Utterance, WavSource, write_wav
 from edge_plm.voice.endpoint import Endpointer
+from edge_plm.voice.stream import stream_recording
 
 if TYPE_CHECKING:
     from edge_plm.switch.model import SwitchPrediction
@@ -71,15 +72,32 @@ class InputFailure:
 Item = Utterance | InputFailure
 
 
-def wav_inputs(paths: Iterable[str | Path], endpointer: Endpointer | None = None) -> Iterator[Item]:
-    """Each WAV file as an `Utterance` (silence trimmed), or an `InputFailure` if unreadable."""
+def wav_inputs(paths: Iterable[str | Path], endpointer: Endpointer | None = None,
+               asr: AsrBackend | None = None) -> Iterator[Item]:
+    """Each WAV file as an `Utterance` (silence trimmed), or an `InputFailure` if unreadable.
+
+    With a streaming `asr`, each file is fed to an ASR session in 30 ms blocks as a microphone
+    would deliver it (`stream_recording`), its endpoint the configured silence tail after it;
+    with one that does not stream, the endpoint is when the file was read (it is decoded whole
+    in the ASR stage), so `Latency.after_speech` is defined for both."""
     reader = WavSource([], endpointer=endpointer)
+    tail = endpointer.silence_tail_ms if endpointer is not None else 0.0
     for path in paths:
         t0 = time.perf_counter()
         try:
-            yield reader.load(path)
+            utt = reader.load(path)
         except AudioError as exc:
             yield InputFailure("wav", str(exc), str(path), (time.perf_counter() - t0) * 1e3)
+            continue
+        if asr is not None and asr.streams and len(utt.samples):
+            try:
+                utt = stream_recording(utt, asr, tail)
+            except AsrError as exc:  # the controller's ASR stage decodes it again and says why
+                log.error("streaming ASR failed for %s: %s", path, exc)
+                utt.stream = None
+        elif asr is not None and len(utt.samples):  # decoded whole after the endpoint: now
+            utt.endpoint_at, utt.tail_ms = time.perf_counter(), float(tail)
+        yield utt
 
 
 def text_utterance(text: str) -> Utterance:
@@ -92,13 +110,18 @@ def text_utterance(text: str) -> Utterance:
 # --- records --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Latency:
-    """Per-interaction latency breakdown in milliseconds (None: that stage did not run)."""
+    """Per-interaction latency breakdown in milliseconds (None: that stage did not run).
+
+    `after_speech` (not stored in the database): for an utterance with a known endpoint that
+    drove the relay, the silence tail plus the time from the endpoint until the relay call
+    returned (what the person waits after their last word)."""
 
     audio: float | None = None
     asr: float | None = None
     model: float | None = None
     actuator: float | None = None
     total: float | None = None
+    after_speech: float | None = None
 
     def columns(self) -> dict[str, float | None]:
         return {"latency_audio_ms": self.audio, "latency_asr_ms": self.asr,
@@ -127,6 +150,7 @@ class Stopwatch:
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.ms: dict[str, float] = {}
+        self.after_speech: float | None = None  # set when the relay was driven (Latency)
 
     def record(self, stage: str, ms: float) -> None:
         self.ms[stage] = ms
@@ -143,7 +167,7 @@ class Stopwatch:
     def stop(self) -> Latency:
         """The breakdown, with the total: the audio plus everything since the input arrived."""
         total = self.ms.get("audio", 0.0) + (time.perf_counter() - self.start) * 1e3
-        return Latency(**self.ms, total=total)
+        return Latency(**self.ms, total=total, after_speech=self.after_speech)
 
 
 class _Rejected(Exception):
@@ -229,6 +253,8 @@ class Controller:
                 transcript = self._transcribe(asr, utt)
             text = self._usable_text(transcript, utt)
         except _Rejected as rejected:
+            if utt.stream is not None:
+                utt.stream.cancel()
             return self._error_row(rejected, watch, utt)
         with watch.stage("model"):
             pred = self.worker.predict(text)
@@ -236,6 +262,8 @@ class Controller:
         step, now = self._decide(iid, text, pred)
         with watch.stage("actuator"):
             driven = self._act_or_ask(iid, step, now)
+        if driven is not None and utt.endpoint_at is not None:
+            watch.after_speech = utt.tail_ms + (time.perf_counter() - utt.endpoint_at) * 1e3
         # the relay first: what this input closed is labelled (and learned) after it
         self._resolve_all(self._take_deferred() + step.closed)
         return self._record_decision(iid, utt, text, pred, step, driven, watch.stop())
@@ -258,7 +286,7 @@ class Controller:
 
     def _transcribe(self, asr: AsrBackend, utt: Utterance) -> Transcript:
         try:
-            return asr.transcribe_utterance(utt)
+            return asr.transcribe_utterance(utt)  # a streamed utterance: only its finalisation
         except AsrError as exc:
             log.error("ASR failed (%s): %s", asr.name, exc)
             raise _Rejected(f"ASR error: {exc}", asr.name, keep_audio=True) from exc

@@ -147,10 +147,12 @@ class SessionResult:
     labels: int = 0
     versions: list[str] = field(default_factory=list)
     rollbacks: int = 0
+    silence_tail_ms: int = 0  # the endpointer's tail the after_speech latency includes
 
     def summary(self) -> dict:
         """The ``edge-plm replay --json`` object (docs/design.md §4), exact keys and types."""
         ok = [r.outcome.latency for r in self.lines if r.outcome.error is None]
+        after = [x.after_speech for x in ok if x.after_speech is not None]
         return {
             "interactions": len(self.lines),
             "asked": sum(r.asked for r in self.lines),
@@ -162,7 +164,9 @@ class SessionResult:
                 "asr": percentiles([x.asr for x in ok if x.asr is not None]),
                 "model": percentiles([x.model for x in ok if x.model is not None]),
                 "total": percentiles([x.total for x in ok if x.total is not None]),
+                "after_speech": percentiles(after),
             },
+            "silence_tail_ms": self.silence_tail_ms,
         }
 
     def parts(self, n: int = 4) -> list[dict[str, int]]:
@@ -207,7 +211,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     gap = gap_s if gap_s is not None else default_gap_s(controller.settings)
     devices = controller.devices
     pin = devices.factory.pin(devices.switch.cfg.pin)
-    result = SessionResult()
+    result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms)
     first_id: int | None = None
     for i, line in enumerate(lines):
         if stop is not None and stop.is_set():
@@ -215,7 +219,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         clock.advance(gap)
         controller.pump()
         if line.audio is not None:
-            item = next(iter(wav_inputs([line.audio], endpointer)))
+            item = next(iter(wav_inputs([line.audio], endpointer, controller.asr)))
         else:
             item = text_utterance(line.text or "")
         before = devices.relay.is_on

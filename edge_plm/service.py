@@ -199,7 +199,8 @@ def _open_input(settings, stop: StopFlag | None = None, audio_files: list | None
     if settings.audio.source == "microphone":
         asr = make_asr(settings.asr, settings.paths.models_path())
         source = MicrophoneSource(settings.audio.device, settings.audio.sample_rate,
-                                  settings.audio.block_ms, Endpointer.from_config(settings.audio))
+                                  settings.audio.block_ms, Endpointer.from_config(settings.audio),
+                                  asr=asr)
         source.open()
         return asr, source
     raise CannotStart("audio.source = 'wav' needs the files: `edge-plm run --audio FILE...` "

@@ -77,8 +77,11 @@ class AudioConfig:
     device: str = setting("", "sounddevice device name or index; empty = system default")
     sample_rate: int = setting(16000, "rate the ASR sees; capture at another rate is resampled")
     block_ms: int = 30
-    energy_threshold_db: float = setting(-40.0, "dBFS above which a block counts as speech")
-    silence_tail_ms: int = setting(600, "end the utterance after this much silence")
+    vad: str = setting("webrtc", "webrtc | energy ; how a block is judged speech (benchmarks/bench_endpoint.py)")
+    vad_aggressiveness: int = setting(2, "webrtc VAD: 0 (keeps most) .. 3 (drops most non-speech)")
+    vad_floor_margin_db: float = setting(8.0, "speech must also be this far above the running noise floor; 0 = off")
+    energy_threshold_db: float = setting(-40.0, "dBFS above which a block counts as speech (vad = energy)")
+    silence_tail_ms: int = setting(300, "end the utterance after this much silence")
     max_utterance_ms: int = 8000
     min_utterance_ms: int = 200
 
@@ -275,6 +278,12 @@ def audio_problems(a: AudioConfig) -> list[str]:
     out.need(a.energy_threshold_db <= 0,
              f"audio.energy_threshold_db is in dBFS and must be <= 0, got {a.energy_threshold_db}")
     out.need(a.silence_tail_ms >= 0, f"audio.silence_tail_ms must be >= 0, got {a.silence_tail_ms}")
+    out.need(a.vad in ("energy", "webrtc"), f"audio.vad must be 'energy' or 'webrtc', got {a.vad!r}")
+    out.need(a.vad_floor_margin_db >= 0, f"audio.vad_floor_margin_db must be >= 0, got {a.vad_floor_margin_db}")
+    out.need(0 <= a.vad_aggressiveness <= 3,
+             f"audio.vad_aggressiveness must be 0..3, got {a.vad_aggressiveness}")
+    out.need(a.vad != "webrtc" or a.block_ms in (10, 20, 30),
+             f"audio.vad = 'webrtc' needs audio.block_ms of 10, 20 or 30, got {a.block_ms}")
     out.need(a.max_utterance_ms > 0, f"audio.max_utterance_ms must be > 0, got {a.max_utterance_ms}")
     out.need(0 <= a.min_utterance_ms < a.max_utterance_ms,
              f"audio.min_utterance_ms must be >= 0 and below audio.max_utterance_ms "

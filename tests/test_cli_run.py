@@ -31,10 +31,11 @@ def write_session(path: Path, rows: list[dict]) -> Path:
 
 def check_schema(out: dict) -> None:
     assert set(out) == {"interactions", "asked", "acted", "acted_wrong", "missed", "labels",
-                        "latency_ms"}
+                        "latency_ms", "silence_tail_ms"}
+    assert type(out["silence_tail_ms"]) is int
     for key in ("interactions", "asked", "acted", "acted_wrong", "missed", "labels"):
         assert type(out[key]) is int, key
-    assert set(out["latency_ms"]) == {"asr", "model", "total"}
+    assert set(out["latency_ms"]) == {"asr", "model", "total", "after_speech"}
     for part in out["latency_ms"].values():
         assert set(part) == {"median", "p95"}
         assert all(type(v) is float for v in part.values())
@@ -74,6 +75,8 @@ def test_replay_json_audio_relative_paths_and_a_corrupt_file(tmp_path):
     assert out["interactions"] == 4
     assert out["missed"] >= 1  # the broken file's OFF wish got neither action nor question
     assert out["latency_ms"]["asr"]["p95"] > 0.0
+    if out["acted"]:  # the relay was driven: the person waited the tail and then some
+        assert out["latency_ms"]["after_speech"]["median"] > out["silence_tail_ms"]
     assert "broken.wav" in proc.stderr  # logged clearly
 
 

@@ -1,14 +1,18 @@
 """Speech recognition backends behind one small interface.
 
-    backend.transcribe(samples_int16_16k) -> Transcript
-    backend.transcribe_utterance(utterance) -> Transcript   (what the controller calls)
+    backend.session() -> AsrSession    feed(block) while the person speaks, finish() after the
+                                       endpoint (edge_plm.voice.stream; what the loop uses)
+    backend.transcribe(samples_int16_16k) -> Transcript   a whole recording, fed to a session
+                                       in 30 ms blocks as a microphone would (batch=True: one
+                                       whole-utterance decode, which can give other words)
+    backend.transcribe_utterance(utterance) -> Transcript
 
 * `VoskASR`         Kaldi models through vosk; the default on a device when a model is installed.
 * `PocketSphinxASR` the English model shipped inside the pocketsphinx wheel: works with no download.
 * `TextASR`         passes a `TextSource` utterance's text through (tests, replays of text logs).
 
-Models are loaded once, at construction (seconds, hundreds of MB); `transcribe` is then cheap
-and safe to call from one thread at a time per backend (a lock serialises callers). Empty
+Models are loaded once, at construction (seconds, hundreds of MB); decoding is then cheap
+and a lock serialises callers; a backend decodes one utterance at a time. Empty
 or silent audio gives an empty transcript, not an error. `make_asr` picks the backend from the config.
 """
 
@@ -16,63 +20,19 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from edge_plm.voice.asr_base import (  # noqa: F401 - re-exported: the ASR API in one place
+    SILENCE_DBFS, STREAM_BLOCK, AsrError, Transcript, check_samples, is_marker, no_speech)
 from edge_plm.voice.audio import TARGET_RATE, Utterance
+from edge_plm.voice.stream import PocketSphinxSession, VoskSession
 
 log = logging.getLogger(__name__)
-
-
-class AsrError(Exception):
-    """An ASR backend could not be created or could not decode; the message says why."""
-
-
-@dataclass
-class Transcript:
-    """What the recogniser heard. `confidence` is in [0, 1] when the backend provides one."""
-
-    text: str
-    backend: str
-    decode_ms: float
-    confidence: float | None = None
-
-
-def _check_samples(samples) -> np.ndarray:
-    """Validate the ASR input: a 1-D int16 array (anything else is a caller bug, said clearly)."""
-    arr = np.asarray(samples)
-    if arr.ndim != 1:
-        raise AsrError(f"ASR expects mono 1-D samples, got shape {arr.shape}")
-    if arr.dtype != np.int16:
-        raise AsrError(f"ASR expects int16 samples at 16 kHz, got dtype {arr.dtype}")
-    return arr
-
-
-SILENCE_DBFS = -75.0  # quieter than this (RMS) cannot hold speech
-
-
-def _no_speech(samples: np.ndarray) -> bool:
-    """True for empty or (near-)digitally silent audio: decoders hallucinate words on zeros
-    (pocketsphinx hears "i'm" in one second of zeros), so such input is not decoded at all."""
-    if len(samples) == 0:
-        return True
-    energy = 0.0
-    for a in range(0, len(samples), 1 << 16):  # in blocks: a long recording is not copied whole
-        x = samples[a:a + (1 << 16)].astype(np.float64)
-        energy += float(x @ x)
-    rms = math.sqrt(energy / len(samples))
-    return 20.0 * np.log10(max(rms, 1e-9) / 32768.0) < SILENCE_DBFS
-
-
-def _is_marker(word: str) -> bool:
-    """Non-word tokens some models emit ([noise], [unk], <sil>, ...)."""
-    return (word.startswith("[") and word.endswith("]")) or (word.startswith("<") and word.endswith(">"))
 
 
 class AsrBackend:
@@ -80,14 +40,29 @@ class AsrBackend:
     logs and the DB."""
 
     name = "base"
+    streams = True  # decodes while the audio arrives (session())
     _lock: threading.Lock  # one decode at a time per backend
 
-    def transcribe(self, samples: np.ndarray) -> Transcript:
-        """Check the samples, skip silence, decode (serialised by the lock); timed."""
+    def session(self):
+        """A streaming session for one utterance (edge_plm.voice.stream)."""
+        raise AsrError(f"the {self.name} ASR backend cannot stream")
+
+    def transcribe(self, samples: np.ndarray, batch: bool = False) -> Transcript:
+        """Decode a whole recording: streamed in 30 ms blocks (the loop's way) or, with
+        `batch`, in one whole-utterance call; silence is not decoded. Timed (decode_ms: all)."""
+        if not batch:
+            t0 = time.perf_counter()
+            samples = check_samples(samples)
+            session = self.session()
+            for i in range(0, len(samples), STREAM_BLOCK):
+                session.feed(samples[i:i + STREAM_BLOCK])
+            tr = session.finish()
+            tr.decode_ms = (time.perf_counter() - t0) * 1000.0
+            return tr
         t0 = time.perf_counter()
-        samples = _check_samples(samples)
+        samples = check_samples(samples)
         text, confidence = "", None
-        if not _no_speech(samples):
+        if not no_speech(samples):
             with self._lock:
                 text, confidence = self._decode(samples)
         return Transcript(text=text, backend=self.name,
@@ -98,6 +73,10 @@ class AsrBackend:
         raise NotImplementedError
 
     def transcribe_utterance(self, utterance: Utterance) -> Transcript:
+        """The utterance's words: its stream finished if it was decoded while it arrived, else
+        its samples streamed now."""
+        if utterance.stream is not None:
+            return utterance.stream.finish()
         if utterance.sample_rate != TARGET_RATE:
             raise AsrError(f"utterance is at {utterance.sample_rate} Hz; ASR needs {TARGET_RATE} Hz")
         return self.transcribe(utterance.samples)
@@ -114,11 +93,18 @@ class PocketSphinxASR(AsrBackend):
     depends a little on what was decoded before it. `adapt_cmn=False` restores the initial
     estimate before every utterance: the same samples give the same words whatever came before
     (tests, benchmarks, replays); the posterior may still differ in the last digits.
+
+    `fwdflat` / `bestpath` (pocketsphinx's second search passes over the whole utterance) are
+    off by default: they run at `end_utt`, after the endpoint, and cost 150-300 ms there on this
+    project's benchmark machine; the first pass runs while the person speaks
+    (BENCHMARKS.md, "After the last word").
     """
 
     name = "pocketsphinx"
 
-    def __init__(self, adapt_cmn: bool = True, **decoder_options) -> None:
+    def __init__(self, adapt_cmn: bool = True, fwdflat: bool = False, bestpath: bool = False,
+                 **decoder_options) -> None:
+        decoder_options.update(fwdflat=fwdflat, bestpath=bestpath)
         try:
             from pocketsphinx import Decoder  # noqa: PLC0415 - heavy import only when used
         except ImportError as exc:
@@ -131,8 +117,12 @@ class PocketSphinxASR(AsrBackend):
         self.adapt_cmn = adapt_cmn
         self._initial_cmn = self._decoder.get_cmn(False)
         self._lock = threading.Lock()
+        self._session = None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("pocketsphinx loaded (%s) in %.0f ms", self._decoder.config["hmm"], self.load_ms)
+
+    def session(self):
+        return PocketSphinxSession(self)
 
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
         try:
@@ -147,7 +137,7 @@ class PocketSphinxASR(AsrBackend):
             raise AsrError(f"pocketsphinx failed to decode {len(samples)} samples: {exc}") from exc
         if hyp is None:
             return "", None
-        words = [w for w in hyp.hypstr.split() if not _is_marker(w)]
+        words = [w for w in hyp.hypstr.split() if not is_marker(w)]
         conf = float(min(1.0, max(0.0, prob))) if prob is not None else None
         return " ".join(words), conf if words else None
 
@@ -183,6 +173,7 @@ class VoskASR(AsrBackend):
         self._vosk = vosk
         self._recognizer = self._make_recognizer()
         self._lock = threading.Lock()
+        self._session = None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("vosk model %s loaded in %.0f ms%s", model_dir, self.load_ms,
                  f" (grammar of {len(self.grammar)} phrases)" if self.grammar else "")
@@ -198,6 +189,9 @@ class VoskASR(AsrBackend):
         rec.SetWords(True)
         return rec
 
+    def session(self):
+        return VoskSession(self)
+
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
         try:
             self._recognizer.AcceptWaveform(samples.astype("<i2").tobytes())
@@ -205,18 +199,19 @@ class VoskASR(AsrBackend):
         except Exception as exc:
             self._recognizer = self._make_recognizer()  # do not reuse a recogniser in a bad state
             raise AsrError(f"vosk failed to decode {len(samples)} samples: {exc}") from exc
-        words = [w for w in result.get("result", []) if not _is_marker(w.get("word", ""))]
+        words = [w for w in result.get("result", []) if not is_marker(w.get("word", ""))]
         if words:
             return " ".join(w["word"] for w in words), float(np.mean([w.get("conf", 0.0) for w in words]))
-        return " ".join(w for w in result.get("text", "").split() if not _is_marker(w)), None
+        return " ".join(w for w in result.get("text", "").split() if not is_marker(w)), None
 
 
 class TextASR(AsrBackend):
     """Passes a text utterance's transcript through (confidence 1.0: nothing was misheard)."""
 
     name = "text"
+    streams = False
 
-    def transcribe(self, samples: np.ndarray) -> Transcript:
+    def transcribe(self, samples: np.ndarray, batch: bool = False) -> Transcript:
         raise AsrError("the text ASR backend has no acoustic model: give it utterances from a "
                        "text source, or choose the vosk/pocketsphinx backend for audio")
 

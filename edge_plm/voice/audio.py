@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from edge_plm.voice.endpoint import Endpointer
+from edge_plm.voice.endpoint import Dropped, Endpointer, Segment, Speech
 from edge_plm.voice.pcm import (  # noqa: F401 - re-exported: the audio API in one place
     DEFAULT_MAX_SECONDS, TARGET_RATE, AudioError, clipped_fraction, read_wav, resample, write_wav)
 
@@ -37,6 +37,11 @@ class Utterance:
     capturing + endpointing for the microphone), part of the per-interaction latency breakdown.
     `clipped` is the fraction of samples at full scale; `truncated` is True when the endpointer
     cut the utterance at the maximum length (long speech or a stuck microphone).
+
+    Streaming: `stream` is the ASR session the samples were fed to while they arrived (None:
+    not decoded yet); `endpoint_at` the `time.perf_counter()` when the endpoint was known and
+    `tail_ms` the audio between the end of the last speech block and the endpoint (for a
+    trimmed WAV file: the configured silence tail a microphone would have waited).
     """
 
     samples: np.ndarray
@@ -47,6 +52,9 @@ class Utterance:
     audio_ms: float = 0.0
     clipped: float = 0.0
     truncated: bool = False
+    stream: object | None = None  # edge_plm.voice.stream.AsrSession
+    endpoint_at: float | None = None
+    tail_ms: float = 0.0
 
     @property
     def duration_ms(self) -> float:
@@ -168,14 +176,20 @@ class MicrophoneSource:
     they do not depend on the rate) and each finished utterance is resampled to 16 kHz once.
     Iterates until `close()` is called or the stream fails (AudioError). `audio_ms` is the wall
     time from the first block of the utterance to its hand-over (speaking + silence tail).
+
+    With `asr` (a backend with `session()`) and capture at 16 kHz, each utterance is decoded
+    while it is spoken: the endpointer's `Speech` blocks go to an ASR session, and the utterance
+    arrives with that `stream`, its `endpoint_at` and `tail_ms`, so only the finalisation is
+    left. At another capture rate the utterance is resampled whole and decoded after the endpoint.
     """
 
     def __init__(self, device: str | int | None = None, rate: int = TARGET_RATE, block_ms: int = 30,
-                 endpointer: Endpointer | None = None) -> None:
+                 endpointer: Endpointer | None = None, asr=None) -> None:
         self.device = _parse_device(device)
         self.rate = rate
         self.block_ms = block_ms
         self.endpointer = endpointer
+        self.asr = asr
         self.capture_rate: int | None = None
         self._closed = False
         self._sd = None
@@ -236,19 +250,29 @@ class MicrophoneSource:
                                 dtype="int16", blocksize=block) as stream:
                 log.info("listening on %r at %d Hz", self.device or "default device", self.capture_rate)
                 started: float | None = None
+                streaming = self.asr is not None and self.capture_rate == TARGET_RATE
+                session = None
                 while not self._closed:
                     data, overflowed = stream.read(block)
                     if overflowed:
                         log.warning("audio input overflow: samples were dropped (CPU too busy?)")
-                    segments = endpointer.feed(np.asarray(data, dtype=np.int16).reshape(-1))
+                    events = endpointer.feed_events(np.asarray(data, dtype=np.int16).reshape(-1))
                     now = time.perf_counter()
-                    for seg in segments:
-                        samples = resample(seg.samples, self.capture_rate, TARGET_RATE)
-                        t0 = started if started is not None else now - seg.duration_ms / 1000.0
-                        yield Utterance(samples=samples, source="microphone",
-                                        audio_ms=(time.perf_counter() - t0) * 1000.0,
-                                        clipped=seg.clipped, truncated=seg.truncated)
-                        started = None
+                    for event in events:
+                        if isinstance(event, Speech) and streaming:
+                            session = session or self.asr.session()
+                            session.feed(event.samples)
+                        elif isinstance(event, Dropped) and session is not None:
+                            session.cancel()
+                            session = None
+                        elif isinstance(event, Segment):
+                            samples = resample(event.samples, self.capture_rate, TARGET_RATE)
+                            t0 = started if started is not None else now - event.duration_ms / 1000.0
+                            yield Utterance(samples=samples, source="microphone",
+                                            audio_ms=(time.perf_counter() - t0) * 1000.0,
+                                            clipped=event.clipped, truncated=event.truncated,
+                                            stream=session, endpoint_at=now, tail_ms=event.tail_ms)
+                            session, started = None, None
                     if started is None and endpointer.in_speech:
                         started = now - self.block_ms / 1000.0
         except sd.PortAudioError as exc:

@@ -1,10 +1,18 @@
-"""Energy-based endpointing: where does an utterance start and end?
+"""Endpointing: where does an utterance start and end?
 
-The stream is cut into blocks of `block_ms`; a block whose level (dBFS, RMS relative to int16
-full scale) reaches `threshold_db` counts as speech. An utterance starts at the first speech
-block (plus a short pre-roll so soft onsets are kept) and ends after `silence_tail_ms` of
-non-speech. Utterances whose speech is shorter than `min_utterance_ms` are dropped (clicks,
-door bangs); ones that reach `max_utterance_ms` are cut there and flagged `truncated`.
+The stream is cut into blocks of `block_ms`; each block is classified speech or not by the
+configured VAD (`edge_plm.voice.vad`: its level reaches `threshold_db` dBFS, or WebRTC's voice
+activity detector says so). An utterance starts at the first speech block (plus a short
+pre-roll so soft onsets are kept) and ends after `silence_tail_ms` of non-speech. Utterances
+whose speech is shorter than `min_utterance_ms` are dropped (clicks, door bangs); ones that
+reach `max_utterance_ms` are cut there and flagged `truncated`.
+
+Streaming: `feed_events` also hands out the utterance's audio while it is being spoken
+(`Speech` events), so a recogniser can decode it before the endpoint. A block is handed out as
+soon as it is certain to be part of the finished `Segment` (speech, the pre-roll, and up to
+`post_roll_ms` after the last speech block; silence beyond that only once speech resumes), so
+the samples handed out are exactly the segment's. `Dropped` says the utterance in progress was
+a noise burst after all.
 
 A stuck microphone (hum or noise constantly above the threshold) would otherwise yield one
 maximum-length utterance after another, each costing a full ASR decode. After a cut the
@@ -23,22 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_plm.voice.pcm import AudioError, clipped_fraction
+from edge_plm.voice.vad import FLOOR_DB, block_dbfs, make_vad
 
 log = logging.getLogger(__name__)
 
-FLOOR_DB = -120.0  # level reported for digital silence instead of -inf
 CLIP_WARN_FRACTION = 0.01
-
-
-def block_dbfs(block: np.ndarray) -> float:
-    """RMS level of an int16 block in dBFS (0 dB = full-scale square wave), FLOOR_DB for silence."""
-    if len(block) == 0:
-        return FLOOR_DB
-    x = block.astype(np.float64)
-    rms = float(np.sqrt(np.mean(x * x)))
-    if rms <= 0.0:
-        return FLOOR_DB
-    return max(FLOOR_DB, 20.0 * np.log10(rms / 32768.0))
 
 
 @dataclass
@@ -52,10 +49,26 @@ class Segment:
     end_ms: float
     truncated: bool = False
     clipped: float = 0.0
+    tail_ms: float = 0.0  # audio from the end of the last speech block to the endpoint
 
     @property
     def duration_ms(self) -> float:
         return 1000.0 * len(self.samples) / self.sample_rate
+
+
+@dataclass
+class Speech:
+    """`feed_events`: samples of the utterance in progress, certain to be part of its Segment."""
+
+    samples: np.ndarray
+
+
+@dataclass
+class Dropped:
+    """`feed_events`: the utterance in progress was too short (a click): forget its Speech."""
+
+
+Event = Speech | Segment | Dropped
 
 
 @dataclass
@@ -84,6 +97,9 @@ class Endpointer:
     max_utterance_ms: int = 8000
     pre_roll_ms: int = 150
     post_roll_ms: int = 150
+    vad: str = "energy"  # energy | webrtc (edge_plm.voice.vad)
+    vad_aggressiveness: int = 2
+    floor_margin_db: float | None = None  # gate by the running noise floor (edge_plm.voice.vad)
 
     def __post_init__(self) -> None:
         if self.sample_rate <= 0 or self.block_ms <= 0:
@@ -95,6 +111,8 @@ class Endpointer:
         if self.silence_tail_ms < 0:
             raise AudioError("endpointer: silence_tail_ms must be >= 0")
         self.block = max(1, int(round(self.sample_rate * self.block_ms / 1000)))
+        self._vad = make_vad(self.vad, self.sample_rate, self.block_ms, self.threshold_db,
+                             self.vad_aggressiveness, self.floor_margin_db)
         self.reset()
 
     @classmethod
@@ -109,7 +127,9 @@ class Endpointer:
             raise AudioError("; ".join(found))
         return cls(sample_rate=sample_rate or c.sample_rate, block_ms=c.block_ms,
                    threshold_db=c.energy_threshold_db, silence_tail_ms=c.silence_tail_ms,
-                   min_utterance_ms=c.min_utterance_ms, max_utterance_ms=c.max_utterance_ms)
+                   min_utterance_ms=c.min_utterance_ms, max_utterance_ms=c.max_utterance_ms,
+                   vad=c.vad, vad_aggressiveness=c.vad_aggressiveness,
+                   floor_margin_db=c.vad_floor_margin_db or None)
 
     def with_rate(self, sample_rate: int) -> Endpointer:
         """The same settings at another sample rate (dB and ms do not depend on the rate)."""
@@ -128,6 +148,8 @@ class Endpointer:
         self._stuck = False  # after a max-length cut: wait for silence
         self._pos_blocks = 0  # blocks consumed since reset
         self._start_block = 0
+        self._handed = 0  # blocks of the current utterance already handed out as Speech
+        self._events: list[Event] = []
         self.cuts = 0  # max-length cuts since reset (a stuck mic shows as many)
 
     @property
@@ -143,6 +165,11 @@ class Endpointer:
 
     def feed(self, samples: np.ndarray) -> list[Segment]:
         """Consume int16 mono samples of any length; return utterances completed by them."""
+        return [e for e in self.feed_events(samples) if isinstance(e, Segment)]
+
+    def feed_events(self, samples: np.ndarray) -> list[Event]:
+        """Consume samples; return, in stream order, the Speech handed out, the Segments
+        finished and the utterances Dropped (see the module docstring)."""
         samples = np.asarray(samples)
         if samples.ndim != 1:
             raise AudioError(f"endpointer expects mono samples (1-D), got shape {samples.shape}")
@@ -151,21 +178,32 @@ class Endpointer:
         buf = np.concatenate([self._pending, samples]) if len(self._pending) else samples
         n_full = len(buf) // self.block
         self._pending = buf[n_full * self.block :].copy()
-        out: list[Segment] = []
         for i in range(n_full):
             seg = self._step(buf[i * self.block : (i + 1) * self.block])
             if seg is not None:
-                out.append(seg)
+                self._events.append(seg)
+        out, self._events = self._events, []
         return out
 
     def flush(self) -> list[Segment]:
         """End of stream: return the utterance in progress if it is long enough."""
+        return [e for e in self.flush_events() if isinstance(e, Segment)]
+
+    def flush_events(self) -> list[Event]:
+        """End of stream, as events: the rest of the utterance in progress and its end."""
         seg = self._finish(truncated=False) if self._blocks else None
         self._pending = np.zeros(0, dtype=np.int16)
-        return [seg] if seg is not None else []
+        out, self._events = self._events + ([seg] if seg is not None else []), []
+        return out
+
+    def _hand_out(self, upto: int) -> None:
+        """Hand out blocks [handed, upto) of the current utterance as one Speech event."""
+        if upto > self._handed:
+            self._events.append(Speech(np.concatenate(self._blocks[self._handed:upto])))
+            self._handed = upto
 
     def _step(self, block: np.ndarray) -> Segment | None:
-        speech = block_dbfs(block) >= self.threshold_db
+        speech = self._vad.is_speech(block)
         self._pos_blocks += 1
         tail_blocks = self._blocks_for(self.silence_tail_ms)
         if self._stuck:  # after a max-length cut, wait for real silence
@@ -187,6 +225,7 @@ class Endpointer:
             self._preroll = []
             self._speech_blocks = 0
             self._silence_run = 0
+            self._handed = 0
         self._blocks.append(block)
         if speech:
             self._speech_blocks += 1
@@ -194,6 +233,7 @@ class Endpointer:
             self._last_speech = len(self._blocks)
         else:
             self._silence_run += 1
+        self._hand_out(min(len(self._blocks), self._last_speech + self._blocks_for(self.post_roll_ms)))
         if self._ms(len(self._blocks)) >= self.max_utterance_ms:
             return self._finish(truncated=True)
         if self._silence_run >= tail_blocks and tail_blocks > 0:
@@ -203,9 +243,13 @@ class Endpointer:
     def _finish(self, truncated: bool) -> Segment | None:
         keep = len(self._blocks) if truncated else min(
             len(self._blocks), self._last_speech + self._blocks_for(self.post_roll_ms))
+        if truncated:
+            self._hand_out(keep)
         blocks, start_block = self._blocks[:keep], self._start_block
         speech_ms = self._ms(self._speech_blocks)
+        tail_ms = self._ms(len(self._blocks) - self._last_speech)
         self._blocks, self._speech_blocks, self._silence_run, self._last_speech = [], 0, 0, 0
+        self._handed = 0
         if truncated:
             self.cuts += 1
             self._stuck = True
@@ -214,31 +258,38 @@ class Endpointer:
                         self.max_utterance_ms, self.threshold_db)
         elif speech_ms < self.min_utterance_ms:
             log.debug("dropped a %.0f ms noise burst (shorter than min_utterance_ms)", speech_ms)
+            self._events.append(Dropped())
             return None
         samples = np.concatenate(blocks)
         clip = clipped_fraction(samples)
         if clip > CLIP_WARN_FRACTION:
             log.warning("%.1f%% of the utterance is clipped: lower the input gain", 100 * clip)
         return Segment(samples=samples, sample_rate=self.sample_rate, start_ms=self._ms(start_block),
-                       end_ms=self._ms(start_block + len(blocks)), truncated=truncated, clipped=clip)
+                       end_ms=self._ms(start_block + len(blocks)), truncated=truncated, clipped=clip,
+                       tail_ms=tail_ms)
 
     # -- whole recordings -----------------------------------------------------------------
 
     def speech_bounds(self, samples: np.ndarray) -> tuple[int, int] | None:
-        """(start, end) sample indices of the first..last speech block, or None if no speech."""
+        """(start, end) sample indices of the first..last speech block (by the configured
+        VAD), or None if no speech."""
         samples = np.asarray(samples)
         n = len(samples) // self.block
         if n == 0:
             return None
-        rms = np.empty(n)
-        step = 4096  # blocks at a time: a long recording is never one float array
-        for a in range(0, n, step):
-            b = min(n, a + step)
-            frames = samples[a * self.block:b * self.block].astype(np.float64).reshape(-1, self.block)
-            rms[a:b] = np.sqrt(np.mean(frames * frames, axis=1))
-        with np.errstate(divide="ignore"):
-            db = np.where(rms > 0, 20.0 * np.log10(np.maximum(rms, 1e-12) / 32768.0), FLOOR_DB)
-        idx = np.flatnonzero(db >= self.threshold_db)
+        if self.vad == "energy" and self.floor_margin_db is None:
+            rms = np.empty(n)
+            step = 4096  # blocks at a time: a long recording is never one float array
+            for a in range(0, n, step):
+                b = min(n, a + step)
+                frames = samples[a * self.block:b * self.block].astype(np.float64).reshape(-1, self.block)
+                rms[a:b] = np.sqrt(np.mean(frames * frames, axis=1))
+            with np.errstate(divide="ignore"):
+                db = np.where(rms > 0, 20.0 * np.log10(np.maximum(rms, 1e-12) / 32768.0), FLOOR_DB)
+            idx = np.flatnonzero(db >= self.threshold_db)
+        else:
+            blocks = samples[: n * self.block].astype(np.int16).reshape(n, self.block)
+            idx = np.flatnonzero([self._vad.is_speech(b) for b in blocks])
         if len(idx) == 0:
             return None
         return int(idx[0]) * self.block, int(idx[-1] + 1) * self.block
@@ -270,4 +321,4 @@ class Endpointer:
         return self.trim_result(samples).samples
 
 
-__all__ = ["Endpointer", "Segment", "TrimResult", "block_dbfs", "FLOOR_DB"]
+__all__ = ["Dropped", "Endpointer", "Event", "Segment", "Speech", "TrimResult", "block_dbfs", "FLOOR_DB"]
