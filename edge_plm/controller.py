@@ -348,8 +348,11 @@ class Controller:
             latency_actuator_ms=latency.actuator, latency_total_ms=latency.total,
             **({"audio_path": audio_path} if audio_path else {}))
         confidence = _clamp(pred.confidence)
-        log.info("#%d %r -> %s %.2f -> %s%s", iid, text, pred.action, confidence,
+        # transcripts reach the log (journald) only when asked for: `forget` cannot reach it
+        shown = repr(text) if self.settings.paths.log_transcripts else f"({len(text)} characters)"
+        log.info("#%d %s -> %s %.2f -> %s%s", iid, shown, pred.action, confidence,
                  step.decision.value, f" {driven.value}" if driven else "")
+        log.debug("#%d transcript %r", iid, text)
         return Outcome(iid, text, step.decision, pred.action, confidence, driven, None, latency)
 
     def _error_row(self, rejected: _Rejected, watch: Stopwatch,

@@ -53,6 +53,7 @@ class PathsConfig:
     models_dir: str = setting("", "empty: <state_dir>/models (installed ASR models)")
     checkpoints_dir: str = setting("", "empty: <state_dir>/checkpoints")
     keep_audio: bool = setting(False, "privacy: audio is not kept unless configured")
+    log_transcripts: bool = setting(False, "privacy: transcripts in the log at INFO (DEBUG always shows them)")
     audio_dir: str = setting("", "empty: <state_dir>/audio")
 
     def state(self) -> Path:

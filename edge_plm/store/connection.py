@@ -121,6 +121,8 @@ class StoreConnection:
         self.db.enable_wal()
         # every commit fsyncs the WAL: a label is never lost once it was stored (docs/loop.md)
         self.db.execute("PRAGMA synchronous = FULL")
+        # deleted rows are overwritten with zeros, not left in free pages (`forget`)
+        self.db.execute("PRAGMA secure_delete = ON")
         migrate(self.db)
 
     # --- writing --------------------------------------------------------------------------

@@ -200,6 +200,7 @@ class InteractionRows:
             return found
 
         paths = self._write(delete)
+        self._truncate_wal()
         if remove_audio:
             for p in paths:
                 try:
@@ -207,3 +208,15 @@ class InteractionRows:
                 except FileNotFoundError:
                     log.warning("audio file of a deleted interaction was already gone: %s", p)
         return paths
+
+    def _truncate_wal(self) -> None:
+        """After a delete: copy the WAL into the main file and truncate it, so the deleted
+        transcripts do not stay readable in the -wal file (with secure_delete the main file's
+        pages are zeroed). A reader holding an old snapshot can keep it from completing; that
+        is logged, and the next delete or the next checkpoint finishes it."""
+        with self._lock:
+            busy, _, _ = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            log.warning("the write-ahead log could not be truncated after a delete (a reader is "
+                        "active); deleted text may stay in it until the next checkpoint")
+
