@@ -407,10 +407,12 @@ def _database_file(path: Path, who: str, own: str) -> Check | str:
 
 # --- Numba cache ------------------------------------------------------------------------------
 def _device_kernel_module():
-    """The module of the Numba kernels the device's switch model runs (the unit network's)."""
-    from edge_plm.switch import unit_kernels  # noqa: PLC0415
+    """The module of the Numba kernels the device's switch model runs: the objective through
+    the word attention (``switch/attention.py``; the unit network's own kernel only runs for a
+    configuration without attention)."""
+    from edge_plm.switch import attention  # noqa: PLC0415
 
-    return unit_kernels
+    return attention
 
 
 def kernel_names() -> list[str]:

@@ -19,7 +19,7 @@ from edge_plm.config_file import default_config_toml
 from edge_plm.device.pins import PinFactoryError
 
 Usage = namedtuple("Usage", "total used free")
-KERNELS = ["_batch_loss_grad"]  # edge_plm.switch.unit_kernels: what the device runs
+KERNELS = ["_batch_loss_grad"]  # edge_plm.switch.attention: what the device runs
 
 
 class FakeSoundDevice:
@@ -82,7 +82,7 @@ def warm_cache_dir(tmp_path: Path) -> Path:
     cache = tmp_path / "numba-cache" / "plm_0123"
     cache.mkdir(parents=True)
     for k in KERNELS:
-        (cache / f"unit_kernels.{k}-20.py311.nbi").write_bytes(b"")
+        (cache / f"attention.{k}-20.py311.nbi").write_bytes(b"")
     return cache.parent
 
 
