@@ -8,7 +8,7 @@ evaluation) reads this module, so adding an action is one line here.
 
 Adding or reordering actions changes the model: the reserved token ids and the class indices
 move, so switch-model checkpoints of the old set (the shipped starting model too) would read
-their character ids shifted. With such a change, bump ``MODEL_FORMAT`` in `edge_plm.switch.model`
+their character ids shifted. With such a change, bump ``MODEL_FORMAT`` in `edge_plm.switch.model_file`
 (old checkpoints are then refused with a clear message) and rebuild the starting model; an
 existing replay buffer keeps its old CHECK constraints until a store migration rebuilds them
 (a new database gets the new ones).

@@ -357,26 +357,8 @@ class Controller:
 
     def _error_row(self, rejected: _Rejected, watch: Stopwatch,
                    utt: Utterance | None = None) -> Outcome:
-        """An input without a usable transcript: stored with its error, never seen by the policy."""
-        latency = watch.stop()
-        error = rejected.error
-        iid: int | None = None
-        try:
-            iid = self.store.add_interaction(ts=self._wall(), transcript="",
-                                             asr_backend=rejected.asr_backend, error=error,
-                                             model_version=self.worker.version,
-                                             **latency.columns())
-            if utt is not None and rejected.keep_audio:
-                path = keep_audio(self.settings, iid, utt)
-                if path:
-                    self.store.update_interaction(iid, audio_path=path)
-        except StorageError as exc:
-            self._storage_failed("failed interaction", exc)
-            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
-        except Exception:
-            log.exception("could not store the failed interaction (%s)", error)
-            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
-        return Outcome(iid, "", None, None, None, None, error, latency)
+        """An input without a usable transcript: stored with its error (`error_row`)."""
+        return error_row(self, rejected, watch, utt)
 
     def _storage_failed(self, what: str, exc: Exception) -> None:
         """One ERROR line (no traceback: nothing is wrong with the code), counted."""
@@ -514,6 +496,30 @@ def keep_audio(settings: Settings, iid: int, utt: Utterance) -> str | None:
     except OSError as exc:
         log.error("could not keep the audio of interaction %d: %s", iid, exc)
         return None
+
+
+def error_row(controller: Controller, rejected: _Rejected, watch: Stopwatch,
+              utt: Utterance | None = None) -> Outcome:
+    """An input without a usable transcript: stored with its error, never seen by the policy."""
+    latency = watch.stop()
+    error = rejected.error
+    iid: int | None = None
+    try:
+        iid = controller.store.add_interaction(ts=controller._wall(), transcript="",
+                                         asr_backend=rejected.asr_backend, error=error,
+                                         model_version=controller.worker.version,
+                                         **latency.columns())
+        if utt is not None and rejected.keep_audio:
+            path = keep_audio(controller.settings, iid, utt)
+            if path:
+                controller.store.update_interaction(iid, audio_path=path)
+    except StorageError as exc:
+        controller._storage_failed("failed interaction", exc)
+        return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
+    except Exception:
+        log.exception("could not store the failed interaction (%s)", error)
+        return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
+    return Outcome(iid, "", None, None, None, None, error, latency)
 
 
 def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Event | StopFlag | None = None,

@@ -9,8 +9,9 @@ The recipe, on a labelled JSONL file (lines as `edge-plm replay` / `export` writ
    (balanced accuracy, ties broken by the lower class-weighted loss): the run ends after
    ``patience`` epochs without improvement or ``max_epochs`` epochs, with the best model.
 
-3. **Calibration**: with ``--val``, the best model's confidence map is fitted on the validation
-   lines (``SwitchModel.calibrate_on``): they are held out, so its confidence means "right on
+3. **Calibration**: with ``--val``, when the run ends, the best model's confidence map is fitted
+   on the validation lines (a run cut by ``--steps`` / ``--time-budget`` is calibrated when it is
+   resumed to its end) (``SwitchModel.calibrate_on``): they are held out, so its confidence means "right on
    wording it has not learned"; that map is the prior the device's own held-out rows refine.
 
 ``OUT/checkpoint.npz`` is the best model so far (the device's checkpoint format); without
@@ -236,7 +237,7 @@ class SwitchTrainer:
         st = log["state"]
         st["seconds"] = time.perf_counter() - start
         final = SwitchModel.load(self.out / "checkpoint.npz")
-        if self.val and "calibration" not in log:  # the confidence's map, fitted on --val
+        if self.val and st["done"]:  # the confidence's map, fitted on --val once the run ends
             log["calibration"] = final.calibrate_on(self.val)
             self._save(final, "checkpoint.npz")
         log["summary"] = {"checkpoint": str(self.out / "checkpoint.npz"), "config": final.config.name,

@@ -6,7 +6,8 @@
   either model;
 - nothing the device runs imports the desktop language model (`lm`) or its extra dependencies;
 - every SQL statement lives in the store package (`edge_plm/store/`);
-- no function outside the Numba kernels (`plm/kernels.py`) is longer than 60 lines;
+- no function outside the Numba kernels (`plm/kernels.py`, and `@njit` kernels elsewhere: one
+  fused loop each, next to its NumPy twin) is longer than 60 lines;
 - no class is longer than 300 lines (one known exception, capped at its size until it is split).
 """
 
@@ -169,6 +170,8 @@ def test_functions_are_short():
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any("njit" in ast.unparse(d) for d in node.decorator_list):
+                    continue  # a fused Numba loop, checked against its NumPy twin
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")

@@ -25,6 +25,7 @@ import math
 import numba as nb
 import numpy as np
 
+from edge_plm.actions import N_ACTIONS
 from edge_plm.plm.warmstart import CooccurrenceStats, check_nonnegative
 
 TARGET_EPS = 0.05  # share of a position's target that every position gets (no position is ruled out)
@@ -157,6 +158,47 @@ def position_targets(ent_pos: np.ndarray, ent_m: np.ndarray, ent_v: np.ndarray, 
     np.add.at(e, ent_pos, ent_v * evidence[ent_m])
     e += TARGET_EPS * (e.mean() if e.any() else 1.0)
     return e / e.sum()
+
+
+# -- gathering the warm start's statistics from a UnitNet's labelled examples ------------------
+
+
+def gather(net, key: int) -> None:
+    """Gather example ``key``'s attention statistics with the current solution: inputs its
+    comparisons c, targets ``position_targets`` from the evidence its units carry for its
+    label under B (the explicit unit solution)."""
+    ids, _, label, _ = net.rows[key]
+    word_ids, pos, mm, v = net.placed[key]
+    if not len(word_ids) or not len(ids):
+        return
+    Bu = net.base[ids]
+    present = net.class_counts > 0.5
+    others = [y for y in range(N_ACTIONS) if y != label and present[y]]
+    rival = Bu[:, others].max(axis=1) if others else np.zeros(len(ids))
+    evidence = np.maximum(0.0, Bu[:, label] - rival)
+    net.att.add(key, net.comparisons(word_ids), position_targets(pos, mm, v, len(word_ids), evidence))
+
+def gather_after_label(net, key: int, refresh: int) -> None:
+    """After learning ``key``: gather its statistics, re-gather ``refresh`` earlier examples'
+    (in cyclic order, bounded cost; statistics gathered early go stale as B and the query
+    move) and re-solve W0."""
+    if net.att is None or not net.att.warm_scale:  # no warm start: nothing to gather
+        return
+    gather(net, key)
+    keys = sorted(net.rows)
+    for _ in range(min(refresh, len(keys))):
+        net._refresh_at %= len(keys)
+        gather(net, keys[net._refresh_at])
+        net._refresh_at += 1
+    net.att.solve()
+
+def gather_all(net) -> None:
+    """Re-gather every example's attention statistics and re-solve W0 (load, trainer)."""
+    if net.att is None or not net.att.warm_scale:
+        return
+    for key in sorted(net.rows):
+        gather(net, key)
+    net.att.solve()
 
 
 # -- the objective through the attention ------------------------------------------------------
@@ -385,3 +427,21 @@ def _ptr(lengths: list[int]) -> np.ndarray:
 
 def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+
+def batch_structure(net, keys: list[int]) -> SaffuBatch:
+    """The batch's structure for ``keys``: extended when they only add keys after the ones
+    it holds (a new label), rebuilt otherwise (forget, relabel, idf weights that move)."""
+    n = len(net._struct_keys)
+    if (net._struct is None or net.config.idf_power or keys[:n] != net._struct_keys):
+        net._struct, net._struct_keys = SaffuBatch([], net.att.widths, net.att.offsets), []
+        n = 0
+    if len(keys) > n:
+        net._struct.extend([_example(net, k) for k in keys[n:]])
+        net._struct_keys = list(keys)
+    return net._struct
+
+def _example(net, key: int) -> tuple:
+    ids = net.rows[key][0]
+    word_ids, pos, mm, v = net.placed[key]
+    return ids, pos, mm, v * net.idf(ids)[mm] if net.config.idf_power else v, word_ids

@@ -18,20 +18,17 @@ and the checkpoint holds it through the examples).
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
-from edge_plm.plm import checkpoint
-from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.switch import calibration
+from edge_plm.switch import confidence, model_file
+from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
 from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
-from edge_plm.switch.tokenizer import RESERVED, CharTokenizer, normalize
+from edge_plm.switch.tokenizer import CharTokenizer, normalize
 from edge_plm.switch.unitnet import UnitNet
 from edge_plm.switch.units import UnitVocab
 from edge_plm.switch.words import WordVocab
@@ -43,7 +40,6 @@ def softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max())
     return e / e.sum()
 
-MODEL_FORMAT = 2  # 1: the character SwitchNet (edge_plm/charnet/); 2: the unit network (since 2026-12-01 with the word attention)
 MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
 MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
 
@@ -180,47 +176,20 @@ class SwitchModel:
         return self.net.logits(ids, w, placed), self.net.support(ids, w, unknown, self.units.long_mask(ids))
 
     def calibrated(self, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
-        """(top action, distribution): the calibrated confidence on the top action, the rest
-        shared by the other actions in the network's proportions."""
-        n_act = len(ACTIONS)
-        present = self.net.class_counts > 0.5
-        if support <= 0.0 or present.sum() < 2:
-            return LABEL_INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
-        f, top = self.calibration_features(scores, support)
-        conf = max(self.calib.confidence(f), 1.0 / n_act)
-        p = softmax(scores)
-        rest = p.copy()
-        rest[top] = 0.0
-        share = rest / rest.sum() if rest.sum() > 0 else np.full(n_act, 1.0 / (n_act - 1))
-        uniform = np.where(np.arange(n_act) == top, 0.0, 1.0 / (n_act - 1))
-        if (1.0 - conf) * share.max() > conf:  # mix toward uniform: the top stays the top
-            lam = (conf / (1.0 - conf) - uniform.max()) / (share.max() - uniform.max())
-            share = lam * share + (1.0 - lam) * uniform
-        y = (1.0 - conf) * share
-        y[top] = conf
-        return top, y
+        """(top action, calibrated distribution) of the network's logits (``confidence.py``)."""
+        return confidence.calibrated(self, scores, support)
 
-    def calibration_features(self, scores: np.ndarray, support: float) -> tuple[np.ndarray, int]:
-        """(features, top action) of one prediction for the calibration map."""
-        order = np.argsort(-scores, kind="stable")
-        top = int(order[0])
-        margin = float(scores[top] - scores[order[1]])
-        return calibration.features(margin, min(max(support, 0.0), 1.0), ACTIONS[top] == "NOOP"), top
+    def heldout_row(self, transcript: str, label: str) -> tuple[np.ndarray, bool] | None:
+        """The calibration row of a labelled transcript not learned yet (``confidence.py``)."""
+        return confidence.heldout_row(self, transcript, label)
+
+    def calibrate_on(self, rows: list[tuple[str, str]], strength: float = 30.0) -> dict:
+        """Fit the confidence's map on held-out (text, label) rows (``confidence.py``)."""
+        return confidence.calibrate_on(self, rows, strength)
 
     def distribution(self, transcript: str) -> np.ndarray:
         """The model's distribution as the device uses it (no class prior, no evidence weighting)."""
         return np.array(list(self.predict(transcript).distribution.values()))
-
-    def heldout_row(self, transcript: str, label: str) -> tuple[np.ndarray, bool] | None:
-        """The calibration row of a labelled transcript the model has not learned: (features,
-        right?), or None when its exact transcript is remembered or nothing is known yet."""
-        if self.remembered(transcript) is not None:
-            return None
-        scores, support = self.raw(transcript)
-        if support <= 0.0 or (self.net.class_counts > 0.5).sum() < 2:
-            return None
-        f, top = self.calibration_features(scores, support)
-        return f, ACTIONS[top] == label
 
     def remembered(self, transcript: str) -> np.ndarray | None:
         """The distribution the labels of this exact transcript give, None if never labelled."""
@@ -237,27 +206,6 @@ class SwitchModel:
 
     def predict_many(self, transcripts: list[str]) -> np.ndarray:
         return np.array([self.distribution(t) for t in transcripts])
-
-    def calibrate_on(self, rows: list[tuple[str, str]], strength: float = 30.0) -> dict:
-        """Fit the calibration map on held-out labelled rows (text, label) — a validation file
-        the model has not learned — and make it the prior that the device's own held-out rows
-        pull away from (``strength``: the prior counts as that many rows); the device's rows
-        start empty. Returns the rows used and the ECE of the confidence on them before/after."""
-        X, y = [], []
-        for text, label in rows:
-            r = self.heldout_row(text, label)
-            if r is not None:
-                X.append(r[0])
-                y.append(r[1])
-        if not X:
-            raise ValueError("no held-out row the calibration can use (empty rows, or nothing learned)")
-        X, y = np.array(X), np.array(y, dtype=float)
-        before = calibration.expected_calibration_error(calibration.sigmoid(X @ self.calib.theta), y)
-        fit = Calibrator(strength=1.0)
-        theta = fit.fit(X, y)
-        self.calib = Calibrator(prior=theta, strength=strength)
-        after = calibration.expected_calibration_error(calibration.sigmoid(X @ theta), y)
-        return {"rows": len(y), "theta": theta.tolist(), "ece_before": before, "ece_after": after}
 
     # -- learning --------------------------------------------------------------------------
 
@@ -312,7 +260,9 @@ class SwitchModel:
     def refine(self, steps: int) -> float | None:
         """``steps`` more full-batch refinement steps over every labelled example (the desktop
         trainer runs many; the device runs ``refine_budget()`` per label inside ``learn``)."""
-        return self.net.refine(steps)
+        loss = self.net.refine(steps)
+        self.update_query()  # as after a learn: what predictions (and a reload) compare with
+        return loss
 
     @property
     def n_examples(self) -> int:
@@ -388,87 +338,11 @@ class SwitchModel:
     # -- checkpoints ----------------------------------------------------------------------
 
     def save(self, path: str | Path, extra: dict | None = None) -> Path:
-        """Atomic checkpoint with everything needed to continue learning identically: the
-        examples (character ids + labels), the unit vocabulary, delta and b. The statistics
-        are sums over the examples and are recomputed on load."""
-        arrays = self.net.state_arrays()
-        lengths = np.array([len(s) for s, _ in self.examples], dtype=np.int64)
-        arrays["examples.ids"] = np.array([t for s, _ in self.examples for t in s], dtype=np.int64)
-        arrays["examples.lengths"] = lengths
-        arrays["examples.labels"] = np.array([y for _, y in self.examples], dtype=np.int64)
-        arrays["examples.removed"] = np.array(sorted(self.removed), dtype=np.int64)
-        arrays["units.vocabulary"] = np.frombuffer(json.dumps(self.units.to_json()).encode(), dtype=np.uint8)
-        arrays.update(self.calib.state())
-        if self.words is not None:
-            arrays["words.vocabulary"] = np.frombuffer(json.dumps(self.words.to_json()).encode(), dtype=np.uint8)
-        meta = {
-            "kind": "edge-plm switch model",
-            "model_format": MODEL_FORMAT,
-            "config": dataclasses.asdict(self.config),
-            "vocabulary": self.tokenizer.to_json(),
-            "seed": self.seed,
-            "counters": {"refine_steps": self.net.refine_steps_done, "n_active": self.net.n_active,
-                         "labelled": self.n_examples,
-                         "unlabelled": self.unlabeled_seen, "units": len(self.units),
-                         "attention_refresh_at": self.net._refresh_at,
-                         "prior_examples": self.prior_examples},
-            **(extra or {}),
-        }
-        return checkpoint.save(path, arrays, meta)
+        """Atomic checkpoint with everything needed to continue learning identically
+        (``model_file.save_model``)."""
+        return model_file.save_model(self, path, extra)
 
     @classmethod
     def load(cls, path: str | Path) -> "SwitchModel":
-        arrays, meta = checkpoint.load(path)
-        if meta.get("kind") != "edge-plm switch model":
-            raise CheckpointError(f"{path} is not a switch-model checkpoint (kind={meta.get('kind')!r})")
-        fmt = meta.get("model_format", 1)
-        if fmt != MODEL_FORMAT:
-            raise CheckpointError(
-                f"{path} holds a switch model of format {fmt} (written by an older edge-plm: the character "
-                f"network); this edge-plm reads format {MODEL_FORMAT}. Rebuild the model from the database's "
-                f"labels (`edge-plm model rebuild`) or train a new one")
-        try:
-            known = {f.name for f in dataclasses.fields(SwitchConfig)}
-            cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
-            cfg_dict = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()}
-            config = SwitchConfig(**cfg_dict)
-            tok = CharTokenizer.from_json(meta["vocabulary"])
-            units = cls._vocab(config, json.loads(arrays["units.vocabulary"].tobytes().decode()))
-            words = None
-            if config.attention:
-                stored = (json.loads(arrays["words.vocabulary"].tobytes().decode())
-                          if "words.vocabulary" in arrays else ())
-                words = cls._words(config, stored)
-            model = cls(config, tok, UnitNet(config, words), units, int(meta["seed"]), words=words)
-            ids, lengths, labels = arrays["examples.ids"], arrays["examples.lengths"], arrays["examples.labels"]
-            offsets = np.concatenate([[0], np.cumsum(lengths)])
-            model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
-            model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
-            model.prior_examples = int(meta["counters"].get("prior_examples", 0))
-            if any(t < len(RESERVED) and j not in (0, len(s) - 2, len(s) - 1)
-                   for s, _ in model.examples for j, t in enumerate(s)):
-                raise ValueError("an example holds a reserved token inside its transcript")
-            if words is not None and "words.vocabulary" not in arrays:  # written before attention
-                words.register(model.text_of(k) for k in model.live_keys())
-            for key in model.live_keys():
-                text = model.text_of(key)
-                f_ids, w, _, placed = model.placed(text, grow=False)
-                model.net.add(key, f_ids, w, model.examples[key][1], placed, model.example_weight(key))
-                model.memory.setdefault(text, []).append(key)
-            model.net.solve()
-            model.net.load_state(arrays)
-            model.update_query()  # with the loaded delta, as after the last learn
-            if "attention.dW" not in arrays:  # a checkpoint written before attention: warm-start it
-                model.net.warm_all()
-            if "calibration.theta" in arrays:
-                model.calib.load(arrays)
-            model.net.refine_steps_done = int(meta["counters"]["refine_steps"])
-            model.net.n_active = max(model.net.n_active, int(meta["counters"]["n_active"]))
-            model.meta = meta
-            model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
-            model.net._refresh_at = int(meta["counters"].get("attention_refresh_at", 0))
-        except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError) as exc:
-            if isinstance(exc, CheckpointError):
-                raise
-            raise CheckpointError(f"{path}: incompatible checkpoint: {exc}") from exc
-        return model
+        """A model from its checkpoint; ``CheckpointError`` when it is not a usable one."""
+        return model_file.load_model(cls, path)

@@ -29,7 +29,7 @@ import numpy as np
 
 from edge_plm.actions import N_ACTIONS
 from edge_plm.switch import attention, unit_kernels
-from edge_plm.switch.attention import SaffuBatch, WordAttention, position_targets
+from edge_plm.switch.attention import SaffuBatch, WordAttention
 from edge_plm.switch.config import SwitchConfig
 from edge_plm.plm.warmstart import check_nonnegative
 
@@ -147,41 +147,16 @@ class UnitNet:
         self._batch = None
 
     def warm(self, key: int) -> None:
-        """Gather example ``key``'s attention statistics with the current solution: inputs its
-        comparisons c, targets ``position_targets`` from the evidence its units carry for its
-        label under B (the explicit unit solution)."""
-        ids, _, label, _ = self.rows[key]
-        word_ids, pos, mm, v = self.placed[key]
-        if not len(word_ids) or not len(ids):
-            return
-        Bu = self.base[ids]
-        present = self.class_counts > 0.5
-        others = [y for y in range(N_ACTIONS) if y != label and present[y]]
-        rival = Bu[:, others].max(axis=1) if others else np.zeros(len(ids))
-        evidence = np.maximum(0.0, Bu[:, label] - rival)
-        self.att.add(key, self.comparisons(word_ids), position_targets(pos, mm, v, len(word_ids), evidence))
+        """Gather example ``key``'s attention statistics (``attention.gather``)."""
+        attention.gather(self, key)
 
     def warm_refresh(self, key: int, refresh: int) -> None:
-        """After learning ``key``: gather its statistics, re-gather ``refresh`` earlier examples'
-        (in cyclic order, bounded cost; statistics gathered early go stale as B and the query
-        move) and re-solve W0."""
-        if self.att is None or not self.att.warm_scale:  # no warm start: nothing to gather
-            return
-        self.warm(key)
-        keys = sorted(self.rows)
-        for _ in range(min(refresh, len(keys))):
-            self._refresh_at %= len(keys)
-            self.warm(keys[self._refresh_at])
-            self._refresh_at += 1
-        self.att.solve()
+        """After learning ``key``: its statistics, ``refresh`` earlier ones', W0 re-solved."""
+        attention.gather_after_label(self, key, refresh)
 
     def warm_all(self) -> None:
         """Re-gather every example's attention statistics and re-solve W0 (load, trainer)."""
-        if self.att is None or not self.att.warm_scale:
-            return
-        for key in sorted(self.rows):
-            self.warm(key)
-        self.att.solve()
+        attention.gather_all(self)
 
     # -- prediction ------------------------------------------------------------------------
 
@@ -244,7 +219,7 @@ class UnitNet:
             labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
             sw = self.sample_weights(labels, np.array([self.ex_weight[k] for k in keys]))
             if self.att is not None:
-                self._batch = self._saffu_structure(keys).refresh(labels, sw, self.comparisons)
+                self._batch = attention.batch_structure(self, keys).refresh(labels, sw, self.comparisons)
                 return self._batch
             lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
             indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -256,23 +231,6 @@ class UnitNet:
                 values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
             self._batch = (indptr, indices, values, labels, sw)
         return self._batch
-
-    def _saffu_structure(self, keys: list[int]) -> SaffuBatch:
-        """The batch's structure for ``keys``: extended when they only add keys after the ones
-        it holds (a new label), rebuilt otherwise (forget, relabel, idf weights that move)."""
-        n = len(self._struct_keys)
-        if (self._struct is None or self.config.idf_power or keys[:n] != self._struct_keys):
-            self._struct, self._struct_keys = SaffuBatch([], self.att.widths, self.att.offsets), []
-            n = 0
-        if len(keys) > n:
-            self._struct.extend([self._example(k) for k in keys[n:]])
-            self._struct_keys = list(keys)
-        return self._struct
-
-    def _example(self, key: int) -> tuple:
-        ids = self.rows[key][0]
-        word_ids, pos, mm, v = self.placed[key]
-        return ids, pos, mm, v * self.idf(ids)[mm] if self.config.idf_power else v, word_ids
 
     def sample_weights(self, labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Class-balanced weights (each action's examples weigh 1/3 in all; within an action in

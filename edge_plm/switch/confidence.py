@@ -1,0 +1,79 @@
+"""The switch model's confidence: the calibrated distribution of a prediction, held-out rows
+and fitting the map on a validation file (``switch/calibration.py`` holds the map itself;
+docs/method.md, "Calibrated confidence")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge_plm.actions import ACTIONS, INDEX
+from edge_plm.switch import calibration
+from edge_plm.switch.calibration import Calibrator
+
+
+def softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max())
+    return e / e.sum()
+
+
+def calibrated(model, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
+    """(top action, distribution): the calibrated confidence on the top action, the rest
+    shared by the other actions in the network's proportions."""
+    n_act = len(ACTIONS)
+    present = model.net.class_counts > 0.5
+    if support <= 0.0 or present.sum() < 2:
+        return INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
+    f, top = calibration_features(model, scores, support)
+    conf = max(model.calib.confidence(f), 1.0 / n_act)
+    p = softmax(scores)
+    rest = p.copy()
+    rest[top] = 0.0
+    share = rest / rest.sum() if rest.sum() > 0 else np.full(n_act, 1.0 / (n_act - 1))
+    uniform = np.where(np.arange(n_act) == top, 0.0, 1.0 / (n_act - 1))
+    if (1.0 - conf) * share.max() > conf:  # mix toward uniform: the top stays the top
+        lam = (conf / (1.0 - conf) - uniform.max()) / (share.max() - uniform.max())
+        share = lam * share + (1.0 - lam) * uniform
+    y = (1.0 - conf) * share
+    y[top] = conf
+    return top, y
+
+def calibration_features(model, scores: np.ndarray, support: float) -> tuple[np.ndarray, int]:
+    """(features, top action) of one prediction for the calibration map."""
+    order = np.argsort(-scores, kind="stable")
+    top = int(order[0])
+    margin = float(scores[top] - scores[order[1]])
+    return calibration.features(margin, min(max(support, 0.0), 1.0), ACTIONS[top] == "NOOP"), top
+
+
+def heldout_row(model, transcript: str, label: str) -> tuple[np.ndarray, bool] | None:
+    """The calibration row of a labelled transcript the model has not learned: (features,
+    right?), or None when its exact transcript is remembered or nothing is known yet."""
+    if model.remembered(transcript) is not None:
+        return None
+    scores, support = model.raw(transcript)
+    if support <= 0.0 or (model.net.class_counts > 0.5).sum() < 2:
+        return None
+    f, top = calibration_features(model, scores, support)
+    return f, ACTIONS[top] == label
+
+
+def calibrate_on(model, rows: list[tuple[str, str]], strength: float = 30.0) -> dict:
+    """Fit the calibration map on held-out labelled rows (text, label) — a validation file
+    the model has not learned — and make it the prior that the device's own held-out rows
+    pull away from (``strength``: the prior counts as that many rows); the device's rows
+    start empty. Returns the rows used and the ECE of the confidence on them before/after."""
+    X, y = [], []
+    for text, label in rows:
+        r = heldout_row(model, text, label)
+        if r is not None:
+            X.append(r[0])
+            y.append(r[1])
+    if not X:
+        raise ValueError("no held-out row the calibration can use (empty rows, or nothing learned)")
+    X, y = np.array(X), np.array(y, dtype=float)
+    before = calibration.expected_calibration_error(calibration.sigmoid(X @ model.calib.theta), y)
+    fit = Calibrator(strength=1.0)
+    theta = fit.fit(X, y)
+    model.calib = Calibrator(prior=theta, strength=strength)
+    after = calibration.expected_calibration_error(calibration.sigmoid(X @ theta), y)
+    return {"rows": len(y), "theta": theta.tolist(), "ece_before": before, "ece_after": after}
