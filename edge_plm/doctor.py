@@ -421,7 +421,8 @@ def kernel_names() -> list[str]:
 
     kernels = _device_kernel_module()
     return sorted(n for n, f in vars(kernels).items()
-                  if isinstance(f, CPUDispatcher) and getattr(f, "_cache", None) is not None)
+                  if isinstance(f, CPUDispatcher) and getattr(f, "_cache", None) is not None
+                  and f.py_func.__module__ == kernels.__name__)  # not helpers it imports
 
 
 def kernel_index_glob(name: str) -> str:

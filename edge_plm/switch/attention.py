@@ -27,6 +27,7 @@ import numpy as np
 
 from edge_plm.actions import N_ACTIONS
 from edge_plm.plm.warmstart import CooccurrenceStats, check_nonnegative
+from edge_plm.switch.unit_kernels import softmax_xent_inplace
 
 TARGET_EPS = 0.05  # share of a position's target that every position gets (no position is ruled out)
 
@@ -320,22 +321,7 @@ def _batch_loss_grad(indptr, indices, eptr, ent_pos, ent_m, ent_v, pptr, cval, b
             row = indices[i0 + m]
             for c in range(C):
                 s[c] += z[m] * U[row, c]
-        mx = s[0]
-        for c in range(1, C):
-            if s[c] > mx:
-                mx = s[c]
-        tot = 0.0
-        sy = s[labels[n]] - mx
-        for c in range(C):
-            s[c] = math.exp(s[c] - mx)
-            tot += s[c]
-        for c in range(C):
-            s[c] /= tot
-        loss -= sw[n] * (sy - math.log(tot))
-        s[labels[n]] -= 1.0
-        for c in range(C):
-            s[c] *= sw[n]
-            dbias[c] += s[c]
+        loss += softmax_xent_inplace(s, labels[n], sw[n], dbias)
         xg = 0.0
         for m in range(M):
             row = indices[i0 + m]

@@ -37,6 +37,31 @@ def batch_loss_grad_numpy(indptr, indices, values, labels, sw, U, bias, mask, dU
 
 
 @nb.njit(cache=True, fastmath=False)
+def softmax_xent_inplace(s, label, weight, dbias):
+    """One row of the weighted cross-entropy: turns the logits ``s`` into weight x (softmax(s) -
+    onehot(label)), the gradient of the row's loss by its logits, adds it to ``dbias`` and
+    returns the row's loss, weight x -log softmax(s)[label] (shared by this module's kernel and
+    ``attention._batch_loss_grad``)."""
+    C = s.shape[0]
+    m = s[0]
+    for c in range(1, C):
+        if s[c] > m:
+            m = s[c]
+    tot = 0.0
+    sy = s[label] - m
+    for c in range(C):
+        s[c] = math.exp(s[c] - m)
+        tot += s[c]
+    for c in range(C):
+        s[c] /= tot
+    s[label] -= 1.0
+    for c in range(C):
+        s[c] *= weight
+        dbias[c] += s[c]
+    return -weight * (sy - math.log(tot))
+
+
+@nb.njit(cache=True, fastmath=False)
 def _batch_loss_grad(indptr, indices, values, labels, sw, U, bias, mask, dU):
     N = labels.shape[0]
     C = U.shape[1]
@@ -51,22 +76,7 @@ def _batch_loss_grad(indptr, indices, values, labels, sw, U, bias, mask, dU):
             row = indices[k]
             for c in range(C):
                 s[c] += v * U[row, c]
-        m = s[0]
-        for c in range(1, C):
-            if s[c] > m:
-                m = s[c]
-        tot = 0.0
-        sy = s[labels[n]] - m
-        for c in range(C):
-            s[c] = math.exp(s[c] - m)
-            tot += s[c]
-        for c in range(C):
-            s[c] /= tot
-        loss -= sw[n] * (sy - math.log(tot))
-        s[labels[n]] -= 1.0
-        for c in range(C):
-            s[c] *= sw[n]
-            dbias[c] += s[c]
+        loss += softmax_xent_inplace(s, labels[n], sw[n], dbias)
         for k in range(indptr[n], indptr[n + 1]):
             v = values[k]
             row = indices[k]
