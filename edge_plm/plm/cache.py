@@ -55,7 +55,7 @@ class ColumnCache:
     change of E (a thaw, or a different code scheme) must come with a new ``version`` (the
     owner's code-scheme identity, e.g. ``embedding_hash`` of E after the change): the block is
     then rebuilt, so a changed code is never read from a stale block. ``verify(E)`` recomputes
-    the block and fails loudly if it differs (used on load and in tests). Rebuild/extension
+    the block and fails loudly if it differs (the tests' check of the cache). Rebuild/extension
     time is accumulated in ``rebuild_seconds``.
     """
 

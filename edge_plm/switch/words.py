@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from edge_plm.plm.bitcipher import embedding_hash, exclusive_bit_cipher
+from edge_plm.plm.bitcipher import exclusive_bit_cipher
 from edge_plm.plm.cache import ColumnCache
 from edge_plm.switch.tokenizer import normalize
 
@@ -112,9 +112,6 @@ class WordVocab:
             q[:n] = query_weights[:n]
             out[known] = block[word_ids[known]] @ q
         return out
-
-    def codes_hash(self) -> str:
-        return embedding_hash(self.E)
 
     def to_json(self) -> list[str]:
         return list(self.words)
