@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
-from edge_plm.switch import confidence, model_file
+from edge_plm.switch import addressing, confidence, model_file
 from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
 from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
@@ -169,6 +169,22 @@ class SwitchModel:
             n = float(self.net.class_counts.sum())
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
         return SwitchPrediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
+
+    def predict_devices(self, transcript: str, devices: list[addressing.DeviceName],
+                        prior_strength: float = 0.0, evidence_prior: float = 0.0) -> dict[str, SwitchPrediction]:
+        """Each configured device's action and confidence: the command's prediction
+        (``predict``) shared out by which devices it addresses (``addressing.py``). One device:
+        exactly ``predict``."""
+        pred = self.predict(transcript, prior_strength, evidence_prior)
+        if len(devices) == 1:
+            return {devices[0].name: pred}
+        y = np.array([pred.distribution[a] for a in ACTIONS])
+        out = {}
+        for d, p in zip(devices, addressing.addressed(transcript, devices)):
+            yd = addressing.device_distribution(y, float(p))
+            i = int(np.argmax(yd))
+            out[d.name] = SwitchPrediction(ACTIONS[i], float(yd[i]), {a: float(q) for a, q in zip(ACTIONS, yd)})
+        return out
 
     def raw(self, transcript: str) -> tuple[np.ndarray, float]:
         """(logits, support): the network's logits for the transcript and its labelled support."""

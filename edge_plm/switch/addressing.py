@@ -1,0 +1,89 @@
+"""Which configured device an utterance addresses (several named devices, docs/devices.md).
+
+The switch model decides the *action* of a command (ON / OFF / NOOP, ``model.py``); this module
+decides which devices it is for. A device is a name with aliases (``DeviceName``, from the
+config's ``[[devices]]``). An utterance addresses:
+
+- the devices whose name or an alias occurs in it as a whole word sequence (a plural "s" /
+  "es" on a word is tolerated: "lamps" names "lamp");
+- every device when it says "all", "every" or "everything" and names none;
+- otherwise the default device (the first configured one): "turn it on" goes where a single
+  device's switch always went.
+
+``addressed`` returns the share p_d in [0, 1] of each device; ``device_distribution`` turns the
+command's action distribution into device d's: ON and OFF scaled by p_d, the rest NOOP. With one
+device p = 1 and the distribution is the model's own, so a single-device setup decides exactly
+as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge_plm.actions import INDEX
+from edge_plm.switch.tokenizer import normalize
+
+#: Words that address every device when no device is named ("everything off").
+ALL_WORDS = frozenset({"all", "every", "everything"})
+
+
+@dataclass(frozen=True)
+class DeviceName:
+    """A device as the model knows it: its name and the other names it answers to."""
+
+    name: str
+    aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not normalize(self.name):
+            raise ValueError(f"a device name needs a letter or digit, got {self.name!r}")
+        for alias in self.aliases:
+            if not normalize(alias):
+                raise ValueError(f"device {self.name!r}: an alias needs a letter or digit, got {alias!r}")
+
+    def phrases(self) -> tuple[tuple[str, ...], ...]:
+        """Its name and aliases as normalised word sequences."""
+        return tuple(tuple(normalize(p).split()) for p in (self.name, *self.aliases))
+
+
+def _same_word(heard: str, name_word: str) -> bool:
+    return heard == name_word or heard in (name_word + "s", name_word + "es")
+
+
+def _contains(words: Sequence[str], phrase: Sequence[str]) -> bool:
+    n = len(phrase)
+    return any(all(_same_word(words[i + j], phrase[j]) for j in range(n)) for i in range(len(words) - n + 1))
+
+
+def named(transcript: str, devices: Sequence[DeviceName]) -> list[bool]:
+    """For each device: does the transcript say its name or an alias?"""
+    words = normalize(transcript).split()
+    return [any(_contains(words, p) for p in d.phrases()) for d in devices]
+
+
+def addressed(transcript: str, devices: Sequence[DeviceName]) -> np.ndarray:
+    """p_d: the share of the command that is for device d (module docstring)."""
+    if not devices:
+        raise ValueError("need at least one device")
+    hits = named(transcript, devices)
+    p = np.array(hits, dtype=float)
+    if p.any():
+        return p
+    if ALL_WORDS.intersection(normalize(transcript).split()):
+        return np.ones(len(devices))
+    p[0] = 1.0
+    return p
+
+
+def device_distribution(action: np.ndarray, p: float) -> np.ndarray:
+    """Device d's distribution over the actions: ON and OFF of the command's distribution
+    scaled by p (the share addressed to d), the remainder NOOP."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"an addressed share must be in [0, 1], got {p}")
+    out = np.asarray(action, dtype=float) * p
+    noop = INDEX["NOOP"]
+    out[noop] = 1.0 - (out.sum() - out[noop])
+    return out
