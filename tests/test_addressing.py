@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from edge_plm.switch.addressing import DeviceName, addressed, device_distribution, named
+from edge_plm.switch.addressing import DeviceName, addressed, command_label, device_distribution, named
 from edge_plm.switch.model import SwitchModel
 
 DEVICES = [DeviceName("lamp", ("light", "big light")), DeviceName("fan"), DeviceName("heater")]
@@ -44,3 +44,12 @@ def test_one_device_predicts_exactly_as_the_model():
     several = m.predict_devices("turn the lamp on", DEVICES)
     assert several["lamp"].distribution == pytest.approx(m.predict("turn the lamp on").distribution)
     assert several["fan"].action == "NOOP" and several["heater"].distribution["NOOP"] == 1.0
+
+
+def test_the_command_label_is_what_the_flipped_devices_agree_on():
+    assert command_label({"fan": "ON"}, DEVICES) == "ON"
+    assert command_label({"lamp": "NOOP", "fan": "NOOP"}, DEVICES) == "NOOP"
+    assert command_label({"lamp": "OFF", "fan": "ON", "heater": "ON"}, DEVICES) == "ON"
+    assert command_label({"lamp": "OFF", "fan": "ON"}, DEVICES) == "OFF"
+    with pytest.raises(ValueError, match="unknown devices"):
+        command_label({"kettle": "ON"}, DEVICES)

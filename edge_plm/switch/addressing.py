@@ -78,6 +78,22 @@ def addressed(transcript: str, devices: Sequence[DeviceName]) -> np.ndarray:
     return p
 
 
+def command_label(labels: dict[str, str], devices: Sequence[DeviceName]) -> str:
+    """The action of an utterance labelled per device: the ON / OFF the devices' labels agree
+    on (the most common; a tie goes to the earlier device), NOOP when every device's is NOOP."""
+    names = [d.name for d in devices]
+    unknown = set(labels) - set(names)
+    if unknown:
+        raise ValueError(f"labels for unknown devices {sorted(unknown)} (devices: {', '.join(names)})")
+    for label in labels.values():
+        if label not in INDEX:
+            raise ValueError(f"label must be one of {', '.join(INDEX)}, got {label!r}")
+    wanted = [labels[n] for n in names if labels.get(n, "NOOP") != "NOOP"]
+    if not wanted:
+        return "NOOP"
+    return max(dict.fromkeys(wanted), key=wanted.count)
+
+
 def device_distribution(action: np.ndarray, p: float) -> np.ndarray:
     """Device d's distribution over the actions: ON and OFF of the command's distribution
     scaled by p (the share addressed to d), the remainder NOOP."""

@@ -254,6 +254,12 @@ class SwitchModel:
         self.update_query()  # what predictions (and a reload) compare with
         return loss
 
+    def learn_devices(self, transcript: str, labels: dict[str, str], devices: list[addressing.DeviceName]) -> float | None:
+        """One labelled interaction of several devices: ``labels`` holds what each device's
+        switch said (ON / OFF / NOOP; a device left out: NOOP). The command's action is learned
+        (``command_label``); one device: exactly ``learn``."""
+        return self.learn(transcript, addressing.command_label(labels, devices))
+
     def example_weight(self, key: int) -> float:
         """How much example ``key`` counts: the owner's labels (learned after the starting
         model) weigh ``owner_weight``, the starting model's 1 (so the owner's labels win)."""
