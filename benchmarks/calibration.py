@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import DEFAULT_DATA, RESULTS, header, markdown_table, write_result  # noqa: E402
+from benchinfo import DEFAULT_DATA, RESULTS, header, markdown_table, shown, write_result  # noqa: E402
 from curves import load_switch_dev  # noqa: E402
 
 from edge_plm.settings import Settings  # noqa: E402
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         print(markdown_table(["confidence", "predictions", "mean confidence", "accuracy"],
                              [[b, n, f"{c:.3f}", f"{a:.3f}"] for b, n, c, a in r["reliability"]]))
     plot(out, RESULTS / "calibration.png")
-    write_result("calibration", {**header(), "init": args.init, "bins": BINS,
+    write_result("calibration", {**header(), "init": shown(args.init), "bins": BINS,
                                  "thresholds": {"act": s.policy.act_threshold, "ask": s.policy.ask_threshold},
                                  **{k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")}
                                     for k, v in out.items()}})
