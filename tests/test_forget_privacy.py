@@ -7,7 +7,8 @@ from dataclasses import replace
 from edge_plm.replay import run_session
 from edge_plm.settings import Settings
 from edge_plm.store import ReplayStore
-from kit import make_replay, session
+from edge_plm.switch.model import SwitchModel
+from kit import PHRASES, make_replay, session
 
 SECRET = "xylofrump"
 
@@ -43,3 +44,71 @@ def test_transcripts_reach_the_log_only_when_asked_for(tmp_path, caplog):
                 r.close()
         info = " ".join(rec.getMessage() for rec in caplog.records if rec.levelno >= logging.INFO)
         assert (SECRET in info) is wanted
+
+
+# --- every kept file, also after a rollback (issue 19) ----------------------------------------
+OTHER, UNHEARD = "quandoberry", "zwiblet"
+
+
+def _device_with_secrets(tmp_path):
+    """A state dir (database + checkpoints, several versions) whose household said SECRET
+    (labelled), OTHER (labelled) and UNHEARD (no label: observed only)."""
+    lines = []
+    for i in range(6):
+        lines += session(PHRASES[:6] + [(f"my bank pin is {SECRET} {i}", "NOOP"),
+                                        (f"{OTHER} turn on the light", "ON"),
+                                        (f"remind me about {UNHEARD} {i}", None)])
+    db = tmp_path / "state" / "edge-plm.db"
+    r = make_replay(db, start="empty", version_every=9)
+    try:
+        run_session(lines, r.controller, r.clock, endpointer=r.endpointer)
+    finally:
+        r.close()
+    return db
+
+
+def _hits(state_dir, words) -> dict[str, list[str]]:
+    """Files under `state_dir` whose bytes hold any of `words`."""
+    found = {}
+    for p in sorted(state_dir.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            held = [w for w in words if w.encode() in data]
+            if held:
+                found[str(p.relative_to(state_dir))] = held
+    return found
+
+
+def test_forget_leaves_no_word_in_any_kept_file_even_after_rollbacks(tmp_path, caplog):
+    from _data_util import cli, js, query  # noqa: PLC0415
+
+    db = _device_with_secrets(tmp_path)
+    state = db.parent
+    words = [SECRET, OTHER, UNHEARD]
+    assert set(sum(_hits(state, words).values(), [])) == set(words)
+    versions = [v for v, in query(db, "SELECT version FROM model_versions WHERE path IS NOT NULL")]
+    assert len(versions) >= 4
+    secret_ids = [i for i, in query(db, "SELECT id FROM interactions WHERE transcript LIKE ?",
+                                    [f"%{SECRET}%"])]
+    caplog.set_level(logging.INFO)
+    r = js(cli("forget", *secret_ids, "--yes", "--db", db, "--json"))
+    assert r["deleted"] == 6 and r["checkpoints"]["rewritten"] and not r["checkpoints"]["removed"]
+    assert SECRET not in sum(_hits(state, words).values(), [])
+    assert js(cli("status", "--db", db, "--json"))["model"]["unlearned_labels"] == 0
+    kept = [v for v, in query(db, "SELECT version FROM model_versions WHERE path IS NOT NULL")]
+    listed = js(cli("model", "list", "--db", db, "--json"))
+    for v in [d["version"] for d in listed if d["checkpoint_exists"]]:
+        assert cli("model", "rollback", v, "--db", db).exit_code == 0
+        assert SECRET not in sum(_hits(state, words).values(), []), v
+        (path,), = query(db, "SELECT path FROM model_versions WHERE status = 'active'")
+        held = {i for i, _ in SwitchModel.load(path).meta["interaction_keys"]}
+        assert held and not held & set(secret_ids), v  # rollback revives no forgotten example
+    assert set(kept) >= set(versions) - {d["version"] for d in listed if d["pruned"]}
+    text = cli("forget", "--all", "--yes", "--db", db)
+    assert text.exit_code == 0 and "backups:" in text.stdout
+    assert _hits(state, words) == {}
+    for v in [d["version"] for d in js(cli("model", "list", "--db", db, "--json"))
+              if d["checkpoint_exists"]]:
+        assert cli("model", "rollback", v, "--db", db).exit_code == 0
+        assert _hits(state, words) == {}, v
+    assert not any(w in rec.getMessage() for rec in caplog.records for w in words)
