@@ -408,8 +408,9 @@ def forget_command(
     """Delete interactions and their audio files (ID..., --before TIME or --all).
 
     The active model takes back what it learned from them as labelled examples (exactly;
-    a new active version without them, gate "forget"; their language statistics are taken
-    back too, approximately); --rebuild instead re-learns a model from what remains."""
+    a new active version without them, gate "forget"; their words leave its vocabularies);
+    --rebuild instead re-learns a model from what remains. Every other kept checkpoint is
+    rewritten without them. Backups made before (`db backup` copies) are not reached."""
     from edge_plm.labelling import audio_count, forget  # noqa: PLC0415
 
     t_before = time_option(before, "--before")
