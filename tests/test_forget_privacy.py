@@ -112,3 +112,68 @@ def test_forget_leaves_no_word_in_any_kept_file_even_after_rollbacks(tmp_path, c
         assert cli("model", "rollback", v, "--db", db).exit_code == 0
         assert _hits(state, words) == {}, v
     assert not any(w in rec.getMessage() for rec in caplog.records for w in words)
+
+
+def test_a_running_service_scrubs_its_live_model_when_another_process_forgets(tmp_path):
+    from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
+    from kit import FakeClock  # noqa: PLC0415
+
+    clock = FakeClock(tick=1.0)
+    cfg = LearnerConfig(version_every=1000, holdout_fraction=0.0, forget_check_s=0.0,
+                        sync_every_s=0.0)
+    with ReplayStore(tmp_path / "edge-plm.db", clock=clock) as store:
+        service = Learner(store, cfg, tmp_path / "ckpt", clock=clock)
+        def label(text, action):
+            iid = store.add_interaction(transcript=text)
+            store.set_label(iid, action, "asked")
+            service.on_label(iid, text, action)
+            return iid
+
+        for text, action in PHRASES[:6]:
+            label(text, action)
+        service.new_version()
+        gone = label(f"my bank pin is {SECRET}", "NOOP")
+        service.new_version()
+        heard = store.add_interaction(transcript=f"remind me about {OTHER}")
+        service.observe(f"remind me about {OTHER}")  # unlabelled: its units join the vocabulary
+        assert f"w:{SECRET}" in service.model.units.index and OTHER in service.model.words.index
+        # `edge-plm forget` in its own process: the unlabelled row first (the active version
+        # never saw it, so no version is made), then the labelled one
+        Learner.open(store, cfg, tmp_path / "ckpt").forget_interactions([heard])
+        clock.advance(10.0)
+        service.poll()
+        assert f"w:{OTHER}" not in service.model.units.index
+        assert f"w:{SECRET}" in service.model.units.index
+        Learner.open(store, cfg, tmp_path / "ckpt").forget_interactions([gone])
+        clock.advance(10.0)
+        service.poll()
+        assert gone not in service.keys
+        for s in (SECRET, OTHER):
+            assert f"w:{s}" not in service.model.units.index and s not in service.model.words.index
+        service.new_version()  # what the service saves later holds neither
+        assert _hits(tmp_path, [SECRET, OTHER]) == {}
+
+
+def test_a_checkpoint_forget_cannot_rewrite_is_deleted_and_rollback_to_it_refuses(tmp_path):
+    from _data_util import cli, js, query  # noqa: PLC0415
+
+    db = _device_with_secrets(tmp_path)
+    retired = [(v, p) for v, p in query(
+        db, "SELECT version, path FROM model_versions WHERE status = 'retired' AND path IS NOT NULL")]
+    version, path = retired[-1]
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0xFF  # damaged: it can no longer be loaded, so not rewritten
+    open(path, "wb").write(bytes(data))
+    ids = [i for i, in query(db, "SELECT id FROM interactions WHERE transcript LIKE ?", [f"%{SECRET}%"])]
+    r = js(cli("forget", *ids, "--yes", "--db", db, "--json"))
+    assert r["checkpoints"]["removed"] == [version]
+    assert not (tmp_path / "state" / "checkpoints" / f"{version}.npz").exists()
+    listed = cli("model", "list", "--db", db)
+    row = next(line for line in listed.stdout.splitlines() if line.strip().startswith(version))
+    assert "removed by forget" in row
+    assert f"{version}: checkpoint deleted by `forget`" in listed.stderr
+    back = cli("model", "rollback", version, "--db", db)
+    assert back.exit_code != 0
+    lines = [line for line in back.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "deleted by `forget`" in lines[0]
+    assert "Traceback" not in back.output
