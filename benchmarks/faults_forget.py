@@ -3,7 +3,9 @@
 ``forget``: the household text sessions (``--soak-lines`` lines, 2,000 by default) with secret
 utterances mixed in — every 40th line one of three secret words, labelled or not — are
 replayed by the real `edge-plm replay` into a state dir (database + checkpoints), every
-command's stdout and stderr going to one log file. Then, with the real CLI:
+command's stderr (its log lines, what journald keeps of the service) going to one log file;
+stdout is the answer the person asked for (`status` shows the last transcript) and is not
+searched. Then, with the real CLI:
 
 1. `forget` of the interactions that hold the first secret word; every file under the state
    dir and the log are searched for it; `status` must say ``unlearned_labels`` 0; then
@@ -69,8 +71,8 @@ class Device:
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         res = subprocess.run([*CLI, *args], env=ENV, capture_output=True, text=True, timeout=1800)
-        with open(self.log, "a") as f:
-            f.write(f"$ edge-plm {' '.join(args)}\n{res.stdout}{res.stderr}")
+        with open(self.log, "a") as f:  # the log: what the commands log (stderr), as journald
+            f.write(f"$ edge-plm {' '.join(args)}\n{res.stderr}")
         if check and res.returncode != 0:
             raise RuntimeError(f"edge-plm {' '.join(args)}: rc {res.returncode}: {res.stderr[-800:]}")
         return res
