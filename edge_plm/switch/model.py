@@ -25,6 +25,8 @@ import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
 from edge_plm.switch import addressing, confidence, model_file
+from edge_plm.switch import scrub as scrubbing
+from edge_plm.switch.query import query_evidence
 from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
 from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
@@ -108,28 +110,9 @@ class SwitchModel:
         scaled to a maximum of 1."""
         if self.words is None:
             return
-        ev = self.query_evidence()
+        ev = query_evidence(self)
         top = ev.max() if len(ev) else 0.0
         self.net.set_query(ev / top if top > 0 else ev)
-
-    def query_evidence(self) -> np.ndarray:
-        """Each query word's labelled evidence: the spread of its own logits over the labelled
-        actions (its unit bag through U); a tombstoned one (``scrub``) keeps what it had."""
-        net = self.net
-        q = self.words.query_ids()
-        present = net.class_counts > 0.5
-        ev = np.zeros(len(q))
-        if present.sum() >= 2:
-            for r in q.tolist():
-                if self.words.words[r] is None:
-                    ev[r] = self.words.frozen.get(r, 0.0)
-                    continue
-                ids, w = self._query_bag(r)
-                if len(ids):
-                    U = net.config.logit_scale * net.base[ids] + net.delta[ids]
-                    s = net.inputs(ids, w) @ U[:, present]
-                    ev[r] = float(s.max() - s.min())
-        return ev
 
     @staticmethod
     def _vocab(cfg: SwitchConfig, units=()) -> UnitVocab:
@@ -335,65 +318,20 @@ class SwitchModel:
 
     def forget_example(self, key: int) -> None:
         """Take example `key` out of the model: its counts leave the statistics (exact), its
-        slot is marked removed (keys of the others do not change), its token ids are dropped and
-        its transcript leaves the memory. Refinement steps then run on the remaining examples;
-        what earlier steps fitted to the forgotten one is pulled back toward the explicit
-        solution by them, not removed exactly (``rebuild`` is the exact way). Its units stay in
-        the vocabulary (ids are append-only) but carry no labelled evidence any more (``scrub``
-        takes their strings out)."""
+        slot is marked removed (other keys do not change), its token ids and memory entry go.
+        Refinement then pulls what earlier steps fitted to it back toward the explicit solution
+        (``rebuild`` is the exact way); ``scrub`` takes its unit and word strings out."""
         self.forget_examples([key])
 
     def forget_examples(self, keys: list[int]) -> None:
-        """``forget_example`` of several keys at once: their counts leave the statistics, then
-        one solve and one round of refinement steps (what one key costs, whatever their number;
-        one key: exactly ``forget_example``)."""
-        keys = [self._check_key(k) for k in dict.fromkeys(int(k) for k in keys)]
-        if not keys:
-            return
-        texts = {key: self.text_of(key) for key in keys}
-        for key in keys:
-            self.net.remove(key)
-        self.net.solve()
-        self.update_query()
-        if self.net.att is not None:
-            self.net.att.solve()
-        for key in keys:
-            text = texts[key]
-            held = self.memory.get(text, [])
-            if key in held:
-                held.remove(key)
-            if not held:
-                self.memory.pop(text, None)
-            self.examples[key] = ([], self.examples[key][1])
-            self.removed.add(key)
-        self.net.refine(self.refine_budget())
-        self.update_query()
+        """``forget_example`` of several keys at once: one solve and one round of refinement
+        for any number of keys (``switch/scrub.py``)."""
+        scrubbing.forget_examples(self, keys)
 
     def scrub(self, texts: list[str]) -> dict[str, int]:
-        """Tombstone the unit and word strings that neither a live example nor ``texts`` (the
-        other transcripts to keep: the unlabelled ones the model observed) uses, so that a
-        saved checkpoint holds no string of forgotten text (`edge-plm forget`). Ids stay (the
-        slots remain); a tombstoned unit or word never matches again (heard again, it gets a
-        fresh id). Every kept text has exactly the units and word ids it had, so predictions
-        for them do not change: a tombstoned unit's delta row (which only a forgotten text
-        reached) is zeroed, and a tombstoned query word keeps its evidence as it was (the
-        query's scale). Returns the counts tombstoned."""
-        texts = [self.text_of(k) for k in self.live_keys()] + [normalize(t) for t in texts]
-        before = self.query_evidence() if self.words is not None else np.zeros(0)
-        units = set().union(*(self.units.strings_of(t) for t in texts)) if texts else set()
-        gone_units = self.units.scrub(units)
-        if gone_units:
-            dead = np.array(gone_units, dtype=np.int64)
-            self.net.delta[dead] = 0.0
-        gone_words = []
-        if self.words is not None:
-            gone_words = self.words.scrub({w for t in texts for w in t.split()})
-            for r in gone_words:
-                if r < len(before):
-                    self.words.frozen[r] = float(before[r])
-        self._query_bags.clear()
-        self.update_query()
-        return {"units": len(gone_units), "words": len(gone_words)}
+        """Tombstone the unit and word strings that neither a live example nor ``texts`` uses;
+        predictions for them do not change (``switch/scrub.py``)."""
+        return scrubbing.scrub(self, texts)
 
     def regather_all(self) -> None:
         """Re-solve the explicit layer from the statistics (they are exact sums over the live
