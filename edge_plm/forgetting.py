@@ -6,7 +6,8 @@ or a unit/word string of forgotten text.
 - `rewrite_kept`: every other version's checkpoint file is loaded, the forgotten examples it
   holds are taken out (`SwitchModel.forget_examples`), its vocabularies scrubbed
   (`SwitchModel.scrub`) and it is written again in place (atomically), with its version
-  record (SHA-256, examples) updated: it stays a rollback target without them. A file that
+  record (SHA-256, examples, labels learned) updated: it stays a rollback target without
+  them. A file that
   does not load or does not match its record is deleted instead and its version marked
   (``metrics.forget_removed``): `model list` shows it "removed by forget", `model rollback` to
   it refuses. Rewriting costs about one checkpoint load each (1.2 s for a 2,000-interaction
@@ -94,10 +95,10 @@ def _rewrite(store: ReplayStore, v: Any, model: SwitchModel, forgotten: set[int]
     extra = {k: val for k, val in model.meta.items() if k not in _OWN_META}
     extra["interaction_keys"] = sorted([i, k] for i, k in keys.items())
     path = model.save(v.path, extra=extra)
-    store.set_checkpoint_record(v.version, **trust.record_of(path, model))
-    store.set_model_metrics(v.version, {**(v.metrics or {}), "forget_rewritten": {
-        "at": time.time(), "examples_removed": len(held), "units_scrubbed": gone["units"],
-        "words_scrubbed": gone["words"]}})
+    store.set_rewritten(v.version, **trust.record_of(path, model), metrics={
+        **(v.metrics or {}), "forget_rewritten": {
+            "at": time.time(), "examples_removed": len(held), "units_scrubbed": gone["units"],
+            "words_scrubbed": gone["words"]}})
     return True
 
 

@@ -1,6 +1,7 @@
 """What `forget` leaves on disk and in the log: deleted transcripts are not readable in the
 database file or its write-ahead log, and transcripts reach the log only when asked for."""
 
+import json
 import logging
 from dataclasses import replace
 
@@ -95,6 +96,10 @@ def test_forget_leaves_no_word_in_any_kept_file_even_after_rollbacks(tmp_path, c
     assert r["deleted"] == 6 and r["checkpoints"]["rewritten"] and not r["checkpoints"]["removed"]
     assert SECRET not in sum(_hits(state, words).values(), [])
     assert js(cli("status", "--db", db, "--json"))["model"]["unlearned_labels"] == 0
+    for v in r["checkpoints"]["rewritten"]:  # the record says what the file holds now
+        (n_train, n_examples, metrics), = query(
+            db, "SELECT n_train, n_examples, metrics FROM model_versions WHERE version = ?", [v])
+        assert n_train == n_examples and "forget_rewritten" in json.loads(metrics)
     kept = [v for v, in query(db, "SELECT version FROM model_versions WHERE path IS NOT NULL")]
     listed = js(cli("model", "list", "--db", db, "--json"))
     for v in [d["version"] for d in listed if d["checkpoint_exists"]]:
