@@ -18,6 +18,9 @@ with ``"ok"`` plus its measurements):
 - ``sigterm_run``, ``sigterm_replay``, ``swap``, ``long_wav``: clean stops under SIGTERM at
   random moments, a checkpoint file swapped for another model's, and the peak memory of the
   longest WAV allowed (`benchmarks/faults_stops.py`, which describes each).
+- ``forget``: secret words replayed, `forget` of some ids and `forget --all`, then every file
+  under the state dir and the commands' log searched for them, also after a rollback to every
+  listed version (`benchmarks/faults_forget.py`).
 
 Usage (repo root): python3 benchmarks/bench_faults.py --scenario full-disk [--scenario busy]
                    python3 benchmarks/bench_faults.py --scenario all
@@ -241,6 +244,11 @@ import faults_stops  # noqa: E402
 
 SCENARIOS.update(faults_stops.SCENARIOS)
 
+# --- forget means forgotten (faults_forget.py, issue 19) --------------------------------------
+import faults_forget  # noqa: E402
+
+SCENARIOS.update(faults_forget.SCENARIOS)
+
 
 # --- main -------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tmpfs-mb", type=float, default=2.0, help="full-disk: tmpfs size (MB)")
     ap.add_argument("--commands", type=int, default=40, help="busy: label/forget commands")
     ap.add_argument("--kills", type=int, default=20, help="kill_replay/kill_run: SIGKILLs")
-    ap.add_argument("--soak-lines", type=int, default=2000, help="soak: interactions")
+    ap.add_argument("--soak-lines", type=int, default=2000, help="soak, forget: interactions")
     ap.add_argument("--sigterms-run", type=int, default=50, help="sigterm_run: SIGTERMs to run")
     ap.add_argument("--sigterms-replay", type=int, default=20,
                     help="sigterm_replay: SIGTERMs to replay")

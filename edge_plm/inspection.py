@@ -196,7 +196,8 @@ def versions_in_order(store: ReplayStore) -> list[ModelVersion]:
 
 def model_record(v: ModelVersion) -> dict[str, Any]:
     """A model version as JSON: its row, ``created`` (ISO) and the main metrics lifted out.
-    ``pruned``: its checkpoint was deleted by the retention policy (docs/loop.md)."""
+    ``pruned``: its checkpoint was deleted by the retention policy (docs/loop.md), or by
+    `forget` (``forget_removed`` says why)."""
     m = v.metrics or {}
     return {"version": v.version, "parent": v.parent, "status": v.status,
             "created_ts": v.created_ts, "created": iso(v.created_ts), "n_train": v.n_train,
@@ -204,7 +205,8 @@ def model_record(v: ModelVersion) -> dict[str, Any]:
             "gate": m.get("gate"), "checkpoint": v.path,
             "checkpoint_exists": bool(v.path) and Path(v.path).is_file(),
             "pruned": bool(m.get("pruned")), "metrics": m, "sha256": v.sha256,
-            "config": v.config, "n_examples": v.n_examples, "damaged": m.get("damaged")}
+            "config": v.config, "n_examples": v.n_examples, "damaged": m.get("damaged"),
+            "forget_removed": m.get("forget_removed")}
 
 
 def false_rollback(v: ModelVersion) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from edge_plm import forgetting
 from edge_plm import inspection as q
 from edge_plm.learner import Learner
 from edge_plm.versions import learner_setup
@@ -72,9 +73,12 @@ def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = Fa
            checkpoints: Optional[Path] = None) -> dict[str, Any]:
     """Delete the interactions `ids` and their audio files. The active model takes back what
     it learned from them (a new active version without them); with `rebuild` a model is
-    re-learned from what remains instead."""
+    re-learned from what remains instead. Every other kept checkpoint is rewritten without
+    them (``"checkpoints"``: rewritten / removed / clean versions); ``"other_copies"``: SQLite
+    files next to the database (backups) that forget does not change."""
+    copies = [str(p) for p in forgetting.other_copies(db_path)]
     if not ids:
-        return q.forget(store, []) | {"rebuilt": None}
+        return q.forget(store, []) | {"rebuilt": None, "checkpoints": None, "other_copies": copies}
     delete = None  # no model yet: rows only (the first model is made from what remains)
     if rebuild or store.active_model_version() is not None:
         # the model as it must be (the active version plus what it lacks), then rows and
@@ -86,6 +90,13 @@ def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = Fa
     out = result.pop("outcome")
     result["rebuilt"] = out.version if rebuild else None
     result["model"] = None
+    result["other_copies"] = copies
+    if delete is None:  # no active version: the files of any other versions still
+        _, ckdir = learner_setup(store, settings, db_path, checkpoints)
+        result["checkpoints"] = forgetting.rewrite_kept(store, ckdir, set(ids),
+                                                        forgetting.kept_texts(store))
+    else:
+        result["checkpoints"] = out.files
     if delete is not None and not rebuild:
         result["model"] = {"forgotten": len(out.forgotten),
                            "not_in_model": len(out.not_in_model), "version": out.version}

@@ -111,6 +111,8 @@ class ForgetOutcome:
     forgotten: list[int]  # interaction ids the live model held and took back
     not_in_model: list[int]  # ids the live model never learned (unlabelled, holdout, older)
     version: str | None = None  # the new active version without them (None: none needed)
+    # the other kept checkpoints (`forgetting.rewrite_kept`): rewritten / removed / clean versions
+    files: dict[str, list[str]] | None = None
 
 
 @dataclass

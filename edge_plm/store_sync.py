@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from edge_plm import forgetting
 from edge_plm.holdout_gate import predict_rows
 from edge_plm.learner_types import ForgetOutcome, Window
 from edge_plm.plm.checkpoint import CheckpointError
@@ -78,6 +79,7 @@ class StoreSync:
         ids = lr.store.interaction_ids()
         gone = sorted(i for i in lr.keys if i not in ids)
         if not gone:
+            lr.model.scrub(forgetting.kept_texts(lr.store))  # strings of deleted unlabelled rows
             return None
         log.warning("%d interaction(s) the live model learned were deleted: taking them out",
                     len(gone))
@@ -86,13 +88,14 @@ class StoreSync:
     def forget_live(self, ids: list[int]) -> list[int]:
         """Take `ids` out of the live model only; returns those it held."""
         lr = self.learner
-        forgotten = []
+        forgotten, keys = [], []
         for iid in ids:
             key = lr.keys.pop(int(iid), None)
             if key is None or key in lr.model.removed:
                 continue
-            lr.model.forget_example(key)
+            keys.append(key)
             forgotten.append(int(iid))
+        lr.model.forget_examples(keys)  # one solve and refinement round for all of them
         gone = set(forgotten)
         lr._window.learned = [i for i in lr._window.learned if i not in gone]
         lr._window.relabelled = [i for i in lr._window.relabelled if i not in gone]
@@ -109,52 +112,60 @@ class StoreSync:
         open); after it, both are gone."""
         lr = self.learner
         ids = sorted({int(i) for i in ids})
+        texts = forgetting.kept_texts(lr.store, exclude=set(ids))
 
         def commit(name: str) -> None:
             lr.store.delete_interactions(ids, remove_audio=remove_audio, activate_version=name)
 
         if rebuild:
             model, keys, learned = lr.registry.rebuilt_model(exclude=set(ids))
+            model.scrub(texts)
             metrics = {"gate": "rebuild", "labels_in_window": learned, "skipped_rolled_back": 0,
                        "interactions": [None, None], "forgotten": len(ids)}
             name = lr.registry.write(model, keys, metrics, commit=commit)
             self.forget_seq = lr.store.forget_seq()
             held = [i for i in ids if i in lr.keys]
             lr._set_live(model, name)
-            return ForgetOutcome(held, [i for i in ids if i not in set(held)], name)
+            files = forgetting.rewrite_kept(lr.store, lr.checkpoints_dir, set(ids), texts, {name})
+            return ForgetOutcome(held, [i for i in ids if i not in set(held)], name, files)
         forgotten = self.forget_live(ids)
         absent = [i for i in ids if i not in set(forgotten)]
+        scrubbed = lr.model.scrub(texts)  # the strings of forgotten text, labelled or not
         name = None
-        if forgotten:
+        if forgotten or any(scrubbed.values()):
             metrics = {"gate": "forget", "forgotten": len(forgotten),
                        "interactions": [None, None], "labels_in_window": 0}
             name = lr.registry.write(lr.model, lr.keys, metrics, commit=commit)
         else:
             lr.store.delete_interactions(ids, remove_audio=remove_audio)
         self.forget_seq = lr.store.forget_seq()
+        files = forgetting.rewrite_kept(lr.store, lr.checkpoints_dir, set(ids), texts,
+                                        {name} if name else set())
         if name is not None:
             lr.version = name
             lr._good_keys = dict(lr.keys)
             lr._good_preds = predict_rows(lr.model, lr.holdout_rows())
             lr._window = Window()
-        return ForgetOutcome(forgotten, absent, name)
+        return ForgetOutcome(forgotten, absent, name, files)
 
     def on_forget(self, ids: list[int]) -> ForgetOutcome:
         """The person deleted these interactions: take them out of the live model and of the
         active version. If the active version held any, it is saved again without them as a
-        new active version (gate "forget"; its checkpoint then no longer holds their tokens;
-        older checkpoints still do until they are deleted)."""
+        new active version (gate "forget"; its checkpoint then no longer holds their tokens or
+        strings), and the other kept checkpoints are rewritten without them
+        (`forgetting.rewrite_kept`)."""
         lr = self.learner
         forgotten = self.forget_live([int(i) for i in ids])
         absent = [int(i) for i in ids if int(i) not in set(forgotten)]
+        texts = forgetting.kept_texts(lr.store, exclude={int(i) for i in ids})
+        lr.model.scrub(texts)
         in_good = [i for i in forgotten if i in lr._good_keys]
         if not in_good:
             return ForgetOutcome(forgotten, absent)
         good, good_keys = lr.registry.reload_good()
-        for iid in in_good:
-            key = good_keys.pop(iid, None)
-            if key is not None and key not in good.removed:
-                good.forget_example(key)
+        good.forget_examples([k for k in (good_keys.pop(i, None) for i in in_good)
+                              if k is not None and k not in good.removed])
+        good.scrub(texts)
         metrics = {"gate": "forget", "forgotten": len(in_good), "interactions": [None, None],
                    "labels_in_window": 0}
         name = lr.registry.write(good, good_keys, metrics, status="active")
@@ -163,7 +174,9 @@ class StoreSync:
         log.info("model version %s active: %s without %d forgotten interaction(s)", name,
                  lr.version, len(in_good))
         lr.version = name
-        return ForgetOutcome(forgotten, absent, name)
+        files = forgetting.rewrite_kept(lr.store, lr.checkpoints_dir, set(int(i) for i in ids),
+                                        texts, {name})
+        return ForgetOutcome(forgotten, absent, name, files)
 
 
 __all__ = ["StoreSync"]

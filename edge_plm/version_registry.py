@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edge_plm import checkpoint_trust as trust
+from edge_plm import forgetting
 from edge_plm import learning_state as state
 from edge_plm.learner_types import VersionEvent, Window, keys_of
 from edge_plm.plm.checkpoint import CheckpointError
@@ -134,6 +135,10 @@ class VersionRegistry:
     def load(v: ModelVersion) -> SwitchModel:
         if not v.path:
             raise CheckpointError(f"model version {v.version} has no checkpoint file")
+        if forgetting.forget_removed(v):
+            raise CheckpointError(f"the checkpoint of model version {v.version} was deleted by "
+                                  "`forget` (it could not be rewritten without the forgotten "
+                                  "interactions)")
         if state.is_pruned(v):
             raise CheckpointError(f"the checkpoint of model version {v.version} was pruned "
                                   "(retention: model.keep_checkpoints)")

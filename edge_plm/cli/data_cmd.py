@@ -408,8 +408,9 @@ def forget_command(
     """Delete interactions and their audio files (ID..., --before TIME or --all).
 
     The active model takes back what it learned from them as labelled examples (exactly;
-    a new active version without them, gate "forget"; their language statistics are taken
-    back too, approximately); --rebuild instead re-learns a model from what remains."""
+    a new active version without them, gate "forget"; their words leave its vocabularies);
+    --rebuild instead re-learns a model from what remains. Every other kept checkpoint is
+    rewritten without them. Backups made before (`db backup` copies) are not reached."""
     from edge_plm.labelling import audio_count, forget  # noqa: PLC0415
 
     t_before = time_option(before, "--before")
@@ -440,20 +441,22 @@ def _print_forgotten(result: dict) -> None:
                + (f" ({result['audio_missing']} already gone)" if result["audio_missing"] else ""))
     if result["rebuilt"]:
         typer.echo(f"model rebuilt from the remaining data: {result['rebuilt']} is active")
-        typer.echo("  older versions (their checkpoints) still hold what they learned from the "
-                   "forgotten rows; they stay available for `edge-plm model rollback`")
         typer.echo(f"  note: {RESTART_NOTE}", err=True)
     elif result["model"] and result["model"]["version"]:
         m = result["model"]
         typer.echo(f"the model took back the {m['forgotten']} it had learned from: "
                    f"{m['version']} is active without them")
-        typer.echo("  older versions (their checkpoints) still hold them; `edge-plm model "
-                   "rebuild` (or forget with --rebuild) makes a model from what remains only")
         typer.echo(f"  note: {RESTART_NOTE}", err=True)
-    elif result["learned_by_models"]:
-        typer.echo(f"the model versions still hold what they learned from "
-                   f"{result['learned_by_models']} of these rows: `edge-plm model rebuild` (or "
-                   "forget with --rebuild) makes a model from what remains")
+    files = result.get("checkpoints") or {}
+    if files.get("rewritten") or files.get("removed"):
+        typer.echo(f"older checkpoints: {len(files['rewritten'])} rewritten without them"
+                   + (f" ({', '.join(files['rewritten'])})" if files["rewritten"] else "")
+                   + (f", {len(files['removed'])} deleted (could not be rewritten: "
+                      f"{', '.join(files['removed'])})" if files["removed"] else ""))
+    copies = result.get("other_copies") or []
+    typer.echo("backups: `db backup` copies and other copies made before this forget still hold "
+               "these rows; forget does not reach them"
+               + (f" (next to the database: {', '.join(copies)})" if copies else ""))
 
 
 # --- export ---------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ app.add_typer(model_app, name="model")
 def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Every version, oldest first: parent, status, labels learned, holdout score, gate,
     checkpoint file (``pruned``: deleted by the retention policy, model.keep_checkpoints;
+    ``removed by forget``: it could not be rewritten without forgotten interactions;
     `model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
         versions = [q.model_record(v) for v in q.versions_in_order(store)]
@@ -49,6 +50,8 @@ def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = 
         problem = v["checkpoint_problem"] if v["checkpoint_state"] == "damaged" else v["damaged"]
         if problem and not v.get("pruned"):
             typer.echo(f"{v['version']}: {problem}", err=True)
+        if v.get("forget_removed"):
+            typer.echo(f"{v['version']}: checkpoint deleted by `forget`: {v['forget_removed']}", err=True)
 
 
 @model_app.command("show")
@@ -79,7 +82,7 @@ def _versions_table(versions: list[dict]):
     for v in versions:
         status = {"active": "[bold green]active[/]", "rolled_back": "[red]rolled_back[/]"}.get(
             v["status"], v["status"])
-        ck = ("pruned" if v.get("pruned") else
+        ck = ("removed by forget" if v.get("forget_removed") else "pruned" if v.get("pruned") else
               {None: "-", "ok": "ok", "missing": "[red]missing[/]",
                "damaged": "[red]damaged[/]"}[v["checkpoint_state"]])
         t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
@@ -99,7 +102,8 @@ def _detail_grid(d: dict):
     ck = d["checkpoint"]
     if ck:
         size = d["checkpoint_bytes"]
-        state = ("pruned by the retention policy (model.keep_checkpoints)" if d["pruned"]
+        state = (f"deleted by `forget`: {d['forget_removed']}" if d.get("forget_removed")
+                 else "pruned by the retention policy (model.keep_checkpoints)" if d["pruned"]
                  else "missing" if size is None else f"{size} bytes")
         g.add_row("checkpoint", f"{ck} ({state})")
     else:

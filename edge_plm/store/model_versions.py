@@ -85,6 +85,16 @@ class ModelVersionRows:
         self._write(lambda: self._update_row("model_versions", version, values,
                                              f"no model version {version!r}"))
 
+    def set_rewritten(self, version: str, sha256: str, config: str, n_examples: int,
+                      metrics: dict[str, Any]) -> None:
+        """`version`'s checkpoint was written again (`forget` took examples out of it): its
+        record, its labels learned (``n_train``, now the examples it holds) and its metrics,
+        in one transaction."""
+        values = {"sha256": sha256, "config": config, "n_examples": int(n_examples),
+                  "n_train": int(n_examples), "metrics": json.dumps(metrics, sort_keys=True)}
+        self._write(lambda: self._update_row("model_versions", version, values,
+                                             f"no model version {version!r}"))
+
     def set_model_metrics(self, version: str, metrics: dict[str, Any]) -> None:
         """Replace a version's metrics (e.g. to mark its checkpoint pruned)."""
         values = {"metrics": json.dumps(metrics, sort_keys=True)}

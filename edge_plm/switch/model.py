@@ -25,6 +25,8 @@ import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
 from edge_plm.switch import addressing, confidence, model_file
+from edge_plm.switch import scrub as scrubbing
+from edge_plm.switch.query import query_evidence
 from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
 from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
@@ -104,23 +106,13 @@ class SwitchModel:
         return bag
 
     def update_query(self) -> None:
-        """The query's weights: each query word's labelled evidence, the spread of its own
-        logits over the labelled actions (its unit bag through U), scaled to a maximum of 1."""
+        """The query's weights: each query word's labelled evidence (``query_evidence``),
+        scaled to a maximum of 1."""
         if self.words is None:
             return
-        net = self.net
-        q = self.words.query_ids()
-        present = net.class_counts > 0.5
-        ev = np.zeros(len(q))
-        if present.sum() >= 2:
-            for r in q.tolist():
-                ids, w = self._query_bag(r)
-                if len(ids):
-                    U = net.config.logit_scale * net.base[ids] + net.delta[ids]
-                    s = net.inputs(ids, w) @ U[:, present]
-                    ev[r] = float(s.max() - s.min())
+        ev = query_evidence(self)
         top = ev.max() if len(ev) else 0.0
-        net.set_query(ev / top if top > 0 else ev)
+        self.net.set_query(ev / top if top > 0 else ev)
 
     @staticmethod
     def _vocab(cfg: SwitchConfig, units=()) -> UnitVocab:
@@ -326,28 +318,20 @@ class SwitchModel:
 
     def forget_example(self, key: int) -> None:
         """Take example `key` out of the model: its counts leave the statistics (exact), its
-        slot is marked removed (keys of the others do not change), its token ids are dropped and
-        its transcript leaves the memory. Refinement steps then run on the remaining examples;
-        what earlier steps fitted to the forgotten one is pulled back toward the explicit
-        solution by them, not removed exactly (``rebuild`` is the exact way). Its units stay in
-        the vocabulary (ids are append-only) but carry no labelled evidence any more."""
-        key = self._check_key(key)
-        seq, y = self.examples[key]
-        text = self.text_of(key)
-        self.net.remove(key)
-        self.net.solve()
-        self.update_query()
-        if self.net.att is not None:
-            self.net.att.solve()
-        keys = self.memory.get(text, [])
-        if key in keys:
-            keys.remove(key)
-        if not keys:
-            self.memory.pop(text, None)
-        self.examples[key] = ([], y)
-        self.removed.add(key)
-        self.net.refine(self.refine_budget())
-        self.update_query()
+        slot is marked removed (other keys do not change), its token ids and memory entry go.
+        Refinement then pulls what earlier steps fitted to it back toward the explicit solution
+        (``rebuild`` is the exact way); ``scrub`` takes its unit and word strings out."""
+        self.forget_examples([key])
+
+    def forget_examples(self, keys: list[int]) -> None:
+        """``forget_example`` of several keys at once: one solve and one round of refinement
+        for any number of keys (``switch/scrub.py``)."""
+        scrubbing.forget_examples(self, keys)
+
+    def scrub(self, texts: list[str]) -> dict[str, int]:
+        """Tombstone the unit and word strings that neither a live example nor ``texts`` uses;
+        predictions for them do not change (``switch/scrub.py``)."""
+        return scrubbing.scrub(self, texts)
 
     def regather_all(self) -> None:
         """Re-solve the explicit layer from the statistics (they are exact sums over the live

@@ -1,6 +1,7 @@
 """Switch-model checkpoint files: what ``SwitchModel.save`` writes and ``SwitchModel.load``
 reads (docs/method.md, "Checkpoints"). The statistics are sums over the stored examples and are
-recomputed on load; the attention's statistics and the calibration's rows are stored."""
+recomputed on load; the attention's statistics and the calibration's rows are stored. The
+vocabularies are JSON lists in id order; a tombstoned (scrubbed) unit or word is ``null``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
     arrays.update(model.calib.state())
     if model.words is not None:
         arrays["words.vocabulary"] = np.frombuffer(json.dumps(model.words.to_json()).encode(), dtype=np.uint8)
+        if model.words.frozen:  # tombstoned query words' evidence (``SwitchModel.scrub``)
+            arrays["words.frozen"] = np.array(sorted(model.words.frozen.items()), dtype=np.float64)
     meta = {
         "kind": "edge-plm switch model",
         "model_format": MODEL_FORMAT,
@@ -71,6 +74,8 @@ def load_model(cls, path: str | Path):
             stored = (json.loads(arrays["words.vocabulary"].tobytes().decode())
                       if "words.vocabulary" in arrays else ())
             words = cls._words(config, stored)
+            if "words.frozen" in arrays:
+                words.frozen = {int(r): float(ev) for r, ev in arrays["words.frozen"].reshape(-1, 2).tolist()}
         model = cls(config, tok, UnitNet(config, words), units, int(meta["seed"]), words=words)
         ids, lengths, labels = arrays["examples.ids"], arrays["examples.lengths"], arrays["examples.labels"]
         offsets = np.concatenate([[0], np.cumsum(lengths)])

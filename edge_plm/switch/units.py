@@ -9,6 +9,10 @@ a unit. Ids are handed out in order of first arrival and never change (append-on
 statistics indexed by unit id stay valid while the vocabulary grows, and a checkpoint stores the
 strings in id order.
 
+``scrub`` (after a `forget`) tombstones the units no remaining text uses: the slot and its id
+stay (ids are append-only), the string goes (a tombstone is ``None`` in the stored list), and a
+tombstoned unit never matches again: hearing it again gives it a fresh id.
+
 The vocabulary is capped (``cap`` units, which bounds the parameters that depend on it). Once it
 is full, units first heard after that are not added: they are treated like units of a text the
 model has not heard (ignored by the prediction and counted as unsupported by the confidence).
@@ -78,7 +82,7 @@ def is_long(unit: str, support_min_n: int) -> bool:
 
 
 class UnitVocab:
-    """Append-only map unit string -> id, capped at ``cap`` units."""
+    """Append-only map unit string -> id, capped at ``cap`` units (tombstoned slots count)."""
 
     def __init__(self, cap: int, min_n: int, max_n: int, word_weight: float, units: Iterable[str] = (),
                  support_min_n: int = 4, sound_weight: float = 0.0, bigram_weight: float = 0.0,
@@ -101,11 +105,14 @@ class UnitVocab:
         self.sound_weight = float(sound_weight)
         self.bigram_weight = float(bigram_weight)
         self._weight = {WORD_PREFIX: self.word_weight, SOUND_PREFIX: self.sound_weight, BIGRAM_PREFIX: self.bigram_weight}
-        self.units: list[str] = []
+        self.units: list[str | None] = []  # None: a tombstone (``scrub``)
         self.index: dict[str, int] = {}
         self._long = np.zeros(0, dtype=bool)  # per id: counts for the support (is_long)
         for u in units:
-            self.add(u)
+            if u is None:
+                self._append(None)
+            else:
+                self.add(u)
 
     def __len__(self) -> int:
         return len(self.units)
@@ -122,11 +129,27 @@ class UnitVocab:
         if self.full:
             return -1
         self.index[unit] = len(self.units)
+        return self._append(unit)
+
+    def _append(self, unit: str | None) -> int:
         self.units.append(unit)
         if len(self._long) < len(self.units):  # grown in blocks, not per unit
             self._long = np.concatenate([self._long, np.zeros(max(1024, len(self._long)), dtype=bool)])
-        self._long[len(self.units) - 1] = is_long(unit, self.support_min_n)
+        self._long[len(self.units) - 1] = unit is not None and is_long(unit, self.support_min_n)
         return len(self.units) - 1
+
+    def strings_of(self, text: str) -> set[str]:
+        """Every unit string of ``text`` (known or not)."""
+        return {u for u, _ in self.weighted_units(text)}
+
+    def scrub(self, keep: set[str]) -> list[int]:
+        """Tombstone every unit whose string is not in ``keep``: its slot and id stay, its
+        string goes, and it never matches again. Returns the ids tombstoned now."""
+        gone = [i for u, i in self.index.items() if u not in keep]
+        for i in gone:
+            del self.index[self.units[i]]
+            self.units[i] = None
+        return sorted(gone)
 
     def long_mask(self, ids: np.ndarray) -> np.ndarray:
         """For each id: does the unit count for the support (``is_long``)."""
@@ -200,5 +223,5 @@ class UnitVocab:
         ent_v = np.array([weights[local[i]] * w / total[i] for _, i, w in raw], dtype=np.float64)
         return ids, weights, unknown, (ent_pos, ent_m, ent_v)
 
-    def to_json(self) -> list[str]:
+    def to_json(self) -> list[str | None]:
         return list(self.units)

@@ -11,6 +11,9 @@ is exactly 1 for the word itself and 0 for every other word; the remaining words
 ``bits - query_words`` bits, sparsest codes first. The comparisons are read from the block
 C[:, query] of C = E E^T (``plm.cache.ColumnCache``), extended as the vocabulary grows.
 
+``scrub`` (after a `forget`) tombstones the words no remaining text uses: the id and its code
+stay, the string goes (``None`` in the stored list); the word heard again gets a fresh id.
+
 The vocabulary is capped (``cap`` words); a word first heard after the cap is reached has id -1:
 it compares as 0 with every query word (like a word that is not a query word).
 """
@@ -38,12 +41,18 @@ class WordVocab:
         if cap - query_words > 2 ** (bits - query_words) - 1:
             raise ValueError(f"{cap} words need more than {bits} word bits with {query_words} query words")
         self.cap, self.bits, self.query_words = int(cap), int(bits), int(query_words)
-        self.words: list[str] = []
+        self.words: list[str | None] = []  # None: a tombstone (``scrub``)
         self.index: dict[str, int] = {}
         self._E = np.zeros((0, self.bits))
         self.cache = ColumnCache()
+        # a tombstoned query word's labelled evidence when it was scrubbed (the query's scale
+        # stays what it was; the word itself can never occur again)
+        self.frozen: dict[int, float] = {}
         for w in words:
-            self.add(w)
+            if w is None:
+                self.words.append(None)
+            else:
+                self.add(w)
 
     def __len__(self) -> int:
         return len(self.words)
@@ -113,5 +122,14 @@ class WordVocab:
             out[known] = block[word_ids[known]] @ q
         return out
 
-    def to_json(self) -> list[str]:
+    def scrub(self, keep: set[str]) -> list[int]:
+        """Tombstone every word not in ``keep`` (its id and code stay; the string goes).
+        Returns the ids tombstoned now."""
+        gone = [i for w, i in self.index.items() if w not in keep]
+        for i in gone:
+            del self.index[self.words[i]]
+            self.words[i] = None
+        return sorted(gone)
+
+    def to_json(self) -> list[str | None]:
         return list(self.words)

@@ -3,7 +3,9 @@
 The ASR sees 16 kHz mono int16 whatever the file or the sound card delivers. Reading and
 resampling are SciPy's (`scipy.io.wavfile`, `scipy.signal.resample_poly`); this module adds the
 checks a device needs (clear errors naming the file, a length limit), the int16 scaling, and
-block-wise decoding and resampling, so a long file never becomes one float array.
+block-wise decoding and resampling, so a long file never becomes one float array. SciPy's
+modules are imported on first use (``scipy.signal`` alone adds ~80 MB of resident memory, which
+a text replay or 16 kHz audio does not need).
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ import wave
 from pathlib import Path
 
 import numpy as np
-from scipy.io import wavfile
-from scipy.signal import resample_poly
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,19 @@ def clipped_fraction(samples: np.ndarray) -> float:
 
 def to_int16(x: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(x), -32768, 32767).astype(np.int16)
+
+
+def _wavfile():
+    from scipy.io import wavfile  # noqa: PLC0415 - on first use (resident memory)
+
+    return wavfile
+
+
+def resample_poly(x: np.ndarray, up: int, down: int) -> np.ndarray:
+    """`scipy.signal.resample_poly`, imported on first use (resident memory)."""
+    from scipy.signal import resample_poly as poly  # noqa: PLC0415
+
+    return poly(x, up, down)
 
 
 def resample(samples: np.ndarray, src_rate: int, dst_rate: int = TARGET_RATE) -> np.ndarray:
@@ -85,6 +98,7 @@ class _Frames:
         self._wave = None
         self._array: np.ndarray | None = None
         with warnings.catch_warnings(record=True) as caught:
+            wavfile = _wavfile()
             warnings.simplefilter("always", wavfile.WavFileWarning)
             try:  # mmap: the header is parsed, the data is not read
                 self.rate, data = wavfile.read(path, mmap=True)
@@ -105,7 +119,7 @@ class _Frames:
         try:
             w = wave.open(str(path), "rb")
         except (wave.Error, EOFError):  # e.g. 24-bit WAVE_FORMAT_EXTENSIBLE: read whole (rare)
-            self.rate, data = wavfile.read(path, mmap=False)
+            self.rate, data = _wavfile().read(path, mmap=False)
             self._array = data if data.ndim == 2 else data[:, None]
             self.frames, self.channels = self._array.shape
             return
@@ -229,4 +243,4 @@ def read_wav(path: str | Path, max_seconds: float | None = DEFAULT_MAX_SECONDS) 
 
 def write_wav(path: str | Path, samples: np.ndarray, rate: int = TARGET_RATE) -> None:
     """Write int16 mono samples as a PCM WAV (used for keeping audio, tests and tools)."""
-    wavfile.write(path, rate, np.asarray(samples, dtype=np.int16))
+    _wavfile().write(path, rate, np.asarray(samples, dtype=np.int16))
