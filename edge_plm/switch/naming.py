@@ -47,6 +47,7 @@ GARBLE_SHARE = 0.9  # a near word (plural, garble) counts at most this much of t
 ADDRESS_FLOOR = 0.4  # a device scoring below this is not addressed
 FULL_SHARE = 0.6  # score from which a device gets the whole command
 MARGIN = 0.2  # a device scoring more than this below the best one is not addressed
+SLOT_FILLER = ""  # what stands for the slot in the command ("": the name's words are left out)
 OWN_VOCAB = (4096, 14, 1)  # cap, bits, query words of the names' own vocabulary (model without attention)
 
 
@@ -167,5 +168,8 @@ class NameQuery:
             shares = np.zeros(len(devices))
             shares[0] = 1.0
         rest = [w for k, w in enumerate(words) if k not in slots]
+        if SLOT_FILLER and slots:
+            rest = [SLOT_FILLER if k in slots else w for k, w in enumerate(words)
+                    if k not in slots or k - 1 not in slots]
         command = " ".join(rest if rest else words)
         return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command)
