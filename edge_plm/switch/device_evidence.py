@@ -77,6 +77,11 @@ class DeviceEvidence:
         self._count(*entry, -1)
         return True
 
+    def forget(self, key: int, words) -> None:
+        """A forgotten example of the model: its words and its device labels (if any) go."""
+        self.remove_text(words)
+        self.remove(key)
+
     def relabel(self, key: int, labels: dict[str, str]) -> None:
         words, _ = self.entries[key]
         self.remove(key)

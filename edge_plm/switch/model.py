@@ -19,17 +19,17 @@ and the checkpoint holds it through the examples).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
-from edge_plm.switch import addressing, confidence, model_devices, model_file
+from edge_plm.switch import confidence, model_devices, model_file
 from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
 from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
 from edge_plm.switch.device_evidence import DeviceEvidence
-from edge_plm.switch.naming import NameQuery
 from edge_plm.switch.tokenizer import CharTokenizer, normalize
 from edge_plm.switch.unitnet import UnitNet
 from edge_plm.switch.units import UnitVocab
@@ -74,16 +74,10 @@ class SwitchModel:
     # config.owner_weight each (0: no starting model, every example weighs 1)
     prior_examples: int = 0
     _query_bags: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
-    # what the devices' switches taught about their names (several devices: model_devices.py)
-    device_evidence: DeviceEvidence = field(default_factory=DeviceEvidence, repr=False, compare=False)
-    _names: NameQuery | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def name_query(self) -> NameQuery:
-        """The devices' name queries over the word vocabulary (``naming.py``)."""
-        if self._names is None:
-            self._names = NameQuery(self.words, self.config.unit_min_n, self.config.unit_max_n)
-        return self._names
+    device_evidence: DeviceEvidence = field(default_factory=DeviceEvidence, repr=False, compare=False)  # model_devices.py
+    name_query = cached_property(model_devices.name_query)
+    predict_devices, learn_devices = model_devices.predict_devices, model_devices.learn_devices
+    relabel_devices = model_devices.relabel_devices
 
     @classmethod
     def empty(cls, config: str | SwitchConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
@@ -182,14 +176,6 @@ class SwitchModel:
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
         return SwitchPrediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
-    def predict_devices(self, transcript: str, devices: list[addressing.DeviceName],
-                        prior_strength: float = 0.0, evidence_prior: float = 0.0) -> dict[str, SwitchPrediction]:
-        """Each configured device's action and confidence: the devices' name queries say which
-        devices the transcript addresses and which words name them; the command without those
-        words is predicted (``predict``) and shared out (``model_devices.py``). One device:
-        exactly ``predict``."""
-        return model_devices.predict_devices(self, transcript, devices, prior_strength, evidence_prior)
-
     def raw(self, transcript: str) -> tuple[np.ndarray, float]:
         """(logits, support): the network's logits for the transcript and its labelled support."""
         ids, w, unknown, placed = self.placed(transcript, grow=False)
@@ -258,17 +244,6 @@ class SwitchModel:
         loss = self.net.refine(self.refine_budget())
         self.update_query()  # what predictions (and a reload) compare with
         return loss
-
-    def learn_devices(self, transcript: str, labels: dict[str, str], devices: list[addressing.DeviceName]) -> float | None:
-        """One labelled interaction of several devices: ``labels`` holds what each device's
-        switch said (ON / OFF / NOOP; a device left out: NOOP). The command without the device
-        names is learned with the action the labels agree on (``command_label``) and the labels
-        teach each device's words (``model_devices.py``); one device: exactly ``learn``."""
-        return model_devices.learn_devices(self, transcript, labels, devices)
-
-    def relabel_devices(self, key: int, labels: dict[str, str], devices: list[addressing.DeviceName]) -> bool:
-        """New per-device labels of example ``key`` (``model_devices.relabel_devices``)."""
-        return model_devices.relabel_devices(self, key, labels, devices)
 
     def example_weight(self, key: int) -> float:
         """How much example ``key`` counts: the owner's labels (learned after the starting
@@ -345,8 +320,7 @@ class SwitchModel:
         seq, y = self.examples[key]
         text = self.text_of(key)
         self.net.remove(key)
-        self.device_evidence.remove_text(text.split())
-        self.device_evidence.remove(key)
+        self.device_evidence.forget(key, text.split())
         self.net.solve()
         self.update_query()
         if self.net.att is not None:

@@ -16,13 +16,19 @@ import numpy as np
 
 from edge_plm.actions import ACTIONS
 from edge_plm.switch import addressing
-from edge_plm.switch.naming import Addressing
+from edge_plm.switch.naming import Addressing, NameQuery
 from edge_plm.switch.tokenizer import normalize
 
 
 def _full_labels(labels: dict[str, str], devices) -> dict[str, str]:
     addressing.command_label(labels, devices)  # validates names and labels
     return {d.name: labels.get(d.name, "NOOP") for d in devices}
+
+
+def name_query(model) -> NameQuery:
+    """The devices' name queries over the model's word vocabulary (``naming.py``; the model's
+    ``name_query``, made once)."""
+    return NameQuery(model.words, model.config.unit_min_n, model.config.unit_max_n)
 
 
 def address(model, transcript: str, devices) -> Addressing:
@@ -32,6 +38,10 @@ def address(model, transcript: str, devices) -> Addressing:
 
 def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0,
                     evidence_prior: float = 0.0) -> dict:
+    """Each configured device's action and confidence (``SwitchPrediction``, by name): the
+    devices' name queries say which devices the transcript addresses and which words name them;
+    the command without those words is predicted (``SwitchModel.predict``) and shared out. One
+    device: exactly ``predict``."""
     if len(devices) == 1:
         return {devices[0].name: model.predict(transcript, prior_strength, evidence_prior)}
     a = address(model, transcript, devices)
@@ -46,6 +56,10 @@ def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0
 
 
 def learn_devices(model, transcript: str, labels: dict[str, str], devices) -> float | None:
+    """One labelled interaction of several devices: ``labels`` holds what each device's switch
+    said (ON / OFF / NOOP; a device left out: NOOP). The command without the device names is
+    learned (``SwitchModel.learn``) with the action the labels agree on (``command_label``) and
+    the labels teach each device's words. One device: exactly ``learn``. Returns ``learn``'s loss."""
     if len(devices) == 1:
         return model.learn(transcript, addressing.command_label(labels, devices))
     full = _full_labels(labels, devices)
