@@ -26,7 +26,8 @@ score are addressed, with the share p_d = min(1, r_d / FULL_SHARE); when none is
 command (where a single device's switch always went). The words the addressed devices'
 queries picked up are the *slot*: the command's action is read from the transcript without
 them ("turn on the kettle" -> "turn on the"), so a name the action model never heard, or
-heard as another device's, does not change the action.
+heard as another device's, does not change the action. (``SLOT_FILLER``, a word to put in the
+slot's place instead, is "" = left out; BENCHMARKS.md compares "light".)
 """
 
 from __future__ import annotations
