@@ -1,4 +1,4 @@
-"""Which configured device an utterance addresses (several named devices, docs/devices.md).
+"""Which configured device an utterance addresses (several named devices, docs/devices-model.md).
 
 The switch model decides the *action* of a command (ON / OFF / NOOP, ``model.py``); this module
 decides which devices it is for. A device is a name with aliases (``DeviceName``, from the
