@@ -4,6 +4,14 @@ Starts from an empty model (or a checkpoint: ``init``), feeds TRAIN in file orde
 ``SwitchModel.learn`` (the same online-update path the device uses: explicit re-solve plus the
 bounded refinement steps it runs after every label) and, after each budget n, scores TEST. Also times every
 prediction and every update.
+
+Lines may name a device (``"device"``: several named devices, docs/contracts.md): a line is
+then that device's label and every other device's NOOP. It is learned through
+``SwitchModel.learn_devices`` and scored by ``predict_devices`` (the line's device's action),
+and each budget adds the balanced accuracy per device and the share of lines on which another
+device was predicted ON / OFF. The devices are the names in the lines, in order of first
+appearance (TRAIN, then TEST); a line without one is the only device's, and is refused when
+the lines name several.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from edge_plm.actions import ACTIONS
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.transcript import DEFAULT_MAX_CHARS, cap_transcript
 from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.calibration import expected_calibration_error
 from edge_plm.switch.model import SwitchModel
 
@@ -34,6 +43,8 @@ def read_labelled_jsonl(path: str | Path) -> list[dict]:
             if not isinstance(row.get("text"), str):
                 raise EvalDataError(f'{path}:{no}: expected an object with a "text" string')
             label_of(path, no, row)
+            if "device" in row and (not isinstance(row["device"], str) or not row["device"].strip()):
+                raise EvalDataError(f'{path}:{no}: "device" must be a non-empty string (a device name)')
             if len(row["text"]) > DEFAULT_MAX_CHARS:  # as the loop would see it
                 row["text"] = cap_transcript(row["text"], DEFAULT_MAX_CHARS, f"{path}:{no}")
             rows.append(row)
@@ -91,6 +102,29 @@ def load_init(path: str | Path, model_config: str | None = None) -> SwitchModel:
     return model
 
 
+def devices_of(train: list[dict], test: list[dict]) -> list[DeviceName]:
+    """The devices the lines name (first appearance, TRAIN then TEST); [] when none does.
+    Raises EvalDataError when a line has no device but the lines name several."""
+    names = list(dict.fromkeys(r["device"].strip() for r in (*train, *test) if "device" in r))
+    if len(names) > 1 and any("device" not in r for r in (*train, *test)):
+        raise EvalDataError(f'a line has no "device" but the lines name several ({", ".join(names)})')
+    try:
+        return [DeviceName(n) for n in names]
+    except ValueError as exc:
+        raise EvalDataError(f"bad device name: {exc}") from exc
+
+
+def _per_device(rows: list[dict], preds: list[str], devices: list[DeviceName]) -> dict:
+    out = {}
+    for d in devices:
+        mine = [(r["label"], p) for r, p in zip(rows, preds) if r.get("device", devices[0].name).strip() == d.name]
+        if mine:
+            table = confusion([t for t, _ in mine], [p for _, p in mine])
+            out[d.name] = {"lines": len(mine), "balanced_accuracy": balanced_accuracy(table),
+                           "accuracy": accuracy(table)}
+    return out
+
+
 def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: str = "potato",
              seed: int = 0, progress=None, init: SwitchModel | None = None, **overrides) -> dict:
     """``init``: start from this model (it is changed: pass a copy to keep it); its own seed
@@ -102,8 +136,22 @@ def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: st
         model.seed = seed
     else:
         model = SwitchModel.empty(config, seed=seed, **overrides)
-    test_texts = [r["text"] for r in test]
     truth = [r["label"] for r in test]
+    devices = devices_of(train, test)
+
+    def learn(row: dict) -> None:
+        if devices:
+            model.learn_devices(row["text"], {row.get("device", devices[0].name).strip(): row["label"]}, devices)
+        else:
+            model.learn(row["text"], row["label"])
+
+    def predict(row: dict):
+        """(the line's device's prediction, another device predicted ON / OFF)."""
+        if not devices:
+            return model.predict(row["text"]), False
+        name = row.get("device", devices[0].name).strip()
+        out = model.predict_devices(row["text"], devices)
+        return out[name], any(p.action != "NOOP" for n, p in out.items() if n != name)
     # a budget beyond the file means "all"; several such budgets collapse into one
     stops = sorted({min(b, len(train)) for b in budgets})
     results, predict_ms, update_ms = [], [], []
@@ -111,21 +159,29 @@ def run_eval(train: list[dict], test: list[dict], budgets: list[int], config: st
     for stop in stops:
         for row in train[done:stop]:
             t0 = time.perf_counter()
-            model.learn(row["text"], row["label"])
+            learn(row)
             update_ms.append((time.perf_counter() - t0) * 1e3)
             if progress:
                 progress()
         done = stop
-        preds, conf = [], []
-        for text in test_texts:
+        preds, conf, others = [], [], 0
+        for row in test:
             t0 = time.perf_counter()
-            p = model.predict(text)
+            p, other = predict(row)
             predict_ms.append((time.perf_counter() - t0) * 1e3)
             preds.append(p.action)
             conf.append(p.confidence)
+            others += other
         table = confusion(truth, preds)
         ece = expected_calibration_error(np.array(conf), np.array([a == t for a, t in zip(preds, truth)]))
-        results.append({"n": stop, "balanced_accuracy": balanced_accuracy(table),
-                        "accuracy": accuracy(table), "confusion": table, "ece": ece})
-    return {"config": model.config.name, "params": model.params, "budgets": results,
-            "predict_ms": percentiles(predict_ms), "update_ms": percentiles(update_ms)}
+        result = {"n": stop, "balanced_accuracy": balanced_accuracy(table),
+                  "accuracy": accuracy(table), "confusion": table, "ece": ece}
+        if devices:
+            result["devices"] = _per_device(test, preds, devices)
+            result["other_device_acted"] = others / len(test)
+        results.append(result)
+    out = {"config": model.config.name, "params": model.params, "budgets": results,
+           "predict_ms": percentiles(predict_ms), "update_ms": percentiles(update_ms)}
+    if devices:
+        out["devices"] = [d.name for d in devices]
+    return out

@@ -141,3 +141,37 @@ def test_eval_table_output(small):
     res = _run("--train", small, "--test", small, "--budgets", "3,6")
     assert res.exit_code == 0, res.output
     assert "balanced accuracy" in res.stdout and "predict ms" in res.stdout
+
+
+DEVICE_ROWS = [
+    {"text": "turn on the lamp", "label": "ON", "device": "lamp"},
+    {"text": "turn off the fan", "label": "OFF", "device": "fan"},
+    {"text": "what time is it", "label": "NOOP", "device": "lamp"},
+    {"text": "fan on please", "label": "ON", "device": "fan"},
+    {"text": "lamp off now", "label": "OFF", "device": "lamp"},
+    {"text": "play some music", "label": "NOOP", "device": "fan"},
+] * 2
+
+
+def test_eval_lines_with_devices_add_per_device_figures(tmp_path):
+    p = tmp_path / "devices.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in DEVICE_ROWS) + "\n")
+    res = _run("--train", p, "--test", p, "--budgets", "0,12", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out) == {"config", "params", "budgets", "predict_ms", "update_ms", "devices"}
+    assert out["devices"] == ["lamp", "fan"]
+    for b in out["budgets"]:
+        assert {"n", "balanced_accuracy", "accuracy", "confusion", "ece"} < set(b)
+        assert set(b["devices"]) == {"lamp", "fan"} and b["devices"]["fan"]["lines"] == 6
+        assert 0.0 <= b["other_device_acted"] <= 1.0
+    last = out["budgets"][-1]
+    assert last["devices"]["lamp"]["balanced_accuracy"] == 1.0 and last["devices"]["fan"]["balanced_accuracy"] == 1.0
+    assert last["other_device_acted"] == 0.0
+
+
+def test_eval_refuses_a_line_without_device_among_several(tmp_path):
+    p = tmp_path / "mixed.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in [*DEVICE_ROWS[:2], {"text": "lamp on", "label": "ON"}]) + "\n")
+    res = _run("--train", p, "--test", p, "--json")
+    assert res.exit_code == 2 and "no \"device\"" in res.output and "Traceback" not in res.output

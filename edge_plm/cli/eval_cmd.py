@@ -29,12 +29,14 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Start from an empty model (or --init CKPT), learn TRAIN online, score TEST after each budget."""
-    from edge_plm.evaluation import EvalDataError, load_init, parse_budgets, read_labelled_jsonl, run_eval
+    from edge_plm.evaluation import (EvalDataError, devices_of, load_init, parse_budgets, read_labelled_jsonl,
+                                     run_eval)
 
     no_config_name(config)
     name = model_config.value if model_config else None
     try:
         train_rows, test_rows = read_labelled_jsonl(train), read_labelled_jsonl(test)
+        devices_of(train_rows, test_rows)  # lines naming several devices must all name one
         budget_list = parse_budgets(budgets)
         start = load_init(init, name) if init is not None else None
     except EvalDataError as exc:
@@ -57,10 +59,12 @@ def _print_curve(result: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"{result['config']} ({result['params']:,} parameters)")
-    for col in ("n", "balanced accuracy", "accuracy"):
+    devices = result.get("devices", [])
+    for col in ("n", "balanced accuracy", "accuracy", *(f"{d} bal. acc." for d in devices)):
         table.add_column(col, justify="right")
     for b in result["budgets"]:
-        table.add_row(str(b["n"]), f"{b['balanced_accuracy']:.3f}", f"{b['accuracy']:.3f}")
+        per = [f"{b['devices'][d]['balanced_accuracy']:.3f}" if d in b["devices"] else "-" for d in devices]
+        table.add_row(str(b["n"]), f"{b['balanced_accuracy']:.3f}", f"{b['accuracy']:.3f}", *per)
     console = Console()
     console.print(table)
     console.print(f"predict ms: median {result['predict_ms']['median']:.2f}, p95 {result['predict_ms']['p95']:.2f}; "

@@ -1,16 +1,20 @@
-"""Which configured device an utterance addresses (several named devices, docs/devices.md).
+"""Which configured device an utterance addresses (several named devices, docs/devices-model.md).
 
 The switch model decides the *action* of a command (ON / OFF / NOOP, ``model.py``); this module
 decides which devices it is for. A device is a name with aliases (``DeviceName``, from the
-config's ``[[devices]]``). An utterance addresses:
+config's ``[[devices]]``). An utterance addresses (``naming.py``: the name is the query of an
+attention over the transcript's words, compared by their codes and, for ASR garble and
+plurals, their character n-grams):
 
-- the devices whose name or an alias occurs in it as a whole word sequence (a plural "s" /
-  "es" on a word is tolerated: "lamps" names "lamp");
+- the devices whose name or an alias it says (a plural or a near spelling counts, with a
+  smaller share when the name is only half there);
 - every device when it says "all", "every" or "everything" and names none;
 - otherwise the default device (the first configured one): "turn it on" goes where a single
   device's switch always went.
 
-``addressed`` returns the share p_d in [0, 1] of each device; ``device_distribution`` turns the
+``addressed`` returns the share p_d in [0, 1] of each device from the names alone (a model adds
+the names its devices' switches taught it: ``SwitchModel.predict_devices``);
+``device_distribution`` turns the
 command's action distribution into device d's: ON and OFF scaled by p_d, the rest NOOP. With one
 device p = 1 and the distribution is the model's own, so a single-device setup decides exactly
 as before.
@@ -24,10 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_plm.actions import INDEX
+from edge_plm.switch.config import get_config
+from edge_plm.switch.naming import ADDRESS_FLOOR, ALL_WORDS, NameQuery  # noqa: F401 - ALL_WORDS: part of this API
 from edge_plm.switch.tokenizer import normalize
-
-#: Words that address every device when no device is named ("everything off").
-ALL_WORDS = frozenset({"all", "every", "everything"})
 
 
 @dataclass(frozen=True)
@@ -49,33 +52,22 @@ class DeviceName:
         return tuple(tuple(normalize(p).split()) for p in (self.name, *self.aliases))
 
 
-def _same_word(heard: str, name_word: str) -> bool:
-    return heard == name_word or heard in (name_word + "s", name_word + "es")
-
-
-def _contains(words: Sequence[str], phrase: Sequence[str]) -> bool:
-    n = len(phrase)
-    return any(all(_same_word(words[i + j], phrase[j]) for j in range(n)) for i in range(len(words) - n + 1))
+def _query() -> NameQuery:
+    cfg = get_config("potato")
+    return NameQuery(None, cfg.unit_min_n, cfg.unit_max_n)
 
 
 def named(transcript: str, devices: Sequence[DeviceName]) -> list[bool]:
-    """For each device: does the transcript say its name or an alias?"""
-    words = normalize(transcript).split()
-    return [any(_contains(words, p) for p in d.phrases()) for d in devices]
+    """For each device: does the transcript say its name or an alias (``naming.py``)?"""
+    scores = _query().address(normalize(transcript).split(), devices).scores
+    return [bool(s >= ADDRESS_FLOOR) for s in scores]
 
 
 def addressed(transcript: str, devices: Sequence[DeviceName]) -> np.ndarray:
     """p_d: the share of the command that is for device d (module docstring)."""
     if not devices:
         raise ValueError("need at least one device")
-    hits = named(transcript, devices)
-    p = np.array(hits, dtype=float)
-    if p.any():
-        return p
-    if ALL_WORDS.intersection(normalize(transcript).split()):
-        return np.ones(len(devices))
-    p[0] = 1.0
-    return p
+    return _query().address(normalize(transcript).split(), devices).shares
 
 
 def command_label(labels: dict[str, str], devices: Sequence[DeviceName]) -> str:

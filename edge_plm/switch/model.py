@@ -19,17 +19,19 @@ and the checkpoint holds it through the examples).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
-from edge_plm.switch import addressing, confidence, model_file
+from edge_plm.switch import confidence, model_devices, model_file
 from edge_plm.switch import scrub as scrubbing
 from edge_plm.switch.query import query_evidence
 from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
 from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
+from edge_plm.switch.device_evidence import DeviceEvidence
 from edge_plm.switch.tokenizer import CharTokenizer, normalize
 from edge_plm.switch.unitnet import UnitNet
 from edge_plm.switch.units import UnitVocab
@@ -74,6 +76,10 @@ class SwitchModel:
     # config.owner_weight each (0: no starting model, every example weighs 1)
     prior_examples: int = 0
     _query_bags: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
+    device_evidence: DeviceEvidence = field(default_factory=DeviceEvidence, repr=False, compare=False)  # model_devices.py
+    name_query = cached_property(model_devices.name_query)
+    predict_devices, learn_devices = model_devices.predict_devices, model_devices.learn_devices
+    relabel_devices = model_devices.relabel_devices
 
     @classmethod
     def empty(cls, config: str | SwitchConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
@@ -162,22 +168,6 @@ class SwitchModel:
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
         return SwitchPrediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
-    def predict_devices(self, transcript: str, devices: list[addressing.DeviceName],
-                        prior_strength: float = 0.0, evidence_prior: float = 0.0) -> dict[str, SwitchPrediction]:
-        """Each configured device's action and confidence: the command's prediction
-        (``predict``) shared out by which devices it addresses (``addressing.py``). One device:
-        exactly ``predict``."""
-        pred = self.predict(transcript, prior_strength, evidence_prior)
-        if len(devices) == 1:
-            return {devices[0].name: pred}
-        y = np.array([pred.distribution[a] for a in ACTIONS])
-        out = {}
-        for d, p in zip(devices, addressing.addressed(transcript, devices)):
-            yd = addressing.device_distribution(y, float(p))
-            i = int(np.argmax(yd))
-            out[d.name] = SwitchPrediction(ACTIONS[i], float(yd[i]), {a: float(q) for a, q in zip(ACTIONS, yd)})
-        return out
-
     def raw(self, transcript: str) -> tuple[np.ndarray, float]:
         """(logits, support): the network's logits for the transcript and its labelled support."""
         ids, w, unknown, placed = self.placed(transcript, grow=False)
@@ -236,6 +226,7 @@ class SwitchModel:
         seq, y = self.encode(transcript, grow=True), LABEL_INDEX[label]
         key = len(self.examples)
         self.examples.append((seq, y))
+        self.device_evidence.add_text(self.text_of(key).split())
         ids, w, _, placed = self.placed(transcript, grow=True)
         self.net.add(key, ids, w, y, placed, self.example_weight(key))
         self.net.solve()
@@ -245,12 +236,6 @@ class SwitchModel:
         loss = self.net.refine(self.refine_budget())
         self.update_query()  # what predictions (and a reload) compare with
         return loss
-
-    def learn_devices(self, transcript: str, labels: dict[str, str], devices: list[addressing.DeviceName]) -> float | None:
-        """One labelled interaction of several devices: ``labels`` holds what each device's
-        switch said (ON / OFF / NOOP; a device left out: NOOP). The command's action is learned
-        (``command_label``); one device: exactly ``learn``."""
-        return self.learn(transcript, addressing.command_label(labels, devices))
 
     def example_weight(self, key: int) -> float:
         """How much example ``key`` counts: the owner's labels (learned after the starting

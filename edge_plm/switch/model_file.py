@@ -1,7 +1,9 @@
 """Switch-model checkpoint files: what ``SwitchModel.save`` writes and ``SwitchModel.load``
 reads (docs/method.md, "Checkpoints"). The statistics are sums over the stored examples and are
-recomputed on load; the attention's statistics and the calibration's rows are stored. The
-vocabularies are JSON lists in id order; a tombstoned (scrubbed) unit or word is ``null``."""
+recomputed on load; the attention's statistics and the calibration's rows are stored, and so
+are the per-device labels of examples learned for several devices ("devices.labels", absent in
+checkpoints without them, which load as before). The vocabularies are JSON lists in id order; a
+tombstoned (scrubbed) unit or word is ``null``."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
     arrays["examples.removed"] = np.array(sorted(model.removed), dtype=np.int64)
     arrays["units.vocabulary"] = np.frombuffer(json.dumps(model.units.to_json()).encode(), dtype=np.uint8)
     arrays.update(model.calib.state())
+    if model.device_evidence.entries:
+        arrays["devices.labels"] = np.frombuffer(json.dumps(model.device_evidence.to_json()).encode(), dtype=np.uint8)
     if model.words is not None:
         arrays["words.vocabulary"] = np.frombuffer(json.dumps(model.words.to_json()).encode(), dtype=np.uint8)
         if model.words.frozen:  # tombstoned query words' evidence (``SwitchModel.scrub``)
@@ -92,6 +96,9 @@ def load_model(cls, path: str | Path):
             f_ids, w, _, placed = model.placed(text, grow=False)
             model.net.add(key, f_ids, w, model.examples[key][1], placed, model.example_weight(key))
             model.memory.setdefault(text, []).append(key)
+            model.device_evidence.add_text(text.split())
+        if "devices.labels" in arrays:  # examples labelled per device (several devices)
+            model.device_evidence.load_json(json.loads(arrays["devices.labels"].tobytes().decode()))
         model.net.solve()
         model.net.load_state(arrays)
         model.update_query()  # with the loaded delta, as after the last learn

@@ -29,6 +29,7 @@ def forget_examples(model: Any, keys: list[int]) -> None:
     texts = {key: model.text_of(key) for key in keys}
     for key in keys:
         model.net.remove(key)
+        model.device_evidence.forget(key, texts[key].split())
     model.net.solve()
     model.update_query()
     if model.net.att is not None:

@@ -1,0 +1,105 @@
+"""What each device's switch taught about its names: per-device word evidence from the labels
+of several devices (``SwitchModel.learn_devices``; docs/method.md, "Owner names").
+
+An example labelled per device (key, its words, {device: ON / OFF / NOOP}) that commands some
+device counts each of its distinct words once *for* every device whose label is ON / OFF
+(a_d(w)) and once *against* every device whose label is NOOP (b_d(w)). A word's evidence for
+device d is
+
+    e_d(w) = spec(w) * (a_d(w) - b_d(w)) / (a_d(w) + b_d(w) + PRIOR),
+    spec(w) = SPECIFICITY / (SPECIFICITY + df(w)),
+
+where df(w) is the number of labelled examples of the model (the starting model's and the
+owner's) whose text holds w: a word that occurs in many commands ("turn", "the") names no
+device, a word the owner says only for one device ("breeze") names it after one label. All
+counts are plain sums over the live examples: ``remove`` takes an example out exactly, and the
+same examples in the same order give the same evidence.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+PRIOR = 0.5  # pseudo-count of the evidence's denominator
+SPECIFICITY = 20.0  # a word in this many labelled examples keeps half its evidence
+NOOP = "NOOP"
+
+
+class DeviceEvidence:
+    """Per-device word counts of the examples labelled per device, and every labelled example's
+    word document frequency."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, tuple[tuple[str, ...], dict[str, str]]] = {}
+        self.df: Counter[str] = Counter()
+        self._for: Counter[tuple[str, str]] = Counter()
+        self._against: Counter[tuple[str, str]] = Counter()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # -- document frequency of every labelled example ---------------------------------------
+
+    def add_text(self, words) -> None:
+        self.df.update(set(words))
+
+    def remove_text(self, words) -> None:
+        self.df.subtract(set(words))
+        for w in set(words):
+            if self.df[w] <= 0:
+                del self.df[w]
+
+    # -- examples labelled per device --------------------------------------------------------
+
+    def _count(self, words: tuple[str, ...], labels: dict[str, str], sign: int) -> None:
+        if all(v == NOOP for v in labels.values()):
+            return  # not a command: says nothing about names
+        for name, label in labels.items():
+            table = self._against if label == NOOP else self._for
+            for w in set(words):
+                table[(name, w)] += sign
+                if table[(name, w)] == 0:
+                    del table[(name, w)]
+
+    def add(self, key: int, words, labels: dict[str, str]) -> None:
+        """Example ``key`` with its words and every device's label."""
+        if key in self.entries:
+            raise ValueError(f"example {key} already has device labels")
+        words = tuple(words)
+        self.entries[key] = (words, dict(labels))
+        self._count(words, labels, +1)
+
+    def remove(self, key: int) -> bool:
+        """Take example ``key`` out (exact); False when it had no device labels."""
+        entry = self.entries.pop(key, None)
+        if entry is None:
+            return False
+        self._count(*entry, -1)
+        return True
+
+    def forget(self, key: int, words) -> None:
+        """A forgotten example of the model: its words and its device labels (if any) go."""
+        self.remove_text(words)
+        self.remove(key)
+
+    def relabel(self, key: int, labels: dict[str, str]) -> None:
+        words, _ = self.entries[key]
+        self.remove(key)
+        self.add(key, words, labels)
+
+    def evidence(self, name: str, word: str) -> float:
+        a, b = self._for.get((name, word), 0), self._against.get((name, word), 0)
+        if not a and not b:
+            return 0.0
+        return SPECIFICITY / (SPECIFICITY + self.df.get(word, 0)) * (a - b) / (a + b + PRIOR)
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def to_json(self) -> list:
+        return [[k, list(w), lab] for k, (w, lab) in sorted(self.entries.items())]
+
+    def load_json(self, rows: list) -> None:
+        for key, words, labels in rows:
+            if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+                raise ValueError(f"device labels of example {key} are not a name -> label map")
+            self.add(int(key), [str(w) for w in words], {str(n): v for n, v in labels.items()})

@@ -1,0 +1,88 @@
+"""Several devices on one switch model: predict / learn / relabel per device (``SwitchModel``'s
+``predict_devices``, ``learn_devices``, ``relabel_devices``; docs/method.md, "Several devices").
+
+The devices' name queries (``naming.py``) decide which devices an utterance addresses and which
+of its words are the device's name (the slot); the command's action is the model's prediction
+of the transcript without the slot; device d's distribution is that action distribution
+scaled by its share (``addressing.device_distribution``). Learning goes the same way round: the
+command without the slot is learned with the action the devices' labels agree on
+(``addressing.command_label``), and the labels teach each device's word evidence
+(``device_evidence.py``). With one device every function is exactly the single-device one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge_plm.actions import ACTIONS
+from edge_plm.switch import addressing
+from edge_plm.switch.naming import Addressing, NameQuery
+from edge_plm.switch.tokenizer import normalize
+
+
+def _full_labels(labels: dict[str, str], devices) -> dict[str, str]:
+    addressing.command_label(labels, devices)  # validates names and labels
+    return {d.name: labels.get(d.name, "NOOP") for d in devices}
+
+
+def name_query(model) -> NameQuery:
+    """The devices' name queries over the model's word vocabulary (``naming.py``; the model's
+    ``name_query``, made once)."""
+    return NameQuery(model.words, model.config.unit_min_n, model.config.unit_max_n)
+
+
+def address(model, transcript: str, devices) -> Addressing:
+    """Shares, scores, slot and command of ``transcript`` for ``devices`` (``naming.py``)."""
+    return model.name_query.address(normalize(transcript).split(), devices, model.device_evidence)
+
+
+def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0,
+                    evidence_prior: float = 0.0) -> dict:
+    """Each configured device's action and confidence (``SwitchPrediction``, by name): the
+    devices' name queries say which devices the transcript addresses and which words name them;
+    the command without those words is predicted (``SwitchModel.predict``) and shared out. One
+    device: exactly ``predict``."""
+    if len(devices) == 1:
+        return {devices[0].name: model.predict(transcript, prior_strength, evidence_prior)}
+    a = address(model, transcript, devices)
+    pred = model.predict(a.command, prior_strength, evidence_prior)
+    y = np.array([pred.distribution[x] for x in ACTIONS])
+    out = {}
+    for d, p in zip(devices, a.shares.tolist()):
+        yd = addressing.device_distribution(y, float(p))
+        i = int(np.argmax(yd))
+        out[d.name] = type(pred)(ACTIONS[i], float(yd[i]), {x: float(q) for x, q in zip(ACTIONS, yd)})
+    return out
+
+
+def learn_devices(model, transcript: str, labels: dict[str, str], devices) -> float | None:
+    """One labelled interaction of several devices: ``labels`` holds what each device's switch
+    said (ON / OFF / NOOP; a device left out: NOOP). The command without the device names is
+    learned (``SwitchModel.learn``) with the action the labels agree on (``command_label``) and
+    the labels teach each device's words. One device: exactly ``learn``. Returns ``learn``'s loss."""
+    if len(devices) == 1:
+        return model.learn(transcript, addressing.command_label(labels, devices))
+    full = _full_labels(labels, devices)
+    a = address(model, transcript, devices)  # before the label: as it was predicted
+    key = len(model.examples)
+    loss = model.learn(a.command, addressing.command_label(full, devices))
+    model.device_evidence.add(key, normalize(transcript).split(), full)
+    return loss
+
+
+def relabel_devices(model, key: int, labels: dict[str, str], devices) -> bool:
+    """New per-device labels of example ``key``: its device evidence and its command's action
+    change (``SwitchModel.relabel``). True when something changed."""
+    key = model._check_key(key)
+    if len(devices) == 1 and key not in model.device_evidence.entries:
+        return model.relabel(key, addressing.command_label(labels, devices))
+    full = _full_labels(labels, devices)
+    ev = model.device_evidence
+    changed = False
+    if key in ev.entries:
+        changed = ev.entries[key][1] != full
+        ev.relabel(key, full)
+    else:
+        ev.add(key, model.text_of(key).split(), full)
+        changed = True
+    return model.relabel(key, addressing.command_label(full, devices)) or changed

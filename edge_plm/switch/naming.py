@@ -1,0 +1,176 @@
+"""A device's name as the query of an attention over the transcript's words (docs/method.md,
+"Several devices: the name is the query"). Pure math: no I/O.
+
+For a configured device (``addressing.DeviceName``) and each word position k of a transcript, a
+comparison s_k in [0, 1] says how much word k is one of the device's name words:
+
+- **codes**: every name and alias word is registered in the word vocabulary
+  (``words.WordVocab``, append-only, so it gets a frozen bit-cipher code). The comparison of a
+  heard word with a name word is read from a ``plm.cache.ColumnCache`` column of C = E E^T
+  (one column per name word, extended as the vocabulary grows) and divided by the two codes'
+  norms. Codes are distinct, so this is 1 exactly when the heard word is the name word.
+- **units** (ASR garble, plurals): a heard word whose code is not the name word's compares by
+  its bag of word-anchored character n-grams (``units.unit_strings``, the word's own unit left
+  out): GARBLE_SHARE x the cosine of the two bags when that cosine is at least SIM_FLOOR, else
+  0. A plural ("fans", "lamps": the name word + "s" / "es") compares as GARBLE_SHARE.
+
+Each name word attends to the position that compares best with it (hard attention: the
+argmax); a name of m words scores the mean of its m best comparisons, a device the best of its
+name and aliases. A device's learned words (``device_evidence.DeviceEvidence``: what its
+switch taught) add a second score: the largest evidence of a heard word for the device. The
+device's score r_d is the larger of the two.
+
+Shares (``address``): the devices with r_d >= ADDRESS_FLOOR and within MARGIN of the best
+score are addressed, with the share p_d = min(1, r_d / FULL_SHARE); when none is, "all" /
+"every" / "everything" address every device, and otherwise the first device gets the whole
+command (where a single device's switch always went). The words the addressed devices'
+queries picked up are the *slot*: the command's action is read from the transcript without
+them ("turn on the kettle" -> "turn on the"), so a name the action model never heard, or
+heard as another device's, does not change the action. (``SLOT_FILLER``, a word to put in the
+slot's place instead, is "" = left out; BENCHMARKS.md compares "light".)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge_plm.plm.cache import ColumnCache
+from edge_plm.switch.units import WORD_PREFIX, unit_strings
+from edge_plm.switch.words import WordVocab
+
+ALL_WORDS = frozenset({"all", "every", "everything"})  # address every device when none is named
+SIM_FLOOR = 0.6  # n-gram bag cosine below which a heard word is not a name word
+GARBLE_SHARE = 0.9  # a near word (plural, garble) counts at most this much of the name word itself
+ADDRESS_FLOOR = 0.4  # a device scoring below this is not addressed
+FULL_SHARE = 0.6  # score from which a device gets the whole command
+MARGIN = 0.2  # a device scoring more than this below the best one is not addressed
+SLOT_FILLER = ""  # what stands for the slot in the command ("": the name's words are left out)
+OWN_VOCAB = (4096, 14, 1)  # cap, bits, query words of the names' own vocabulary (model without attention)
+
+
+@dataclass(frozen=True)
+class Addressing:
+    """Which devices a transcript addresses: the share of each, each device's score, the slot
+    positions (the words the addressed devices' queries picked up) and the command without them."""
+
+    shares: np.ndarray
+    scores: np.ndarray
+    slots: tuple[int, ...]
+    command: str
+
+
+def bag_cosine(a: Counter, b: Counter) -> float:
+    """Cosine of two count bags."""
+    dot = sum(c * b.get(u, 0) for u, c in a.items())
+    if not dot:
+        return 0.0
+    return dot / float(np.sqrt(sum(c * c for c in a.values()) * sum(c * c for c in b.values())))
+
+
+class NameQuery:
+    """The name comparisons of one model: the word vocabulary holding the name codes, the cache
+    of their comparison columns and the words' n-gram bags."""
+
+    def __init__(self, words: WordVocab | None, min_n: int, max_n: int):
+        self.words = words if words is not None else WordVocab(*OWN_VOCAB)
+        self.min_n, self.max_n = int(min_n), int(max_n)
+        self.cache = ColumnCache()
+        self._bags: dict[str, Counter] = {}
+
+    def bag(self, word: str) -> Counter:
+        b = self._bags.get(word)
+        if b is None:
+            b = Counter(u for u in unit_strings(word, self.min_n, self.max_n) if not u.startswith(WORD_PREFIX))
+            if len(self._bags) < 50_000:
+                self._bags[word] = b
+        return b
+
+    def register(self, devices: Sequence) -> list[int]:
+        """Give every name/alias word of ``devices`` a code (append-only); their ids (-1: the
+        vocabulary is full)."""
+        return [self.words.add(w) for d in devices for p in d.phrases() for w in p]
+
+    def code_match(self, heard: Sequence[str], name_words: Sequence[str]) -> np.ndarray:
+        """(len(heard) x len(name_words)) normalised code comparisons, read from the cache."""
+        out = np.zeros((len(heard), len(name_words)))
+        hid = np.array([self.words.index.get(w, -1) for w in heard], dtype=np.int64)
+        nid = [self.words.index.get(w, -1) for w in name_words]
+        cols = [j for j, i in enumerate(nid) if i >= 0]
+        known = hid >= 0
+        if not cols or not known.any():
+            return out
+        E = self.words.E
+        block = self.cache.block(E, [nid[j] for j in cols], self.words.code_version)
+        norms = np.sqrt(np.einsum("ij,ij->i", E, E))
+        sub = block[hid[known]] / np.outer(norms[hid[known]], norms[[nid[j] for j in cols]])
+        out[np.ix_(np.flatnonzero(known), cols)] = sub
+        return out
+
+    def comparisons(self, heard: Sequence[str], name_words: Sequence[str]) -> np.ndarray:
+        """s[k, j]: how much heard word k is name word j (module docstring)."""
+        s = self.code_match(heard, name_words)
+        ident = s >= 1.0 - 1e-9
+        out = np.where(ident, 1.0, 0.0)
+        for k, h in enumerate(heard):
+            for j, n in enumerate(name_words):
+                if ident[k, j]:
+                    continue
+                if h in (n + "s", n + "es"):
+                    out[k, j] = GARBLE_SHARE
+                    continue
+                c = bag_cosine(self.bag(h), self.bag(n))
+                if c >= SIM_FLOOR:
+                    out[k, j] = GARBLE_SHARE * c
+        return out
+
+    def name_score(self, heard: Sequence[str], device) -> tuple[float, tuple[int, ...]]:
+        """(score, positions): the device's best name/alias and the positions its words attend."""
+        best, where = 0.0, ()
+        if not heard:
+            return best, where
+        for phrase in device.phrases():
+            s = self.comparisons(heard, phrase)
+            pos = s.argmax(axis=0)
+            top = s[pos, np.arange(len(phrase))]
+            score = float(top.mean())
+            if score > best:
+                best, where = score, tuple(int(p) for p, t in zip(pos, top) if t > 0)
+        return best, where
+
+    def address(self, words: Sequence[str], devices: Sequence, evidence=None) -> Addressing:
+        """Shares, scores and slots of a (normalised, split) transcript; ``evidence``: the
+        devices' learned words (``DeviceEvidence``) or None."""
+        if not devices:
+            raise ValueError("need at least one device")
+        self.register(devices)
+        scores = np.zeros(len(devices))
+        picked: list[tuple[int, ...]] = []
+        for i, d in enumerate(devices):
+            score, where = self.name_score(words, d)
+            learned = [evidence.evidence(d.name, w) for w in words] if evidence is not None else []
+            strong = tuple(k for k, e in enumerate(learned) if e >= ADDRESS_FLOOR)
+            top = max(learned, default=0.0)
+            scores[i] = max(score, top)
+            picked.append(tuple(sorted(set(where) | set(strong))))
+        best = float(scores.max())
+        hit = (scores >= ADDRESS_FLOOR) & (scores >= best - MARGIN)
+        slots: set[int] = set()
+        if hit.any():
+            shares = np.where(hit, np.minimum(1.0, scores / FULL_SHARE), 0.0)
+            for i in np.flatnonzero(hit).tolist():
+                slots.update(picked[i])
+        elif ALL_WORDS.intersection(words):
+            shares = np.ones(len(devices))
+        else:
+            shares = np.zeros(len(devices))
+            shares[0] = 1.0
+        rest = [w for k, w in enumerate(words) if k not in slots]
+        if SLOT_FILLER and slots:
+            rest = [SLOT_FILLER if k in slots else w for k, w in enumerate(words)
+                    if k not in slots or k - 1 not in slots]
+        command = " ".join(rest if rest else words)
+        return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command)
