@@ -30,12 +30,19 @@ from edge_plm.learner_types import (CORRECTION_SOURCES, GOLDEN, ForgetOutcome, L
                                     LearnerConfig, VersionEvent, Window, is_holdout_id,
                                     keys_of, load_start, start_checkpoint)
 from edge_plm.store import ReplayStore
+from edge_plm.settings import DEFAULT_DEVICE, DeviceConfig
 from edge_plm.store_sync import StoreSync
+from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
 from edge_plm.switch.tokenizer import ACTIONS
 from edge_plm.version_registry import VersionRegistry
 
 log = logging.getLogger(__name__)
+
+
+def device_names(configs: list[DeviceConfig]) -> list[DeviceName]:
+    """The model's view of the configured devices (`settings.device_configs`): name and aliases."""
+    return [DeviceName(d.name, tuple(d.aliases)) for d in configs]
 
 
 class Learner:
@@ -64,6 +71,9 @@ class Learner:
         self.events: list[VersionEvent] = []
         self.syncer = StoreSync(self)  # other processes' versions and deletions
         self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
+        # the configured devices (``[[devices]]``; the loop sets them): what `predict_devices`
+        # shares a command out to and per-device labels are learned for
+        self.devices: list[DeviceName] = [DeviceName(DEFAULT_DEVICE)]
         if version is not None:
             self._good_preds = predict_rows(self.model, self.holdout_rows())
 
@@ -109,6 +119,30 @@ class Learner:
         return self.model.predict(text, prior_strength=self.cfg.prior_strength,
                                   evidence_prior=self.cfg.evidence_prior)
 
+    def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
+        """Each configured device's prediction (``SwitchModel.predict_devices``; one device:
+        exactly `predict`), after the same poll as `predict`."""
+        if len(self.devices) == 1:
+            return {self.devices[0].name: self.predict(text)}
+        self.poll()
+        return self.model.predict_devices(text, self.devices, prior_strength=self.cfg.prior_strength,
+                                          evidence_prior=self.cfg.evidence_prior)
+
+    def set_devices(self, devices: list[DeviceName]) -> None:
+        """The configured devices, in order (at least one)."""
+        if not devices:
+            raise ValueError("need at least one device")
+        self.devices = list(devices)
+
+    def known_device_labels(self, labels: dict[str, str] | None) -> dict[str, str] | None:
+        """`labels` of the configured devices only (a row labelled under an older
+        ``[[devices]]`` may name others); None when there are none or one device."""
+        if not labels or len(self.devices) < 2:
+            return None
+        names = {d.name for d in self.devices}
+        known = {d: v for d, v in labels.items() if d in names}
+        return known or None
+
     def sync(self) -> bool:
         """Load the active version another process made (`StoreSync.sync`); True if reloaded."""
         return self.syncer.sync()
@@ -123,8 +157,10 @@ class Learner:
         diff = state.difference(self.store, held, self.cfg.holdout_fraction)
         if diff.extra:
             self._forget_live(diff.extra)
-        for row in sorted(diff.missing + diff.changed, key=lambda r: r.id):
-            self._learn(row.id, row.transcript, row.label)
+        rows = sorted(diff.missing + diff.changed, key=lambda r: r.id)
+        per_device = self.store.device_labels([r.id for r in rows]) if len(self.devices) > 1 else {}
+        for row in rows:
+            self._learn(row.id, row.transcript, row.label, per_device.get(row.id))
         for row in state.labelled_rows(self.store):
             if (row.id not in self.keys and not row.holdout
                     and not state.should_learn(row, self.cfg.holdout_fraction, False)):
@@ -177,23 +213,26 @@ class Learner:
             self.model.observe(text)
 
     def on_label(self, interaction_id: int, text: str, label: str,
-                 source: str | None = None) -> LabelOutcome:
+                 source: str | None = None, device_labels: dict[str, str] | None = None) -> LabelOutcome:
         """A label for interaction `interaction_id`: holdout it, or learn it (and version).
         If the model already holds a label of this interaction, it is replaced (relabel).
         ``source`` (how the label was obtained): a correction (`CORRECTION_SOURCES`) is always
-        learned, whatever the holdout hash says."""
+        learned, whatever the holdout hash says. ``device_labels`` (several devices): what
+        each device's switch said; `label` is the command's label they give
+        (`device_policies.command_label`), the one the interaction's row holds."""
         if source not in CORRECTION_SOURCES and is_holdout_id(interaction_id, self.cfg.holdout_fraction):
             self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
             return LabelOutcome(holdout=True, loss=None)
-        loss, previous = self._learn(interaction_id, text, label)
+        loss, previous = self._learn(interaction_id, text, label, device_labels)
         event = None
         if self._window.count >= self.version_window():
             event = self.new_version()
         return LabelOutcome(holdout=False, loss=loss, event=event,
                             relabelled=previous is not None, previous=previous)
 
-    def on_relabel(self, interaction_id: int, label: str) -> LabelOutcome:
+    def on_relabel(self, interaction_id: int, label: str,
+                   device_labels: dict[str, str] | None = None) -> LabelOutcome:
         """A corrected label for a stored interaction (its transcript is read from the
         database). The model replaces the label it holds for it (no rebuild needed), or
         learns it if it never did; a holdout interaction only changes what models are judged
@@ -204,11 +243,17 @@ class Learner:
         if row.holdout:  # the model never holds a holdout row: only the judging changes
             return LabelOutcome(holdout=True, loss=None)
         if interaction_id in self.keys:  # the model holds it: replace, whatever the hash says
-            return self.on_label(interaction_id, row.transcript, label, source="manual")
-        return self.on_label(interaction_id, row.transcript, label, source=row.label_source)
+            return self.on_label(interaction_id, row.transcript, label, source="manual",
+                                 device_labels=device_labels)
+        return self.on_label(interaction_id, row.transcript, label, source=row.label_source,
+                             device_labels=device_labels)
 
-    def _learn(self, interaction_id: int, text: str, label: str) -> tuple[float | None, str | None]:
+    def _learn(self, interaction_id: int, text: str, label: str,
+               device_labels: dict[str, str] | None = None) -> tuple[float | None, str | None]:
         """Learn, or relabel what the model holds; (loss or None, previous label or None)."""
+        device_labels = self.known_device_labels(device_labels)
+        if device_labels is not None:
+            return self._learn_devices(interaction_id, text, label, device_labels)
         key = self.keys.get(interaction_id)
         if key is not None and key not in self.model.removed and key < len(self.model.examples):
             previous = ACTIONS[self.model.examples[key][1]]
@@ -222,6 +267,28 @@ class Learner:
         loss = self.model.learn(text, label)
         self._window.add(interaction_id)
         return float(loss), None
+
+    def _learn_devices(self, interaction_id: int, text: str, label: str,
+                       device_labels: dict[str, str]) -> tuple[float | None, str | None]:
+        """Several devices: ``SwitchModel.learn_devices``; what the model held for this
+        interaction is taken out first (a relabel of a multi-device interaction is forget +
+        learn again). The model's example then holds `label` (the database's)."""
+        key = self.keys.pop(interaction_id, None)
+        previous = None
+        if key is not None and key not in self.model.removed and key < len(self.model.examples):
+            previous = ACTIONS[self.model.examples[key][1]]
+            self.model.forget_example(key)
+        new_key = len(self.model.examples)
+        self.keys[interaction_id] = new_key
+        loss = self.model.learn_devices(text, device_labels, self.devices)
+        if ACTIONS[self.model.examples[new_key][1]] != label:  # the database's label is the truth
+            self.model.relabel(new_key, label)
+        if previous is None:
+            self._window.add(interaction_id)
+        else:
+            self._window.relabel(interaction_id)
+            log.info("interaction %d relearned for its devices: %s -> %s", interaction_id, previous, label)
+        return (None if loss is None else float(loss)), previous
 
     def on_forget(self, ids: list[int]) -> ForgetOutcome:
         """The person deleted these interactions (`StoreSync.on_forget`)."""
@@ -336,6 +403,6 @@ class Learner:
         return self.registry.rebuild_from_store()
 
 
-__all__ = ["CORRECTION_SOURCES", "GOLDEN", "ForgetOutcome", "HoldoutScore", "LabelOutcome",
+__all__ = ["CORRECTION_SOURCES", "GOLDEN", "device_names", "ForgetOutcome", "HoldoutScore", "LabelOutcome",
            "Learner", "LearnerConfig", "VersionEvent", "is_holdout_id", "load_start",
            "start_checkpoint"]

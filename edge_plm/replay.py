@@ -331,7 +331,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
         learner = Learner.open(store, lcfg, private_dir(paths.checkpoints_path()), clock=wall)
         devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
-                                      install_exit_handlers=False)
+                                      install_exit_handlers=False, devices=settings.devices)
     except BaseException:
         store.close()
         if tmp is not None:

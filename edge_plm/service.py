@@ -163,7 +163,8 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
     if _stopped_starting(stop, "opening the GPIO"):
         return
     parts["devices"] = Devices.from_config(settings.gpio, mock_fallback=False,
-                                           state_store=None if audio_files else store)
+                                           state_store=None if audio_files else store,
+                                           devices=settings.devices)
     if _stopped_starting(stop, "starting the loop"):
         return
     # learning on its own thread: the relay never waits for it (docs/loop.md)
