@@ -86,9 +86,14 @@ class Learner:
 
     @classmethod
     def open(cls, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
-             clock: Callable[[], float] = time.time) -> Learner:
-        """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty."""
+             clock: Callable[[], float] = time.time,
+             devices: list[DeviceName] | None = None) -> Learner:
+        """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty.
+        `devices`: the configured devices (`device_names`; none: the one default device),
+        known before the start-up catch-up learns per-device labels."""
         learner = cls(store, cfg, checkpoints_dir, clock=clock)
+        if devices:
+            learner.set_devices(devices)
         learner.registry.start_up()
         return learner
 
