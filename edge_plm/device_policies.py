@@ -87,15 +87,23 @@ def command_label(devices: Mapping[str, Resolution]) -> tuple[Action | None, Lab
       device that could not tell "S or NOOP" leaves the command unknown, as a single device's
       ambiguous window does.
     """
-    labelled = [(d, r) for d, r in devices.items() if r.label is not None]
-    commands = [r.label for _, r in labelled if r.label.state is not None]
+    label = command_of({d: r.label for d, r in devices.items()})
+    if label is None:
+        return None, None
+    if label is Action.NOOP:
+        return label, next(iter(devices.values())).source
+    return label, next(r.source for r in devices.values() if r.label is label)
+
+
+def command_of(labels: Mapping[str, Action | str | None]) -> Action | None:
+    """`command_label`'s rule on the devices' labels alone (None: that device has none)."""
+    got = {d: None if v is None else Action(v) for d, v in labels.items()}
+    commands = [v for v in got.values() if v is not None and v.state is not None]
     if commands:
-        label = max(dict.fromkeys(commands), key=commands.count)
-        source = next(r.source for _, r in labelled if r.label is label)
-        return label, source
-    if labelled and len(labelled) == len(devices):
-        return Action.NOOP, labelled[0][1].source
-    return None, None
+        return max(dict.fromkeys(commands), key=commands.count)
+    if got and all(v is not None for v in got.values()):
+        return Action.NOOP
+    return None
 
 
 class DevicePolicies:
@@ -175,4 +183,5 @@ def _resolved(key: Hashable, devices: dict[str, Resolution]) -> Resolved:
     return Resolved(key, devices, label, source, ts, reason)
 
 
-__all__ = ["DevicePolicies", "DeviceResolution", "Resolved", "Steps", "command_label", "lead_decision"]
+__all__ = ["DevicePolicies", "DeviceResolution", "Resolved", "Steps", "command_label", "command_of",
+           "lead_decision"]

@@ -68,7 +68,10 @@ def test_device_outcomes_labels_stats_and_delete(tmp_path):
         stats = s.device_stats()
         assert list(stats) == ["lamp", "fan"]
         assert stats["fan"] == {"interactions": 2, "decision": {"act": 1, "ask": 1},
-                                "action": {"ON": 1}, "label": {"ON": 1, "OFF": 1}}
+                                "action": {"ON": 1}, "label": {"ON": 1, "OFF": 1},
+                                "wrong_actions": {"acted": 1, "acted_labelled": 1, "wrong": 0}}
+        s.set_device_label(a, "fan", "NOOP", "override")  # the person reverted it
+        assert s.device_stats()["fan"]["wrong_actions"]["wrong"] == 1
         with pytest.raises(ValueError, match="label must be one of"):
             s.set_device_label(a, "fan", "DIM", "asked")
         with pytest.raises(ValueError, match="no outcome for device 'heater'"):

@@ -130,7 +130,8 @@ class DeviceRows:
                 for i, devs in self.device_outcomes(ids).items()}
 
     def device_stats(self) -> dict[str, dict[str, Any]]:
-        """Per device: interactions, decisions, actions and labels by value (``edge-plm stats``)."""
+        """Per device: interactions, decisions, actions and labels by value, and its wrong
+        actions (acted, and its own label says otherwise) (``edge-plm stats``)."""
         out: dict[str, dict[str, Any]] = {}
         with self._lock:
             for column in ("decision", "action", "label"):
@@ -142,6 +143,12 @@ class DeviceRows:
                         d["interactions"] += int(n)
                     if value is not None:
                         d[column][value] = int(n)
+            for device, acted, judged, wrong in self.db.execute(
+                    "SELECT device, count(action), count(CASE WHEN action IS NOT NULL THEN label END), "
+                    "coalesce(sum(action IS NOT NULL AND label IS NOT NULL AND label != action), 0) "
+                    "FROM interaction_devices GROUP BY device"):
+                out[device]["wrong_actions"] = {"acted": int(acted), "acted_labelled": int(judged),
+                                                "wrong": int(wrong)}
         return out
 
     def device_names_stored(self) -> list[str]:
