@@ -431,9 +431,20 @@ class Controller:
         return out
 
     def _light_out(self, resolutions: list[DeviceResolution]) -> None:
-        """The ask light goes out when an asked interaction is resolved."""
-        if any(r.resolution.decision is Decision.ASK for r in resolutions) and self.devices.led.asking:
-            self.devices.done()
+        """The ask light goes out when an asked interaction is resolved (several devices: that
+        device's signal, and every signal once no device's window asks any more)."""
+        asked = [r.device for r in resolutions if r.resolution.decision is Decision.ASK]
+        if not asked or not self.devices.led.asking:
+            return
+        if len(self.names) > 1:
+            for name in asked:
+                self.devices.done(name)
+            still = [n for n, o in self.policies.open.items() if o.decision is Decision.ASK]
+            for name in still:  # the shared LED moves on to the next device in doubt
+                self.devices.ask(name, beep=False)
+            if still:
+                return
+        self.devices.done()
 
     def _manual(self, name: str, desired: bool, now: float) -> None:
         """The person's switch drives its relay (retried later if the rate limit refuses)."""

@@ -188,3 +188,33 @@ def test_session_lines_name_devices_and_unknown_ones_are_refused(tmp_path):
                         replay.controller, replay.clock)
     finally:
         replay.close()
+
+
+def test_with_two_devices_in_doubt_the_signal_stays_until_both_are_answered(tmp_path):
+    replay = make_replay(tmp_path / "d.db", settings=house(act_threshold=1.0, ask_threshold=0.3))
+    try:
+        devices = replay.controller.devices
+        for name in ("lamp", "fan"):  # the person switches both on by hand
+            replay.clock.advance(1.0)
+            flip(replay, name)
+            replay.controller.pump()
+        out = replay.controller.handle(text_utterance("everything off"))
+        asked = [n for n, r in out.devices.items() if r.decision is Decision.ASK]
+        assert asked[:2] == ["lamp", "fan"]
+        assert devices._shared_for == "lamp"  # the shared LED blinks once per group: the lamp
+        replay.clock.advance(1.0)
+        flip(replay, "lamp")
+        replay.controller.pump()
+        assert devices.led.asking and devices._shared_for == "fan"  # now two blinks: the fan
+        replay.clock.advance(1.0)
+        flip(replay, "fan")
+        replay.controller.pump()
+        if "heater" in asked:  # the heater (already off) is still asked about until its window ends
+            assert devices.led.asking and devices._shared_for == "heater"
+            settle(replay)
+        assert not devices.led.asking and devices._shared_for is None
+        per = replay.store.device_outcomes([out.interaction_id])[out.interaction_id]
+        assert (per["lamp"].label, per["fan"].label) == ("OFF", "OFF")
+        assert per["lamp"].label_source == per["fan"].label_source == "asked"
+    finally:
+        replay.close()

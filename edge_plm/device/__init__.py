@@ -55,6 +55,7 @@ class Devices:
     buzzer: AskBuzzer | None = None
     switches: dict[str, PersonSwitch] = field(default_factory=dict)  # by device, in order
     leds: dict[str, StatusLed] = field(default_factory=dict)  # devices with their own LED
+    _shared_for: str | None = field(default=None, repr=False)  # whom the shared LED blinks for
 
     @property
     def names(self) -> list[str]:
@@ -79,25 +80,36 @@ class Devices:
         state = actions.RELAY_STATE[action]
         return True if state is None else self.relays[relay].set(state, now)
 
-    def ask(self, device: str | None = None) -> None:
+    def ask(self, device: str | None = None, beep: bool = True) -> None:
         """Signal "I'm not sure" (about `device`, where there are several): that device's own
         LED blinks if it has one, else the shared LED, in groups of as many blinks as the
-        device's number (1 = the first configured; one device: a plain blink), until `done`;
-        the buzzer beeps."""
+        device's number (1 = the first configured; one device: a plain blink; already showing
+        another device: it keeps showing that one), until `done`; the buzzer beeps (unless
+        not `beep`: the shared LED moves on to a device still in doubt)."""
         names = self.names
         if device is not None and device in self.leds:
             self.leds[device].ask()
-            self.led.mark_asking()  # the loop's "is something asked" state lives on the shared one
-        elif device is not None and len(names) > 1 and not self.led.asking:
-            self.led.ask(count=names.index(device) + 1)
-        elif not self.led.asking:
-            self.led.ask()
-        if self.buzzer is not None:
+            self.led.mark_asking()  # the loop's "something is asked" state lives on the shared one
+        elif self._shared_for is None:
+            several = device is not None and len(names) > 1
+            self.led.ask(count=names.index(device) + 1) if several else self.led.ask()
+            self._shared_for = device or ""
+        if self.buzzer is not None and beep:
             self.buzzer.ask()
 
-    def done(self) -> None:
-        """The ask window closed: LEDs off, buzzer silent."""
+    def done(self, device: str | None = None) -> None:
+        """The ask window closed: LEDs off, buzzer silent. With `device` (several devices):
+        only the signal of that device goes out (its own LED, or the shared LED if it showed
+        that device)."""
+        if device is not None:
+            if device in self.leds:
+                self.leds[device].done()
+            elif self._shared_for == device:
+                self.led.done()
+                self._shared_for = None
+            return
         self.led.done()
+        self._shared_for = None
         for led in self.leds.values():
             led.done()
         if self.buzzer is not None:
