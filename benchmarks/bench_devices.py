@@ -19,6 +19,8 @@ Sessions (built here, deterministic, from the seed):
                  lines from a pool of 36 commands and 50 chatter lines (crowd NOOP lines).
   moves-house    household-0's devices; 20 lines as usual, then 60 in which every fan command
                  calls it "the breeze" (a name in neither the config nor the model).
+  config-names   20 households of a lamp and one device named only in the config (CONFIG_NAMES),
+                 each from the shipped model: "turn on the NAME", heard once.
 
 Metrics (issue 20 "Done when"): actions on the wrong device (a device the line did not name was
 acted on with ON/OFF) as a share of lines with an action, wrong actions overall (some device
@@ -65,6 +67,8 @@ HOUSEHOLDS = [
      "fan": (["box fan", "breezer"], ["fan", "box fan", "breezer"]),
      "heater": (["space heater", "hotbox"], ["heater", "space heater", "hotbox"])},
 ]
+#: the households' aliases that are not English words (never in the starting model's data)
+INVENTED = ["whirlybird", "toastmaster", "glowbug", "zephyr", "lumo", "breezer", "hotbox"]
 ALL_OFF = ["everything off", "turn everything off", "switch off everything", "turn off all of it",
            "all off please"]
 ALL_ON = ["everything on", "turn everything on", "switch on everything"]
@@ -170,6 +174,9 @@ def metrics(result) -> dict:
         "acted_right_share": sum(command_right(x) for x in commands) / len(commands) if commands else None,
         "asked_halves": [sum(x.asked for x in lines[:half]), sum(x.asked for x in lines[half:])],
         "missed": s["missed"], "devices": s["devices"],
+        # the loop's model stage (Learner.predict_devices: the prediction shared out to the
+        # three devices), wall time on the benchmark machine
+        "latency_model_ms": s["latency_ms"]["model"],
     }
 
 
@@ -185,8 +192,44 @@ def corrections_until_followed(result, start: int) -> dict:
             "acted_right": sum(right), "first_followed_at": followed_from}
 
 
+#: Device names for "named only in the config": none occurs in the starting model's training or
+#: validation text (models/data/switch-en-{train,val}.jsonl; `seen_in_training` checks), several
+#: are not English words at all.
+CONFIG_NAMES = ["aquarium", "jukebox", "dehydrator", "popcorn machine", "salt lamp", "lava lamp",
+                "bubble machine", "foot spa", "heated blanket", "towel rail", "grow light", "zorbel",
+                "kwindle", "plinth light", "drinks fridge", "water feature", "fog machine",
+                "model railway", "ice maker", "bread maker"]
+
+
+def seen_in_training(names: list[str]) -> list[str]:
+    """The `names` (and the households' invented aliases) that occur in the starting model's
+    training or validation text (should be none)."""
+    texts = [r["text"] for f in ("switch-en-train.jsonl", "switch-en-val.jsonl")
+             for r in read(REPO / "models" / "data" / f)]
+    return [n for n in names if any(re.search(rf"\b{re.escape(n)}\b", t) for t in texts)]
+
+
+def config_names(names: list[str]) -> dict:
+    """For each name: a fresh household of a lamp and a device called only that (in the config,
+    never in a label), from the shipped model; "turn on the NAME" heard once. Right: that device,
+    and only it, switched on."""
+    out = {}
+    for name in names:
+        devs = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
+                DeviceConfig(name, [], relay_pin=23, switch_pin=24)]
+        res = run_devices([SessionLine(Action.ON, f"turn on the {name}", devices=(name,))], devs)
+        (x,) = res.lines
+        out[name] = {"right": command_right(x), "did": {n: (r.decision.value, r.prediction, round(r.confidence, 3))
+                                                        for n, r in (x.outcome.devices or {}).items()}}
+    return out
+
+
 def run(lines: list[SessionLine], house: dict) -> object:
-    settings = Settings(devices=devices_of(house))
+    return run_devices(lines, devices_of(house))
+
+
+def run_devices(lines: list[SessionLine], devices: list[DeviceConfig]) -> object:
+    settings = Settings(devices=devices)
     r = build_replay(settings, None, seed=0)
     try:
         return run_session(lines, r.controller, r.clock)
@@ -214,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     moved = run(moves_house_session(HOUSEHOLDS[0], commands, chatter, 2000), HOUSEHOLDS[0])
     results["moves-house"] = {**metrics(moved), "rename": corrections_until_followed(moved, 20)}
     print(f"moves-house: {results['moves-house']['rename']}", file=sys.stderr, flush=True)
+    named = config_names(CONFIG_NAMES)
+    results["config-names"] = {"names": len(named), "right": sum(v["right"] for v in named.values()),
+                               "seen_in_training": seen_in_training(CONFIG_NAMES + INVENTED + ["breeze"]),
+                               "per_name": named}
+    print(f"config names: {results['config-names']['right']}/{len(named)} right at first hearing",
+          file=sys.stderr, flush=True)
     hh = [m for n, m in results.items() if n.startswith("household-")]
     tot = {k: sum(m[k] for m in hh) for k in ("lines", "commands", "acted", "asked", "acted_wrong_device",
                                                "acted_wrong", "commands_acted_right")}
@@ -222,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
              f"{m['acted_wrong_device']} ({100 * m['wrong_device_share']:.1f} %)",
              f"{m['acted_wrong']} ({100 * m['wrong_share']:.1f} %)",
              f"{m['commands_acted_right']} ({100 * (m['acted_right_share'] or 0):.0f} %)",
-             f"{m['asked_halves'][0]} -> {m['asked_halves'][1]}"] for n, m in results.items()]
+             f"{m['asked_halves'][0]} -> {m['asked_halves'][1]}"] for n, m in results.items()
+            if n != "config-names"]
     acted = max(tot["acted"], 1)
     rows.append([f"all {len(hh)} households", tot["lines"], tot["commands"], tot["acted"], tot["asked"],
                  f"{tot['acted_wrong_device']} ({100 * tot['acted_wrong_device'] / acted:.1f} %)",
@@ -235,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nmoves house (fan -> \"the breeze\"): {rn['breeze_commands']} breeze commands, "
           + (f"followed after {rn['corrections']} correction(s)" if rn["followed"]
              else f"not followed by the end ({rn['corrections']} corrections, {rn['acted_right']} acted right)"))
+    cn = results["config-names"]
+    print(f"devices named only in the config, \"turn on the NAME\" heard once: {cn['right']} of {cn['names']} "
+          "switched right")
     name = "devices" + (f"-{args.tag}" if args.tag else "")
     write_result(name, {**header(), "households": args.households, "lines": args.lines,
                         "totals": {**tot, "asked_halves": halves}, "sessions": results})
