@@ -29,11 +29,11 @@ from edge_plm import device_outcomes
 from edge_plm.device import Devices
 from edge_plm.device_outcomes import DeviceResult
 from edge_plm.device_policies import DevicePolicies, DeviceResolution, Resolved, Steps
-from edge_plm.learner import Learner, device_names
+from edge_plm.learner import Learner
 from edge_plm.learner_worker import LearnerWorker
 from edge_plm.content import too_little_content
-from edge_plm.policy import Action, Decision, Policy, Prediction
-from edge_plm.settings import Settings, device_configs
+from edge_plm.policy import Action, Decision, Policy
+from edge_plm.settings import Settings
 from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.transcript import cap_transcript
@@ -206,12 +206,7 @@ class Controller:
         self.devices = devices
         self.asr = asr
         self.text_asr = TextASR()
-        self.names = devices.names  # the configured devices, in order
-        configured = device_configs(settings)
-        if [d.name for d in configured] != self.names:
-            raise ValueError(f"the devices {self.names} are not the configured ones "
-                             f"{[d.name for d in configured]}")
-        learner.set_devices(device_names(configured))
+        self.names = device_outcomes.attach(settings, devices, learner)  # the devices, in order
         self.policies = DevicePolicies(settings.policy, self.names)
         self._clock = clock
         self._wall = wall
@@ -332,10 +327,7 @@ class Controller:
         ask light goes out now, its labels are stored and learned after the relay), and when."""
         now = self._clock()
         junk = too_little_content(text, min_letters=self.settings.policy.min_content_letters)
-        predictions = {}
-        for name, pred in preds.items():
-            dist = {a: _clamp(v) for a, v in (pred.distribution or {}).items()}
-            predictions[name] = Prediction(Action(pred.action), _clamp(pred.confidence), dist or None, junk)
+        predictions = device_outcomes.policy_predictions(preds, junk)
         relays = {n: self.devices.relays[n].is_on for n in self.names}
         steps = self.policies.on_utterance(iid, predictions, relays, now)
         self._light_out(steps.closed)
@@ -343,22 +335,10 @@ class Controller:
         return steps, now
 
     def _act_or_ask(self, iid: int, steps: Steps, now: float) -> dict[str, Action]:
-        """Drive the relays and/or ask; returns the states driven, by device (refused: left out)."""
-        driven: dict[str, Action] = {}
-        several = len(self.names) > 1
-        for name, drive in steps.drives.items():
-            where = f" ({name})" if several else ""
-            if self._stop.is_set():  # nothing is driven after a stop
-                self.policies.action_refused(name, iid)
-                log.info("interaction %d: stopping, relay%s not driven %s", iid, where, drive.value)
-            elif self.devices.drive(drive.value, name, now=now):
-                driven[name] = drive
-            else:
-                self.policies.action_refused(name, iid)
-                log.warning("interaction %d: relay%s refused %s (rate limit)", iid, where, drive.value)
-        for name in steps.asks:
-            self.devices.ask(name if several else None)
-        return driven
+        """Drive the relays and/or ask; returns the states driven, by device (refused: left out;
+        nothing is driven after a stop)."""
+        return device_outcomes.drive_and_ask(self.devices, self.policies, iid, steps, now,
+                                             stopping=self._stop.is_set())
 
     def _record_decision(self, iid: int, utt: Utterance, text: str, preds: dict[str, SwitchPrediction],
                          lead: str, steps: Steps, driven: dict[str, Action], latency: Latency) -> Outcome:
@@ -433,18 +413,7 @@ class Controller:
     def _light_out(self, resolutions: list[DeviceResolution]) -> None:
         """The ask light goes out when an asked interaction is resolved (several devices: that
         device's signal, and every signal once no device's window asks any more)."""
-        asked = [r.device for r in resolutions if r.resolution.decision is Decision.ASK]
-        if not asked or not self.devices.led.asking:
-            return
-        if len(self.names) > 1:
-            for name in asked:
-                self.devices.done(name)
-            still = [n for n, o in self.policies.open.items() if o.decision is Decision.ASK]
-            for name in still:  # the shared LED moves on to the next device in doubt
-                self.devices.ask(name, beep=False)
-            if still:
-                return
-        self.devices.done()
+        device_outcomes.light_out(self.devices, self.policies, resolutions)
 
     def _manual(self, name: str, desired: bool, now: float) -> None:
         """The person's switch drives its relay (retried later if the rate limit refuses)."""

@@ -23,14 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edge_plm import device_learning
 from edge_plm import learning_state as state
+from edge_plm.device_learning import device_names
 from edge_plm.holdout_gate import (HoldoutScore, accept_reason, candidate_metrics, noise_test,
                                    predict_rows, score_preds, unjudgeable)
 from edge_plm.learner_types import (CORRECTION_SOURCES, GOLDEN, ForgetOutcome, LabelOutcome,
                                     LearnerConfig, VersionEvent, Window, is_holdout_id,
                                     keys_of, load_start, start_checkpoint)
 from edge_plm.store import ReplayStore
-from edge_plm.settings import DEFAULT_DEVICE, DeviceConfig
+from edge_plm.settings import DEFAULT_DEVICE
 from edge_plm.store_sync import StoreSync
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
@@ -38,11 +40,6 @@ from edge_plm.switch.tokenizer import ACTIONS
 from edge_plm.version_registry import VersionRegistry
 
 log = logging.getLogger(__name__)
-
-
-def device_names(configs: list[DeviceConfig]) -> list[DeviceName]:
-    """The model's view of the configured devices (`settings.device_configs`): name and aliases."""
-    return [DeviceName(d.name, tuple(d.aliases)) for d in configs]
 
 
 class Learner:
@@ -93,7 +90,7 @@ class Learner:
         known before the start-up catch-up learns per-device labels."""
         learner = cls(store, cfg, checkpoints_dir, clock=clock)
         if devices:
-            learner.set_devices(devices)
+            device_learning.set_devices(learner, devices)
         learner.registry.start_up()
         return learner
 
@@ -125,28 +122,9 @@ class Learner:
                                   evidence_prior=self.cfg.evidence_prior)
 
     def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
-        """Each configured device's prediction (``SwitchModel.predict_devices``; one device:
-        exactly `predict`), after the same poll as `predict`."""
-        if len(self.devices) == 1:
-            return {self.devices[0].name: self.predict(text)}
-        self.poll()
-        return self.model.predict_devices(text, self.devices, prior_strength=self.cfg.prior_strength,
-                                          evidence_prior=self.cfg.evidence_prior)
-
-    def set_devices(self, devices: list[DeviceName]) -> None:
-        """The configured devices, in order (at least one)."""
-        if not devices:
-            raise ValueError("need at least one device")
-        self.devices = list(devices)
-
-    def known_device_labels(self, labels: dict[str, str] | None) -> dict[str, str] | None:
-        """`labels` of the configured devices only (a row labelled under an older
-        ``[[devices]]`` may name others); None when there are none or one device."""
-        if not labels or len(self.devices) < 2:
-            return None
-        names = {d.name for d in self.devices}
-        known = {d: v for d, v in labels.items() if d in names}
-        return known or None
+        """Each configured device's prediction (`device_learning.predict_devices`; one
+        device: exactly `predict`)."""
+        return device_learning.predict_devices(self, text)
 
     def sync(self) -> bool:
         """Load the active version another process made (`StoreSync.sync`); True if reloaded."""
@@ -222,9 +200,8 @@ class Learner:
         """A label for interaction `interaction_id`: holdout it, or learn it (and version).
         If the model already holds a label of this interaction, it is replaced (relabel).
         ``source`` (how the label was obtained): a correction (`CORRECTION_SOURCES`) is always
-        learned, whatever the holdout hash says. ``device_labels`` (several devices): what
-        each device's switch said; `label` is the command's label they give
-        (`device_policies.command_label`), the one the interaction's row holds."""
+        learned, whatever the holdout hash says. ``device_labels``: several devices' own
+        labels (`device_learning.learn`); `label` is then the command's, the row's."""
         if source not in CORRECTION_SOURCES and is_holdout_id(interaction_id, self.cfg.holdout_fraction):
             self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
@@ -256,9 +233,9 @@ class Learner:
     def _learn(self, interaction_id: int, text: str, label: str,
                device_labels: dict[str, str] | None = None) -> tuple[float | None, str | None]:
         """Learn, or relabel what the model holds; (loss or None, previous label or None)."""
-        device_labels = self.known_device_labels(device_labels)
-        if device_labels is not None:
-            return self._learn_devices(interaction_id, text, label, device_labels)
+        device_labels = device_learning.known_labels(self, device_labels)
+        if device_labels is not None:  # several devices: SwitchModel.learn_devices
+            return device_learning.learn(self, interaction_id, text, label, device_labels)
         key = self.keys.get(interaction_id)
         if key is not None and key not in self.model.removed and key < len(self.model.examples):
             previous = ACTIONS[self.model.examples[key][1]]
@@ -272,28 +249,6 @@ class Learner:
         loss = self.model.learn(text, label)
         self._window.add(interaction_id)
         return float(loss), None
-
-    def _learn_devices(self, interaction_id: int, text: str, label: str,
-                       device_labels: dict[str, str]) -> tuple[float | None, str | None]:
-        """Several devices: ``SwitchModel.learn_devices``; what the model held for this
-        interaction is taken out first (a relabel of a multi-device interaction is forget +
-        learn again). The model's example then holds `label` (the database's)."""
-        key = self.keys.pop(interaction_id, None)
-        previous = None
-        if key is not None and key not in self.model.removed and key < len(self.model.examples):
-            previous = ACTIONS[self.model.examples[key][1]]
-            self.model.forget_example(key)
-        new_key = len(self.model.examples)
-        self.keys[interaction_id] = new_key
-        loss = self.model.learn_devices(text, device_labels, self.devices)
-        if ACTIONS[self.model.examples[new_key][1]] != label:  # the database's label is the truth
-            self.model.relabel(new_key, label)
-        if previous is None:
-            self._window.add(interaction_id)
-        else:
-            self._window.relabel(interaction_id)
-            log.info("interaction %d relearned for its devices: %s -> %s", interaction_id, previous, label)
-        return (None if loss is None else float(loss)), previous
 
     def on_forget(self, ids: list[int]) -> ForgetOutcome:
         """The person deleted these interactions (`StoreSync.on_forget`)."""

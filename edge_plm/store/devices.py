@@ -151,11 +151,5 @@ class DeviceRows:
                                                 "wrong": int(wrong)}
         return out
 
-    def device_names_stored(self) -> list[str]:
-        """The devices that have rows, in the order they first appear."""
-        with self._lock:
-            return [r[0] for r in self.db.execute(
-                "SELECT device FROM interaction_devices GROUP BY device ORDER BY min(rowid)")]
-
 
 __all__ = ["DeviceOutcome", "DeviceRows"]
