@@ -57,10 +57,14 @@ class Devices:
     leds: dict[str, StatusLed] = field(default_factory=dict)  # devices with their own LED
     _shared_for: str | None = field(default=None, repr=False)  # whom the shared LED blinks for
 
+    def __post_init__(self) -> None:
+        if not self.switches:  # built by hand with one switch: the one device's
+            self.switches = {MAIN_RELAY: self.switch}
+
     @property
     def names(self) -> list[str]:
         """The devices (relays with a switch), in configuration order."""
-        return list(self.switches) or [MAIN_RELAY]
+        return list(self.switches)
 
     @property
     def relay(self) -> Relay:
@@ -196,7 +200,7 @@ class Devices:
                 led.close()
             if self.buzzer is not None:
                 self.buzzer.close()
-            for switch in self.switches.values() or [self.switch]:
+            for switch in self.switches.values():
                 switch.close()
         finally:
             _close_relays(self.relays)
