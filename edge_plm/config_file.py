@@ -74,9 +74,25 @@ def default_config_toml(values: dict[str, dict[str, Any]] | None = None,
             else:
                 lines.append(f"# {f.name} = {toml_value(getattr(section, f.name))}{suffix}")
         lines.append("")
+    lines += _devices_example()
     text = "\n".join(lines)
     settings_mod.parse(text, "<generated>")  # never emit a file the service would refuse
     return text
+
+
+def _devices_example() -> list[str]:
+    """``[[devices]]``, commented out: every key of one entry with its default and help."""
+    lines = ["# Several devices, each a relay with its own switch (docs/devices.md). Without any of",
+             "# them the device is one relay and switch from [gpio] (named \"main\"). With them,",
+             "# gpio.relay_pin / switch_pin / relay_restore are not used; the safe state, rate limit,",
+             "# shared LED and buzzer stay [gpio]'s. One entry per device:",
+             "# [[devices]]"]
+    example = {"name": "lamp", "aliases": ["light", "big light"], "relay_pin": 17, "switch_pin": 27}
+    for f in dataclasses.fields(settings_mod.DeviceConfig):
+        text = settings_mod.help_of(f)
+        value = example.get(f.name, f.default if f.default is not dataclasses.MISSING else [])
+        lines.append(f"# {f.name} = {toml_value(value)}" + (f"  # {text}" if text else ""))
+    return [*lines, ""]
 
 
 __all__ = ["default_config_toml", "toml_value", "sections"]

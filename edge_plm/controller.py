@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge_plm import device_outcomes
 from edge_plm.device import Devices
+from edge_plm.device_outcomes import DeviceResult
+from edge_plm.device_policies import DevicePolicies, DeviceResolution, Resolved, Steps
 from edge_plm.learner import Learner
 from edge_plm.learner_worker import LearnerWorker
 from edge_plm.content import too_little_content
-from edge_plm.policy import Action, Decision, Policy, Resolution, Step
-from edge_plm.policy import Prediction
+from edge_plm.policy import Action, Decision, Policy
 from edge_plm.settings import Settings
 from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError
@@ -142,6 +144,8 @@ class Outcome:
     error: str | None
     latency: Latency
     stored: bool = True  # False: the interaction (or part of it) could not be stored
+    # several devices: each device's part (the fields above are the lead device's); one: None
+    devices: dict[str, DeviceResult] | None = None
 
 
 class Stopwatch:
@@ -202,20 +206,26 @@ class Controller:
         self.devices = devices
         self.asr = asr
         self.text_asr = TextASR()
-        self.policy = Policy(settings.policy)
+        self.names = device_outcomes.attach(settings, devices, learner)  # the devices, in order
+        self.policies = DevicePolicies(settings.policy, self.names)
         self._clock = clock
         self._wall = wall
         self._lock = threading.RLock()
         self._open_texts: dict[int, str] = {}
-        self._pending_manual: bool | None = None
-        self._deferred: list[Resolution] = []  # resolved before an input's relay step
+        self._pending_manual: dict[str, bool] = {}  # flips the rate limit delayed, by device
+        self._deferred: list[DeviceResolution] = []  # resolved before an input's relay step
         self._stopped = False
         self._stop: threading.Event | StopFlag = threading.Event()  # the stop flag of `run`
         self.storage_failures = 0  # interactions or labels that could not be stored
         self.last_storage_error: str | None = None
         self.handled = 0  # inputs handled (stored or not)
-        # the latest resolutions, in order (for replay/tests; bounded: the service runs for months)
-        self.resolutions: deque[Resolution] = deque(maxlen=1000)
+        # the latest resolved utterances, in order (for replay/tests; bounded: the service runs for months)
+        self.resolutions: deque[Resolved] = deque(maxlen=1000)
+
+    @property
+    def policy(self) -> Policy:
+        """The first device's policy (the only one with one device)."""
+        return self.policies.policies[self.names[0]]
 
     # --- inputs -------------------------------------------------------------------------
     def handle(self, item: Item) -> Outcome:
@@ -257,16 +267,18 @@ class Controller:
                 utt.stream.cancel()
             return self._error_row(rejected, watch, utt)
         with watch.stage("model"):
-            pred = self.worker.predict(text)
-        iid = self._record_prediction(text, transcript, pred, watch)
-        step, now = self._decide(iid, text, pred)
+            preds = self.worker.predict_devices(text)
+        lead = device_outcomes.lead_device(preds)
+        iid = self._record_prediction(text, transcript, preds[lead], watch)
+        device_outcomes.record_predictions(self.store, iid, preds)
+        steps, now = self._decide(iid, text, preds)
         with watch.stage("actuator"):
-            driven = self._act_or_ask(iid, step, now)
-        if driven is not None and utt.endpoint_at is not None:
+            driven = self._act_or_ask(iid, steps, now)
+        if driven and utt.endpoint_at is not None:
             watch.after_speech = utt.tail_ms + (time.perf_counter() - utt.endpoint_at) * 1e3
         # the relay first: what this input closed is labelled (and learned) after it
-        self._resolve_all(self._take_deferred() + step.closed)
-        return self._record_decision(iid, utt, text, pred, step, driven, watch.stop())
+        self._resolve_all(self._take_deferred() + steps.closed)
+        return self._record_decision(iid, utt, text, preds, lead, steps, driven, watch.stop())
 
     def _listen(self, utt: Utterance) -> AsrBackend:
         """The ASR for this utterance (the text source's own for text); rejects empty audio."""
@@ -310,50 +322,46 @@ class Controller:
             model_version=self.worker.version, latency_audio_ms=watch.ms["audio"],
             latency_asr_ms=watch.ms["asr"], latency_model_ms=watch.ms["model"])
 
-    def _decide(self, iid: int, text: str, pred: SwitchPrediction) -> tuple[Step, float]:
-        """The policy's step for this utterance (closing the previous interaction: its ask
-        light goes out now, its label is stored and learned after the relay), and when."""
+    def _decide(self, iid: int, text: str, preds: dict[str, SwitchPrediction]) -> tuple[Steps, float]:
+        """Each device's policy step for this utterance (closing the previous interaction: its
+        ask light goes out now, its labels are stored and learned after the relay), and when."""
         now = self._clock()
-        dist = {a: _clamp(v) for a, v in (pred.distribution or {}).items()}
         junk = too_little_content(text, min_letters=self.settings.policy.min_content_letters)
-        step = self.policy.on_utterance(
-            iid, Prediction(Action(pred.action), _clamp(pred.confidence), dist or None, junk),
-            self.devices.relay.is_on, now)
-        self._light_out(step.closed)
+        predictions = device_outcomes.policy_predictions(preds, junk)
+        relays = {n: self.devices.relays[n].is_on for n in self.names}
+        steps = self.policies.on_utterance(iid, predictions, relays, now)
+        self._light_out(steps.closed)
         self._open_texts[iid] = text
-        return step, now
+        return steps, now
 
-    def _act_or_ask(self, iid: int, step: Step, now: float) -> Action | None:
-        """Drive the relay and/or ask; returns the state driven (None: none, or refused)."""
-        driven: Action | None = None
-        if step.drive is not None and self._stop.is_set():  # nothing is driven after a stop
-            self.policy.action_refused(iid)
-            log.info("interaction %d: stopping, relay not driven %s", iid, step.drive.value)
-        elif step.drive is not None:
-            if self.devices.drive(step.drive.value, now=now):
-                driven = step.drive
-            else:
-                self.policy.action_refused(iid)
-                log.warning("interaction %d: relay refused %s (rate limit)", iid, step.drive.value)
-        if step.ask:
-            self.devices.ask()
-        return driven
+    def _act_or_ask(self, iid: int, steps: Steps, now: float) -> dict[str, Action]:
+        """Drive the relays and/or ask; returns the states driven, by device (refused: left out;
+        nothing is driven after a stop)."""
+        return device_outcomes.drive_and_ask(self.devices, self.policies, iid, steps, now,
+                                             stopping=self._stop.is_set())
 
-    def _record_decision(self, iid: int, utt: Utterance, text: str, pred: SwitchPrediction, step: Step,
-                         driven: Action | None, latency: Latency) -> Outcome:
-        """The decision, the action and the rest of the latency into the interaction's row."""
+    def _record_decision(self, iid: int, utt: Utterance, text: str, preds: dict[str, SwitchPrediction],
+                         lead: str, steps: Steps, driven: dict[str, Action], latency: Latency) -> Outcome:
+        """The decision, the action and the rest of the latency into the interaction's row
+        (the lead device's; each device's into its own row)."""
         audio_path = keep_audio(self.settings, iid, utt)
+        decision, action = steps.steps[lead].decision, driven.get(lead)
         self.store.update_interaction(
-            iid, decision=step.decision.value, action=driven.value if driven else None,
+            iid, decision=decision.value, action=action.value if action else None,
             latency_actuator_ms=latency.actuator, latency_total_ms=latency.total,
             **({"audio_path": audio_path} if audio_path else {}))
+        device_outcomes.record_decisions(self.store, iid, steps, driven)
+        pred = preds[lead]
         confidence = _clamp(pred.confidence)
         # transcripts reach the log (journald) only when asked for: `forget` cannot reach it
         shown = repr(text) if self.settings.paths.log_transcripts else f"({len(text)} characters)"
-        log.info("#%d %s -> %s %.2f -> %s%s", iid, shown, pred.action, confidence,
-                 step.decision.value, f" {driven.value}" if driven else "")
+        several = len(self.names) > 1
+        log.info("#%d %s -> %s%s %.2f -> %s%s", iid, shown, f"{lead} " if several else "", pred.action,
+                 confidence, decision.value, f" {action.value}" if action else "")
         log.debug("#%d transcript %r", iid, text)
-        return Outcome(iid, text, step.decision, pred.action, confidence, driven, None, latency)
+        per_device = device_outcomes.results(preds, steps, driven) if several else None
+        return Outcome(iid, text, decision, pred.action, confidence, action, None, latency,
+                       devices=per_device)
 
     def _error_row(self, rejected: _Rejected, watch: Stopwatch,
                    utt: Utterance | None = None) -> Outcome:
@@ -367,7 +375,7 @@ class Controller:
         log.error("%s", self.last_storage_error)
 
     # --- time and the switch --------------------------------------------------------------
-    def pump(self) -> list[Resolution]:
+    def pump(self) -> list[DeviceResolution]:
         """Apply the person's flips and expire windows; returns what it resolved."""
         with self._lock:
             if self._stopped:
@@ -377,57 +385,73 @@ class Controller:
             self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
             return resolved
 
-    def _switch_and_time(self) -> list[Resolution]:
-        """The person's flips (they drive the relay) and expired windows, into the policy;
-        returns what that resolved (to label with `_resolve_all`)."""
+    def _switch_and_time(self) -> list[DeviceResolution]:
+        """The person's flips (they drive their device's relay) and expired windows, into the
+        policies; returns what that resolved (to label with `_resolve_all`)."""
         if self._stopped:
             return []
         now = self._clock()
-        resolved: list[Resolution] = []
-        for flip in self.devices.switch.poll(until=now):
-            log.info("switch flipped: person wants %s", "ON" if flip.desired else "OFF")
-            resolved += self.policy.on_flip(flip.desired, flip.ts)
-            self._manual(flip.desired, flip.ts)
-        resolved += self.policy.tick(now)
-        if self._pending_manual is not None and now >= self.devices.relay.next_allowed(now):
-            self._manual(self._pending_manual, now)
+        resolved: list[DeviceResolution] = []
+        several = len(self.names) > 1
+        for name in self.names:
+            for flip in self.devices.switches[name].poll(until=now):
+                log.info("switch%s flipped: person wants %s", f" of {name!r}" if several else "",
+                         "ON" if flip.desired else "OFF")
+                resolved += self.policies.on_flip(name, flip.desired, flip.ts)
+                self._manual(name, flip.desired, flip.ts)
+        resolved += self.policies.tick(now)
+        for name, desired in list(self._pending_manual.items()):
+            if now >= self.devices.relays[name].next_allowed(now):
+                self._manual(name, desired, now)
         self._light_out(resolved)
         return resolved
 
-    def _take_deferred(self) -> list[Resolution]:
+    def _take_deferred(self) -> list[DeviceResolution]:
         out, self._deferred = self._deferred, []
         return out
 
-    def _light_out(self, resolutions: list[Resolution]) -> None:
-        """The ask light goes out when an asked interaction is resolved."""
-        if any(r.decision is Decision.ASK for r in resolutions) and self.devices.led.asking:
-            self.devices.done()
+    def _light_out(self, resolutions: list[DeviceResolution]) -> None:
+        """The ask light goes out when an asked interaction is resolved (several devices: that
+        device's signal, and every signal once no device's window asks any more)."""
+        device_outcomes.light_out(self.devices, self.policies, resolutions)
 
-    def _manual(self, desired: bool, now: float) -> None:
-        """The person's switch drives the relay (retried later if the rate limit refuses)."""
-        if self.devices.relay.set(desired, now):
-            self._pending_manual = None
+    def _manual(self, name: str, desired: bool, now: float) -> None:
+        """The person's switch drives its relay (retried later if the rate limit refuses)."""
+        if self.devices.relays[name].set(desired, now):
+            self._pending_manual.pop(name, None)
         else:
-            self._pending_manual = desired
+            self._pending_manual[name] = desired
             log.warning("switch flip to %s delayed by the relay rate limit",
                         "ON" if desired else "OFF")
 
-    def _resolve_all(self, resolutions: list[Resolution]) -> None:
-        """Label (the database, then the learner) or observe each resolved interaction."""
-        for r in resolutions:
+    def _resolve_all(self, resolutions: list[DeviceResolution]) -> None:
+        """Label (the database, then the learner) or observe each resolved interaction: each
+        device's label as its window closes, the utterance's when every device's has."""
+        done: list[Resolved] = []
+        for dr in resolutions:
+            r = dr.resolution
             try:
-                self._resolve(r)
+                device_outcomes.record_label(self.store, dr, self._wall() - (self._clock() - r.ts),
+                                             len(self.names))
+            except StorageError as exc:  # the device's label was not stored
+                self._storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
+            except Exception:  # e.g. the row was deleted meanwhile: the utterance still resolves
+                log.exception("could not store the label of interaction %s for %r", r.key, dr.device)
+            done += self.policies.completed([dr])
+        for res in done:
+            try:
+                self._resolve(res)
             except StorageError as exc:  # the label was not stored, so not learned either
-                self._storage_failed(f"label of interaction {r.key}", exc)
+                self._storage_failed(f"label of interaction {res.key}", exc)
             except Exception as exc:  # one failing label must not stop the loop
                 if storage_failure(exc):
                     # the label is in the database; the model version it led to is not on disk
                     self._storage_failed(f"model checkpoint after the label of interaction "
-                                         f"{r.key}", exc)
+                                         f"{res.key}", exc)
                     continue
-                log.exception("could not apply the resolution of interaction %s", r.key)
+                log.exception("could not apply the resolution of interaction %s", res.key)
 
-    def _resolve(self, r: Resolution) -> None:
+    def _resolve(self, r: Resolved) -> None:
         self.resolutions.append(r)
         text = self._open_texts.pop(r.key, None)
         log.info("#%s resolved: %s (%s)", r.key,
@@ -440,7 +464,8 @@ class Controller:
         label_ts = self._wall() - (self._clock() - r.ts)
         # the database first (the source of truth), then the learner (maybe on its thread)
         self.store.set_label(r.key, r.label.value, r.source.value, ts=label_ts)
-        self.worker.label(int(r.key), text, r.label.value, r.source.value)
+        device_labels = r.device_labels if len(self.names) > 1 else None
+        self.worker.label(int(r.key), text, r.label.value, r.source.value, device_labels=device_labels)
 
     def _learning_failed(self, what: str, exc: BaseException) -> None:
         """A learner task failed on the worker thread (asynchronous worker)."""
@@ -464,7 +489,7 @@ class Controller:
                 return
             try:
                 self.pump()
-                closed = self.policy.close(self._clock())
+                closed = self.policies.close(self._clock())
                 self._light_out(closed)
                 self._resolve_all(closed)
                 try:  # the queue drained; labels learned since the last version saved now

@@ -277,6 +277,7 @@ def trust_status(active: dict[str, Any] | None, versions: list[ModelVersion]) ->
 
 def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
     """What `edge-plm status` shows."""
+    from edge_plm import device_inspection  # noqa: PLC0415
     n = store.count()
     labelled = store.count(labeled=True)
     errors = store.count(error=True)
@@ -311,6 +312,7 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
                 "last_used": last_backend},
         "gpio": {"pin_factory": getattr(getattr(settings, "gpio", None), "pin_factory", None)},
         "config": getattr(settings, "source", None),
+        "devices": device_inspection.status_devices(store, settings),
     }
     out["labels"].pop("none", None)
     if last:
@@ -373,6 +375,7 @@ def stats(store: ReplayStore, recent_wrong: int = 10) -> dict[str, Any]:
                        for r in wrong[-recent_wrong:]],
         },
         "latency_ms": latency,
+        **({"devices": per_device} if (per_device := store.device_stats()) else {}),
     }
 
 
@@ -451,11 +454,16 @@ CSV_COLUMNS = ("id", "time", "ts", "transcript", "label", "label_source", "label
 
 
 def export_jsonl(rows: Iterable[Interaction], out: IO[str],
-                 include_unlabelled: bool = True) -> tuple[int, int]:
+                 include_unlabelled: bool = True, devices: dict | None = None) -> tuple[int, int]:
     """Lines `edge-plm replay` accepts (``text``, ``label``: null where the device never
     learned one) plus what happened; returns (written, skipped unlabelled). Without
     `include_unlabelled` (``export --labelled``) only labelled rows are written. The audio file
-    is ``audio_path``, not ``audio``: a replay of the export plays the transcripts."""
+    is ``audio_path``, not ``audio``: a replay of the export plays the transcripts.
+    `devices` (several devices: `device_inspection.outcomes_of`): a row that has per-device
+    outcomes also gets ``devices`` and, for an ON / OFF label, ``device``."""
+    from edge_plm import device_inspection  # noqa: PLC0415
+
+    devices = devices or {}
     written = skipped = 0
     for r in rows:
         if r.label is None and not include_unlabelled:
@@ -470,6 +478,11 @@ def export_jsonl(rows: Iterable[Interaction], out: IO[str],
             line["audio_path"] = r.audio_path
         if r.error:
             line["error"] = r.error
+        if r.id in devices:
+            target = device_inspection.export_device(r.label, devices[r.id])
+            if target is not None:
+                line["device"] = target
+            line["devices"] = device_inspection.device_record(devices[r.id])
         out.write(json.dumps(line, ensure_ascii=False) + "\n")
         written += 1
     return written, skipped

@@ -9,7 +9,9 @@ from typing import Any, Optional
 
 from edge_plm import forgetting
 from edge_plm import inspection as q
-from edge_plm.learner import Learner
+from edge_plm.device_policies import command_of
+from edge_plm.learner import Learner, device_names
+from edge_plm.settings import device_configs
 from edge_plm.versions import learner_setup
 
 
@@ -18,41 +20,75 @@ def _pred(p) -> dict:
 
 
 def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
-            rebuild: bool = False, checkpoints: Optional[Path] = None) -> dict[str, Any]:
+            rebuild: bool = False, checkpoints: Optional[Path] = None,
+            device: Optional[str] = None) -> dict[str, Any]:
     """Give `interaction` the label `label` (source "manual") and learn it: the active model
     takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
-    the database). An interaction without a transcript is a `q.UserError`."""
+    the database). An interaction without a transcript is a `q.UserError`. An interaction of
+    several devices needs `device`: that device's label becomes `label`, and the interaction's
+    (the command's) label follows from the devices' labels (`device_policies.command_of`;
+    a device without a label counts as NOOP: the person has reviewed the interaction)."""
     row = store.get(interaction)
     if row.error is not None or not row.transcript.strip():
         raise q.UserError(f"interaction {interaction} has no transcript"
                           + (f" (error: {row.error})" if row.error else "") + ": nothing to label")
+    command, device_labels, device_changed = _device_relabel(store, settings, row, label, device)
     result: dict[str, Any] = {
-        "id": row.id, "transcript": row.transcript, "label": label, "label_source": "manual",
+        "id": row.id, "transcript": row.transcript, "label": command, "label_source": "manual",
         "previous": {"label": row.label, "label_source": row.label_source},
-        "changed": row.label != label}
-    if row.label == label:
+        "changed": row.label != command or device_changed}
+    if device_labels is not None:
+        result["device"] = device
+        result["device_label"] = label
+    if not result["changed"]:
         result.update(holdout=row.holdout, learned=False, replaced=False, version=None,
                       prediction_before=None, prediction_after=None)
         return result
-    learner = Learner.open(store, *learner_setup(store, settings, db_path, checkpoints))
+    learner = Learner.open(store, *learner_setup(store, settings, db_path, checkpoints),
+                           devices=device_names(device_configs(settings)))
     before = learner.predict(row.transcript)
-    store.set_label(row.id, label, "manual")
+    if device_labels is not None:
+        store.set_device_label(row.id, device, label, "manual")
+    store.set_label(row.id, command, "manual")
     if rebuild:
         name = learner.rebuild_from_store()
         holdout = store.get(row.id).holdout
         learned, replaced = not holdout, False
         version = {"version": name, "status": "active", "reason": "rebuilt from the database"}
     else:
-        holdout, learned, replaced, version = _learn_correction(learner, row.id, label)
+        holdout, learned, replaced, version = _learn_correction(learner, row.id, command, device_labels)
     after = learner.predict(row.transcript)
     result.update(holdout=holdout, learned=learned, replaced=replaced, version=version,
                   prediction_before=_pred(before), prediction_after=_pred(after))
     return result
 
 
-def _learn_correction(learner: Learner, interaction: int, label: str):
+def _device_relabel(store, settings, row, label: str, device: Optional[str]):
+    """(the interaction's new label, its devices' labels or None, whether `device`'s changed)."""
+    outcomes = store.device_outcomes([row.id]).get(row.id)
+    if not outcomes:
+        names = [d.name for d in device_configs(settings)]
+        if device is not None and (len(names) > 1 or device != names[0]):
+            raise q.UserError(f"interaction {row.id} was decided for one device: --device "
+                              f"{device!r} does not apply (leave it out)")
+        return label, None, False
+    names = list(outcomes)
+    if device is None:
+        raise q.UserError(f"interaction {row.id} was decided for several devices "
+                          f"({', '.join(names)}): say which with --device NAME")
+    if device not in outcomes:
+        raise q.UserError(f"interaction {row.id} has no device {device!r} (its devices: {', '.join(names)})")
+    labels = {d: o.label for d, o in outcomes.items()}
+    changed = labels[device] != label or outcomes[device].label_source != "manual"
+    labels[device] = label
+    command = command_of({d: v or "NOOP" for d, v in labels.items()})
+    return command.value, {d: v for d, v in labels.items() if v is not None}, changed
+
+
+def _learn_correction(learner: Learner, interaction: int, label: str,
+                      device_labels: Optional[dict[str, str]] = None):
     """(holdout, learned, replaced, version) of one gated update with the corrected label."""
-    outcome = learner.on_relabel(interaction, label)
+    outcome = learner.on_relabel(interaction, label, device_labels)
     holdout, learned = outcome.holdout, not outcome.holdout
     version = None
     if learned:

@@ -23,14 +23,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edge_plm import device_learning
 from edge_plm import learning_state as state
+from edge_plm.device_learning import device_names
 from edge_plm.holdout_gate import (HoldoutScore, accept_reason, candidate_metrics, noise_test,
                                    predict_rows, score_preds, unjudgeable)
 from edge_plm.learner_types import (CORRECTION_SOURCES, GOLDEN, ForgetOutcome, LabelOutcome,
                                     LearnerConfig, VersionEvent, Window, is_holdout_id,
                                     keys_of, load_start, start_checkpoint)
 from edge_plm.store import ReplayStore
+from edge_plm.settings import DEFAULT_DEVICE
 from edge_plm.store_sync import StoreSync
+from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
 from edge_plm.switch.tokenizer import ACTIONS
 from edge_plm.version_registry import VersionRegistry
@@ -64,6 +68,9 @@ class Learner:
         self.events: list[VersionEvent] = []
         self.syncer = StoreSync(self)  # other processes' versions and deletions
         self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
+        # the configured devices (``[[devices]]``; the loop sets them): what `predict_devices`
+        # shares a command out to and per-device labels are learned for
+        self.devices: list[DeviceName] = [DeviceName(DEFAULT_DEVICE)]
         if version is not None:
             self._good_preds = predict_rows(self.model, self.holdout_rows())
 
@@ -76,9 +83,14 @@ class Learner:
 
     @classmethod
     def open(cls, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
-             clock: Callable[[], float] = time.time) -> Learner:
-        """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty."""
+             clock: Callable[[], float] = time.time,
+             devices: list[DeviceName] | None = None) -> Learner:
+        """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty.
+        `devices`: the configured devices (`device_names`; none: the one default device),
+        known before the start-up catch-up learns per-device labels."""
         learner = cls(store, cfg, checkpoints_dir, clock=clock)
+        if devices:
+            device_learning.set_devices(learner, devices)
         learner.registry.start_up()
         return learner
 
@@ -109,6 +121,11 @@ class Learner:
         return self.model.predict(text, prior_strength=self.cfg.prior_strength,
                                   evidence_prior=self.cfg.evidence_prior)
 
+    def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
+        """Each configured device's prediction (`device_learning.predict_devices`; one
+        device: exactly `predict`)."""
+        return device_learning.predict_devices(self, text)
+
     def sync(self) -> bool:
         """Load the active version another process made (`StoreSync.sync`); True if reloaded."""
         return self.syncer.sync()
@@ -123,8 +140,10 @@ class Learner:
         diff = state.difference(self.store, held, self.cfg.holdout_fraction)
         if diff.extra:
             self._forget_live(diff.extra)
-        for row in sorted(diff.missing + diff.changed, key=lambda r: r.id):
-            self._learn(row.id, row.transcript, row.label)
+        rows = sorted(diff.missing + diff.changed, key=lambda r: r.id)
+        per_device = self.store.device_labels([r.id for r in rows]) if len(self.devices) > 1 else {}
+        for row in rows:
+            self._learn(row.id, row.transcript, row.label, per_device.get(row.id))
         for row in state.labelled_rows(self.store):
             if (row.id not in self.keys and not row.holdout
                     and not state.should_learn(row, self.cfg.holdout_fraction, False)):
@@ -177,23 +196,25 @@ class Learner:
             self.model.observe(text)
 
     def on_label(self, interaction_id: int, text: str, label: str,
-                 source: str | None = None) -> LabelOutcome:
+                 source: str | None = None, device_labels: dict[str, str] | None = None) -> LabelOutcome:
         """A label for interaction `interaction_id`: holdout it, or learn it (and version).
         If the model already holds a label of this interaction, it is replaced (relabel).
         ``source`` (how the label was obtained): a correction (`CORRECTION_SOURCES`) is always
-        learned, whatever the holdout hash says."""
+        learned, whatever the holdout hash says. ``device_labels``: several devices' own
+        labels (`device_learning.learn`); `label` is then the command's, the row's."""
         if source not in CORRECTION_SOURCES and is_holdout_id(interaction_id, self.cfg.holdout_fraction):
             self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
             return LabelOutcome(holdout=True, loss=None)
-        loss, previous = self._learn(interaction_id, text, label)
+        loss, previous = self._learn(interaction_id, text, label, device_labels)
         event = None
         if self._window.count >= self.version_window():
             event = self.new_version()
         return LabelOutcome(holdout=False, loss=loss, event=event,
                             relabelled=previous is not None, previous=previous)
 
-    def on_relabel(self, interaction_id: int, label: str) -> LabelOutcome:
+    def on_relabel(self, interaction_id: int, label: str,
+                   device_labels: dict[str, str] | None = None) -> LabelOutcome:
         """A corrected label for a stored interaction (its transcript is read from the
         database). The model replaces the label it holds for it (no rebuild needed), or
         learns it if it never did; a holdout interaction only changes what models are judged
@@ -204,11 +225,17 @@ class Learner:
         if row.holdout:  # the model never holds a holdout row: only the judging changes
             return LabelOutcome(holdout=True, loss=None)
         if interaction_id in self.keys:  # the model holds it: replace, whatever the hash says
-            return self.on_label(interaction_id, row.transcript, label, source="manual")
-        return self.on_label(interaction_id, row.transcript, label, source=row.label_source)
+            return self.on_label(interaction_id, row.transcript, label, source="manual",
+                                 device_labels=device_labels)
+        return self.on_label(interaction_id, row.transcript, label, source=row.label_source,
+                             device_labels=device_labels)
 
-    def _learn(self, interaction_id: int, text: str, label: str) -> tuple[float | None, str | None]:
+    def _learn(self, interaction_id: int, text: str, label: str,
+               device_labels: dict[str, str] | None = None) -> tuple[float | None, str | None]:
         """Learn, or relabel what the model holds; (loss or None, previous label or None)."""
+        device_labels = device_learning.known_labels(self, device_labels)
+        if device_labels is not None:  # several devices: SwitchModel.learn_devices
+            return device_learning.learn(self, interaction_id, text, label, device_labels)
         key = self.keys.get(interaction_id)
         if key is not None and key not in self.model.removed and key < len(self.model.examples):
             previous = ACTIONS[self.model.examples[key][1]]
@@ -336,6 +363,6 @@ class Learner:
         return self.registry.rebuild_from_store()
 
 
-__all__ = ["CORRECTION_SOURCES", "GOLDEN", "ForgetOutcome", "HoldoutScore", "LabelOutcome",
+__all__ = ["CORRECTION_SOURCES", "GOLDEN", "device_names", "ForgetOutcome", "HoldoutScore", "LabelOutcome",
            "Learner", "LearnerConfig", "VersionEvent", "is_holdout_id", "load_start",
            "start_checkpoint"]

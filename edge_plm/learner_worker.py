@@ -98,6 +98,20 @@ class LearnerWorker:
         return self._snapshot.model.predict(text, prior_strength=cfg.prior_strength,
                                             evidence_prior=cfg.evidence_prior)
 
+    def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
+        """Each configured device's prediction (`Learner.predict_devices`), from the same
+        model as `predict` (one device: `predict` itself)."""
+        devices = self.learner.devices
+        if len(devices) == 1:
+            return {devices[0].name: self.predict(text)}
+        if self.synchronous:
+            with self._lock:
+                return self.learner.predict_devices(text)
+        cfg = self.learner.cfg
+        return self._snapshot.model.predict_devices(text, devices,
+                                                    prior_strength=cfg.prior_strength,
+                                                    evidence_prior=cfg.evidence_prior)
+
     @property
     def snapshot(self) -> Snapshot:
         """What predictions read now."""
@@ -111,10 +125,11 @@ class LearnerWorker:
         return self.snapshot.version
 
     # --- off the path ---------------------------------------------------------------------
-    def label(self, interaction_id: int, text: str, label: str, source: str | None) -> None:
+    def label(self, interaction_id: int, text: str, label: str, source: str | None,
+              device_labels: dict[str, str] | None = None) -> None:
         """Learn a stored label (`Learner.on_label`; it may make a version)."""
-        self.submit(lambda lr: _log_event(lr.on_label(interaction_id, text, label,
-                                                      source=source)),
+        self.submit(lambda lr: _log_event(lr.on_label(interaction_id, text, label, source=source,
+                                                      device_labels=device_labels)),
                     f"label of interaction {interaction_id}")
 
     def observe(self, text: str) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 from edge_plm.controller import Controller, Outcome, text_utterance, wav_inputs
 from edge_plm.device import Devices
 from edge_plm.evaluation import percentiles
-from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.learner import Learner, LearnerConfig, device_names
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.policy import Action, Decision, SimulatedPerson
-from edge_plm.settings import Settings
+from edge_plm.settings import Settings, device_configs
 from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
 from edge_plm.voice.asr import AsrBackend, PocketSphinxASR
@@ -57,12 +57,18 @@ class SessionLine:
     wish: Action | None
     text: str | None = None
     audio: Path | None = None
+    # several devices: the devices the wish is for (None: the first device; the others are
+    # to stay as they are)
+    devices: tuple[str, ...] | None = None
 
 
 def read_session(path: str | Path) -> list[SessionLine]:
     """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``.
 
     With both keys the audio is what is played (the text is the reference transcript).
+    ``"device"`` (several devices): the device the wish is for, or a list of them
+    ("everything off"); absent: the first device. The devices not named are to stay as they
+    are (the simulated person puts them back if the device switched them).
     ``"label": null`` (what `edge-plm export` writes for an interaction without a label) or
     no "label" is accepted: the simulated person does nothing after that line. A label is
     taken in any case (``"on"`` is ``ON``), as on the command line.
@@ -81,12 +87,33 @@ def read_session(path: str | Path) -> list[SessionLine]:
             if audio is None and text is None:
                 raise SessionError(f'{path}:{no}: needs "text" or "audio"')
             lines.append(SessionLine(None if label is None else Action(label), text,
-                                     (path.parent / audio) if audio else None))
+                                     (path.parent / audio) if audio else None,
+                                     _devices_of(path, no, row.get("device"))))
     except JsonlError as exc:
         raise SessionError(str(exc)) from exc
     if not lines:
         raise SessionError(f"{path}: no lines")
     return lines
+
+
+def _devices_of(path: Path, no: int, value: object) -> tuple[str, ...] | None:
+    """A line's ``"device"``: a name or a non-empty list of names (None: absent)."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and n.strip() for n in names)):
+        raise SessionError(f'{path}:{no}: "device" must be a device name or a list of names')
+    return tuple(names)
+
+
+def check_devices(lines: list[SessionLine], names: list[str]) -> None:
+    """Every device a line names is configured (`SessionError` naming the line, else)."""
+    for i, line in enumerate(lines, 1):
+        unknown = [d for d in line.devices or () if d not in names]
+        if unknown:
+            raise SessionError(f"session line {i}: unknown device {unknown[0]!r} "
+                               f"(configured: {', '.join(names)})")
 
 
 class SimClock:
@@ -118,25 +145,63 @@ class LineResult:
     relay_after: bool  # right after the device responded
     flips: int
     relay_final: bool  # after the person's reaction
+    # several devices: what the person wanted of each device (None: one device)
+    wants: dict[str, Action] | None = None
+
+    def _acts(self) -> dict[str, Action | None]:
+        """Several devices: the action each device was acted on with (None: not acted)."""
+        devs = self.outcome.devices or {}
+        return {n: Action(r.prediction) if r.decision is Decision.ACT else None for n, r in devs.items()}
 
     @property
     def asked(self) -> bool:
+        """The device asked (several devices: about any of them)."""
+        if self.outcome.devices:
+            return any(r.decision is Decision.ASK for r in self.outcome.devices.values())
         return self.outcome.decision is Decision.ASK
 
     @property
     def acted(self) -> bool:
+        """The device acted (several devices: on any of them)."""
+        if self.outcome.devices:
+            return any(a is not None for a in self._acts().values())
         return self.outcome.decision is Decision.ACT
 
     @property
     def acted_wrong(self) -> bool:
-        """Acted, and the action was not what the person wanted (unknown wish: never)."""
-        return (self.acted and self.wish is not None
-                and self.outcome.prediction != self.wish.value)
+        """Acted, and the action was not what the person wanted (unknown wish: never).
+        Several devices: some device was acted on with an action the person did not want of
+        it (a device they did not name: anything but NOOP)."""
+        if self.wish is None:
+            return False
+        if self.outcome.devices and self.wants is not None:
+            return any(a is not None and a is not self.wants[n] for n, a in self._acts().items())
+        return self.acted and self.outcome.prediction != self.wish.value
+
+    @property
+    def acted_wrong_device(self) -> bool:
+        """Several devices: a device the person did not name was acted on with ON / OFF."""
+        if self.wish is None or not self.outcome.devices or self.wants is None:
+            return False
+        return any(a is not None and a.state is not None and self.wants[n] is Action.NOOP
+                   for n, a in self._acts().items())
+
+    @property
+    def acted_right(self) -> bool:
+        """Acted, and every action was what the person wanted."""
+        return self.acted and not self.acted_wrong
 
     @property
     def missed(self) -> bool:
-        """An ON/OFF wish that got neither an action nor a question (incl. input errors)."""
-        return (self.wish in (Action.ON, Action.OFF)) and not (self.asked or self.acted)
+        """An ON/OFF wish that got neither an action nor a question (incl. input errors);
+        several devices: on one of the devices it was for."""
+        if self.wish not in (Action.ON, Action.OFF):
+            return False
+        if self.outcome.devices and self.wants is not None:
+            devs = self.outcome.devices
+            return any(w.state is not None and devs[n].decision is Decision.IGNORE
+                       for n, w in self.wants.items())
+        return not (self.asked or self.acted)
 
 
 @dataclass
@@ -150,10 +215,11 @@ class SessionResult:
     silence_tail_ms: int = 0  # the endpointer's tail the after_speech latency includes
 
     def summary(self) -> dict:
-        """The ``edge-plm replay --json`` object (docs/design.md §4), exact keys and types."""
+        """The ``edge-plm replay --json`` object (docs/contracts.md), exact keys and types;
+        with several devices also ``acted_wrong_device`` and ``devices`` (per-device counts)."""
         ok = [r.outcome.latency for r in self.lines if r.outcome.error is None]
         after = [x.after_speech for x in ok if x.after_speech is not None]
-        return {
+        out = {
             "interactions": len(self.lines),
             "asked": sum(r.asked for r in self.lines),
             "acted": sum(r.acted for r in self.lines),
@@ -168,6 +234,30 @@ class SessionResult:
             },
             "silence_tail_ms": self.silence_tail_ms,
         }
+        if any(r.wants is not None for r in self.lines):
+            out["acted_wrong_device"] = sum(r.acted_wrong_device for r in self.lines)
+            out["devices"] = self.device_counts()
+        return out
+
+    def device_counts(self) -> dict[str, dict[str, int]]:
+        """Several devices: per device, the lines meant for it (``commands``: ON / OFF wishes),
+        how often it was asked about, acted on (right / wrong), and missed."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.lines:
+            if r.wants is None or not r.outcome.devices:
+                continue
+            for n, res in r.outcome.devices.items():
+                c = out.setdefault(n, dict.fromkeys(
+                    ("commands", "asked", "acted", "acted_right", "acted_wrong", "missed"), 0))
+                want = r.wants[n] if r.wish is not None else None
+                acted = res.decision is Decision.ACT
+                c["commands"] += want is not None and want.state is not None
+                c["asked"] += res.decision is Decision.ASK
+                c["acted"] += acted
+                c["acted_right"] += acted and want is not None and res.prediction == want.value
+                c["acted_wrong"] += acted and want is not None and res.prediction != want.value
+                c["missed"] += want is not None and want.state is not None and res.decision is Decision.IGNORE
+        return out
 
     def parts(self, n: int = 4) -> list[dict[str, int]]:
         """Counts per consecutive part of the session (e.g. quarters) to show learning."""
@@ -176,19 +266,22 @@ class SessionResult:
         for k in range(n):
             chunk = self.lines[k * size // n:(k + 1) * size // n]
             out.append({"lines": len(chunk), "asked": sum(r.asked for r in chunk),
-                        "acted_right": sum(r.acted and not r.acted_wrong for r in chunk),
+                        "acted_right": sum(r.acted_right for r in chunk),
                         "acted_wrong": sum(r.acted_wrong for r in chunk),
                         "missed": sum(r.missed for r in chunk),
                         "errors": sum(r.outcome.error is not None for r in chunk)})
         return out
 
 
-def _flip_switch(devices: Devices, factory_pin, mode: str, clock: SimClock) -> None:
-    """Move the person's (mock) switch once, as a hand would: the real PersonSwitch reacts."""
+def _flip_switch(devices: Devices, factory_pin, mode: str, clock: SimClock,
+                 device: str | None = None) -> None:
+    """Move the person's (mock) switch once, as a hand would: the real PersonSwitch reacts.
+    `device`: whose switch (default: the first device's)."""
+    switch = devices.switch if device is None else devices.switches[device]
     if mode == "momentary":
-        factory_pin.drive_low() if devices.switch.cfg.pull_up else factory_pin.drive_high()
+        factory_pin.drive_low() if switch.cfg.pull_up else factory_pin.drive_high()
         clock.advance(0.2)
-        factory_pin.drive_high() if devices.switch.cfg.pull_up else factory_pin.drive_low()
+        factory_pin.drive_high() if switch.cfg.pull_up else factory_pin.drive_low()
     elif factory_pin.state:
         factory_pin.drive_low()
     else:
@@ -210,6 +303,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     person = person or SimulatedPerson()
     gap = gap_s if gap_s is not None else default_gap_s(controller.settings)
     devices = controller.devices
+    if len(devices.names) > 1:
+        return _run_devices(lines, controller, clock, person, endpointer, gap, progress, stop)
     pin = devices.factory.pin(devices.switch.cfg.pin)
     result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms)
     first_id: int | None = None
@@ -246,6 +341,11 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
                                        devices.relay.is_on))
         if progress:
             progress()
+    return _finish(result, controller, clock, gap)
+
+
+def _finish(result: SessionResult, controller: Controller, clock: SimClock, gap: float) -> SessionResult:
+    """The last windows close; the labels and versions of the session."""
     clock.advance(gap)
     controller.pump()
     ids = {r.outcome.interaction_id for r in result.lines if r.outcome.interaction_id}
@@ -254,6 +354,62 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     result.versions = [e.version for e in controller.learner.events]
     result.rollbacks = sum(e.status == "rolled_back" for e in controller.learner.events)
     return result
+
+
+def wanted_actions(line: SessionLine, names: list[str]) -> dict[str, Action] | None:
+    """Several devices: the person's wish for each device (the line's devices get its wish,
+    the others NOOP: stay as they are); None for a line whose wish is not known."""
+    if line.wish is None:
+        return None
+    targets = set(line.devices or names[:1])
+    return {n: line.wish if n in targets else Action.NOOP for n in names}
+
+
+def _run_devices(lines: list[SessionLine], controller: Controller, clock: SimClock,
+                 person: SimulatedPerson, endpointer: Endpointer | None, gap: float,
+                 progress: Callable[[], None] | None, stop: StopFlag | None) -> SessionResult:
+    """`run_session` with several devices: the person puts each device where they want it
+    with that device's own switch (`wanted_actions`)."""
+    devices = controller.devices
+    names = devices.names
+    check_devices(lines, names)
+    result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms)
+    for i, line in enumerate(lines):
+        if stop is not None and stop.is_set():
+            break
+        clock.advance(gap)
+        controller.pump()
+        if line.audio is not None:
+            item = next(iter(wav_inputs([line.audio], endpointer, controller.asr)))
+        else:
+            item = text_utterance(line.text or "")
+        before = {n: devices.relays[n].is_on for n in names}
+        failures = controller.storage_failures
+        outcome = controller.handle(item)
+        if controller.storage_failures > failures or not outcome.stored:
+            raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error
+                                     or outcome.error or "not stored")
+        after = {n: devices.relays[n].is_on for n in names}
+        wants = wanted_actions(line, names)
+        flips = 0
+        for n in names if wants is not None else ():
+            for flip in person.react(wants[n], before[n], after[n], clock()):
+                clock.set(max(clock(), flip.at))
+                switch = devices.switches[n]
+                _flip_switch(devices, devices.factory.pin(switch.cfg.pin), switch.cfg.mode, clock, n)
+                flips += 1
+                failures = controller.storage_failures
+                controller.pump()
+                if controller.storage_failures > failures:
+                    raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
+                if devices.relays[n].is_on != flip.desired:
+                    log.warning("line %d: after the simulated flip %r is %s, the person wanted %s",
+                                i + 1, n, devices.relays[n].is_on, flip.desired)
+        result.lines.append(LineResult(i, line.wish, outcome, before[names[0]], after[names[0]], flips,
+                                       devices.relay.is_on, wants))
+        if progress:
+            progress()
+    return _finish(result, controller, clock, gap)
 
 
 def default_gap_s(settings: Settings) -> float:
@@ -329,9 +485,10 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     store = ReplayStore(db, clock=wall)
     try:
         lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
-        learner = Learner.open(store, lcfg, private_dir(paths.checkpoints_path()), clock=wall)
+        learner = Learner.open(store, lcfg, private_dir(paths.checkpoints_path()), clock=wall,
+                               devices=device_names(device_configs(settings)))
         devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
-                                      install_exit_handlers=False)
+                                      install_exit_handlers=False, devices=settings.devices)
     except BaseException:
         store.close()
         if tmp is not None:
@@ -342,4 +499,5 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
 
 __all__ = ["LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine", "SessionResult",
-           "SimClock", "build_replay", "default_gap_s", "read_session", "session_span_s", "replay_asr", "run_session"]
+           "SimClock", "build_replay", "check_devices", "default_gap_s", "read_session", "session_span_s",
+           "replay_asr", "run_session", "wanted_actions"]

@@ -14,9 +14,10 @@ import time
 from edge_plm import stopping
 from edge_plm.controller import Controller
 from edge_plm.device import Devices, PinFactoryError
-from edge_plm.learner import Learner, LearnerConfig
+from edge_plm.learner import Learner, LearnerConfig, device_names
 from edge_plm.learner_worker import LearnerWorker
 from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.settings import device_configs
 from edge_plm.starting_model import StartError
 from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
@@ -154,7 +155,8 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
               audio_gap_s: float = 3.0) -> None:
     """The slow start-up, step by step, each step skipped once `stop` is set."""
     parts["learner"] = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                                    private_dir(settings.paths.checkpoints_path()))
+                                    private_dir(settings.paths.checkpoints_path()),
+                                    devices=device_names(device_configs(settings)))
     if _stopped_starting(stop, "opening the input"):
         return
     parts["asr"], parts["source"] = _open_input(settings, stop, audio_files, audio_gap_s)
@@ -163,7 +165,8 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
     if _stopped_starting(stop, "opening the GPIO"):
         return
     parts["devices"] = Devices.from_config(settings.gpio, mock_fallback=False,
-                                           state_store=None if audio_files else store)
+                                           state_store=None if audio_files else store,
+                                           devices=settings.devices)
     if _stopped_starting(stop, "starting the loop"):
         return
     # learning on its own thread: the relay never waits for it (docs/loop.md)

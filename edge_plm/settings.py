@@ -118,6 +118,29 @@ class GpioConfig:
     min_toggle_interval_ms: int = setting(1000, "relay rate limit")
 
 
+#: The name of the one device built from ``[gpio]`` when no ``[[devices]]`` is configured: the
+#: name its relay has always been recorded under (``relay_state``), so existing databases keep
+#: restoring it.
+DEFAULT_DEVICE = "main"
+
+
+@dataclass
+class DeviceConfig:
+    """One ``[[devices]]`` entry: a named relay with its own switch (its teacher)."""
+
+    name: str = setting("", "what the person calls it, e.g. \"lamp\" (unique, case-insensitive)")
+    aliases: list[str] = setting([], "other names it answers to, e.g. [\"light\", \"big light\"]")
+    relay_pin: int = -1
+    relay_active_high: bool = True
+    relay_restore: str = setting("last", "after the safe state on start: last | off | on")
+    switch_pin: int = setting(-1, "this device's own switch: its flips label utterances for it")
+    switch_mode: str = setting("toggle", "toggle | momentary")
+    switch_pull_up: bool = True
+    switch_bounce_ms: int = 50
+    led_pin: int = setting(-1, "its own \"I'm not sure\" LED; -1: the shared gpio.led_pin blinks "
+                               "the device's number")
+
+
 @dataclass
 class PolicyConfig:
     act_threshold: float = setting(0.80, "confidence at or above which the device acts")
@@ -175,7 +198,20 @@ class Settings:
     gpio: GpioConfig = field(default_factory=GpioConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    # ``[[devices]]``: several named relays, each with its own switch (empty: one device, from
+    # ``[gpio]``; `device_configs`)
+    devices: list[DeviceConfig] = field(default_factory=list)
     source: str = "<defaults>"  # where these settings came from
+
+
+def device_configs(s: Settings) -> list[DeviceConfig]:
+    """The configured devices: the ``[[devices]]`` entries, or (none given) one device named
+    `DEFAULT_DEVICE` from the ``[gpio]`` relay and switch keys."""
+    if s.devices:
+        return list(s.devices)
+    g = s.gpio
+    return [DeviceConfig(DEFAULT_DEVICE, [], g.relay_pin, g.relay_active_high, g.relay_restore,
+                         g.switch_pin, g.switch_mode, g.switch_pull_up, g.switch_bounce_ms, -1)]
 
 
 def candidate_paths() -> list[Path]:
@@ -212,12 +248,29 @@ def parse(text: str, source: str = "<string>") -> Settings:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
     settings = Settings(source=source)
     for name, values in data.items():
+        if name == "devices":
+            settings.devices = _devices(values, source)
+            continue
         section = getattr(settings, name, None)
         if section is None or not dataclasses.is_dataclass(section) or not isinstance(values, dict):
             raise ConfigError(f"{source}: unknown section [{name}]")
         _apply(section, values, f"{source}: [{name}]")
     validate(settings)
     return settings
+
+
+def _devices(values: Any, source: str) -> list[DeviceConfig]:
+    """The ``[[devices]]`` array of tables."""
+    if not isinstance(values, list) or not all(isinstance(v, dict) for v in values):
+        raise ConfigError(f"{source}: devices must be an array of tables ([[devices]] entries)")
+    out = []
+    for i, entry in enumerate(values, 1):
+        d = DeviceConfig()
+        _apply(d, entry, f"{source}: [[devices]] #{i}")
+        if "aliases" in entry and not all(isinstance(a, str) for a in d.aliases):
+            raise ConfigError(f"{source}: [[devices]] #{i}.aliases: expected a list of strings")
+        out.append(d)
+    return out
 
 
 #: BCM GPIO numbers gpiozero can drive on a Raspberry Pi's 40-pin header (GPIO0..GPIO27).
@@ -239,7 +292,8 @@ def problems(s: Settings) -> list[str]:
     out = _non_finite(s)
     if out:
         return out  # the range checks below assume finite numbers
-    for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems):
+    for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems,
+                 _device_problems):
         out += step(s)
     return out
 
@@ -325,6 +379,47 @@ def _gpio_problems(s: Settings) -> list[str]:
              f"gpio.min_toggle_interval_ms must be >= 0, got {g.min_toggle_interval_ms}")
     out.need(g.relay_restore in RELAY_RESTORE,
              f"gpio.relay_restore must be one of {', '.join(RELAY_RESTORE)}, got {g.relay_restore!r}")
+    return out
+
+
+def _device_problems(s: Settings) -> list[str]:
+    """``[[devices]]``: names unique (case-insensitive, aliases included) and non-empty, pins
+    valid and distinct across devices and the shared LED / buzzer."""
+    if not s.devices:
+        return []
+    from edge_plm.switch.tokenizer import normalize  # noqa: PLC0415 - text only, no kernels
+
+    out, lo, hi = _Problems(), GPIO_PINS[0], GPIO_PINS[-1]
+    names: dict[str, str] = {}
+    used: dict[int, str] = {p: f"gpio.{k}" for k in ("led_pin", "buzzer_pin")
+                            if (p := getattr(s.gpio, k)) != -1}
+    for i, d in enumerate(s.devices, 1):
+        where = f"devices[{i}] ({d.name!r})" if d.name.strip() else f"devices[{i}]"
+        for phrase in (d.name, *d.aliases):
+            key = " ".join(normalize(phrase).split())
+            if not key:
+                out.append(f"{where}: a name or alias needs a letter or digit, got {phrase!r}")
+            elif key in names:
+                out.append(f"{where}: the name {phrase!r} is already {names[key]}'s "
+                           "(names and aliases must be unique, case-insensitive)")
+            else:
+                names[key] = repr(d.name)
+        for key, optional in (("relay_pin", False), ("switch_pin", False), ("led_pin", True)):
+            pin = getattr(d, key)
+            if optional and pin == -1:
+                continue
+            if pin not in GPIO_PINS:
+                out.append(f"{where}.{key} must be a BCM GPIO number {lo}..{hi}"
+                           f"{' or -1 (none)' if optional else ''}, got {pin}")
+            elif pin in used:
+                out.append(f"{where}.{key} is pin {pin}, already {used[pin]}; each needs its own")
+            else:
+                used[pin] = f"{where}.{key}"
+        out.need(d.switch_mode in ("toggle", "momentary"),
+                 f"{where}.switch_mode must be 'toggle' or 'momentary', got {d.switch_mode!r}")
+        out.need(d.switch_bounce_ms >= 0, f"{where}.switch_bounce_ms must be >= 0, got {d.switch_bounce_ms}")
+        out.need(d.relay_restore in RELAY_RESTORE, f"{where}.relay_restore must be one of "
+                                                   f"{', '.join(RELAY_RESTORE)}, got {d.relay_restore!r}")
     return out
 
 

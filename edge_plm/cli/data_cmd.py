@@ -26,6 +26,7 @@ from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, CheckpointsOpt, 
                                  console, database_path, exists_refused, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
                                  load_settings, opened, print_json, quiet_logging, time_option)
 from edge_plm.cli.root import app
+from edge_plm.device_inspection import device_record, outcomes_of
 from edge_plm.store import LABELS
 from edge_plm.transcript import printable
 
@@ -114,6 +115,13 @@ def _data_status(s: dict) -> list[tuple[str, str]]:
     rows.append(("ASR", f"configured {s['asr']['configured']}, last used "
                         f"{s['asr']['last_used'] or '-'}"))
     rows.append(("GPIO", f"pin factory {s['gpio']['pin_factory']} (config: {s['config']})"))
+    devs = s.get("devices") or []
+    if devs:
+        def relay(d) -> str:
+            return {None: "not recorded", True: "ON", False: "OFF"}[d["relay_state"]]
+        rows.append(("devices", "; ".join(
+            f"{shown(d['name'])}" + (f" ({', '.join(map(shown, d['aliases']))})" if d["aliases"] else "")
+            + f": relay pin {d['relay_pin']} {relay(d)}, switch pin {d['switch_pin']}" for d in devs)))
     return rows
 
 
@@ -135,20 +143,29 @@ def _line(r) -> str:
     return text + f" | {fmt_ms(r.latency_total_ms)} ms"
 
 
-def _log_table(rows):
+def _log_table(rows, devices: dict | None = None):
     from rich.table import Table  # noqa: PLC0415
 
+    from edge_plm.device_inspection import short  # noqa: PLC0415
+
+    devices = devices or {}
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for col, kw in (("id", {"justify": "right"}), ("time", {}), ("transcript", {"ratio": 1}),
-                    ("predicted", {}), ("did", {}), ("label", {}), ("ms", {"justify": "right"})):
+    columns = [("id", {"justify": "right"}), ("time", {}), ("transcript", {"ratio": 1}),
+               ("predicted", {}), ("did", {}), ("label", {}), ("ms", {"justify": "right"})]
+    if devices:  # several devices: what each one did and what its switch said
+        columns.insert(6, ("devices", {}))
+    for col, kw in columns:
         table.add_column(col, **kw)
     for r in rows:
         wrong = r.action is not None and r.label is not None and r.label != r.action
         lab = f"{r.label} {r.label_source}" if r.label else "-"
-        table.add_row(str(r.id), q.short_time(r.ts),
-                      f"[red]{shown(r.error)}[/]" if r.error else shown(r.transcript),
-                      f"{r.prediction} {fmt_conf(r.confidence)}" if r.prediction else "-",
-                      did(r), f"[red]{lab}[/]" if wrong else lab, fmt_ms(r.latency_total_ms))
+        cells = [str(r.id), q.short_time(r.ts),
+                 f"[red]{shown(r.error)}[/]" if r.error else shown(r.transcript),
+                 f"{r.prediction} {fmt_conf(r.confidence)}" if r.prediction else "-",
+                 did(r), f"[red]{lab}[/]" if wrong else lab, fmt_ms(r.latency_total_ms)]
+        if devices:
+            cells.insert(6, shown(short(devices[r.id])) if r.id in devices else "-")
+        table.add_row(*cells)
     return table
 
 
@@ -176,14 +193,23 @@ def log_command(
     with opened(db, config) as (store, settings, path):
         last = q.max_id(store)  # before the query: a row added meanwhile is not missed
         rows = q.log_rows(store, limit=limit or None, label=wanted, since=t_since)
+        devices = outcomes_of(store, rows)
         if follow:
             _follow(store, rows, last, wanted, interval, max_polls, as_json)
         elif as_json:
-            print_json([q.record(r) for r in rows])
+            print_json([_record(r, devices) for r in rows])
         elif not rows:
             typer.echo("no interactions" + (" matching the filters" if wanted or since else " yet"))
         else:
-            console().print(_log_table(rows))
+            console().print(_log_table(rows, devices))
+
+
+def _record(r, devices: dict) -> dict:
+    """`q.record`, plus ``devices`` for an interaction of several devices."""
+    out = q.record(r)
+    if r.id in devices:
+        out["devices"] = device_record(devices[r.id])
+    return out
 
 
 def _follow(store, rows, last: int, label, interval: float, max_polls: int, as_json: bool) -> None:
@@ -314,6 +340,17 @@ def _print_stats(s: dict) -> None:
     for r in w["recent"]:
         con.print(f"  #{r['id']} \"{shown(r['transcript'])}\": did {r['action']}, label {r['label']} "
                   f"({r['label_source']})")
+    if s.get("devices"):
+        t = Table(title="devices (each device's own decisions, actions and labels)", show_edge=False,
+                  header_style="bold")
+        for col in ("device", "interactions", "acted", "asked", "ON", "OFF", "NOOP", "wrong actions"):
+            t.add_column(col, justify="left" if col == "device" else "right")
+        for name, d in s["devices"].items():
+            wa = d["wrong_actions"]
+            t.add_row(shown(name), str(d["interactions"]), str(d["decision"].get("act", 0)),
+                      str(d["decision"].get("ask", 0)), *(str(d["label"].get(k, 0)) for k in LABELS),
+                      f"{wa['wrong']} of {wa['acted_labelled']}")
+        con.print(t)
     t = Table(title="latency ms (interactions without error)", show_edge=False,
               header_style="bold")
     t.add_column("stage")
@@ -334,6 +371,8 @@ def label_command(
     interaction: Annotated[int, typer.Argument(metavar="ID", help="Interaction id (see `edge-plm log`).")],
     action: Annotated[Label, typer.Argument(case_sensitive=False, metavar="ACTION",
                                             help="What it should have been: ON, OFF or NOOP.")],
+    device: Annotated[Optional[str], typer.Option(
+        "--device", help="Several devices: the device whose label this is (its name in [[devices]]).")] = None,
     rebuild: RebuildOpt = False,
     checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
@@ -341,6 +380,9 @@ def label_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Correct the label of an interaction (source "manual"); the model learns it.
+
+    With several devices, --device NAME says whose label it is; the interaction's label is
+    then the command the devices' labels give (docs/devices.md).
 
     The active model is loaded and the correction replaces the earlier label in it (its
     statistics are plain sums: the old contribution is taken back, the new one added; an
@@ -354,11 +396,12 @@ def label_command(
 
     with opened(db, config, write=True) as (store, settings, path):
         result = relabel(store, settings, path, interaction, action.value, rebuild=rebuild,
-                         checkpoints=checkpoints)
+                         checkpoints=checkpoints, device=device)
     if as_json:
         print_json(result)
     elif not result["changed"]:
-        typer.echo(f"#{result['id']} is already labelled {result['label']} "
+        whose = f" for {result['device']}" if "device" in result else ""
+        typer.echo(f"#{result['id']} is already labelled {result.get('device_label', result['label'])}{whose} "
                    f"({result['previous']['label_source']}); nothing changed")
     else:
         _print_relabel(result, rebuild)
@@ -367,7 +410,8 @@ def label_command(
 def _print_relabel(r: dict, rebuild: bool) -> None:
     version, old = r["version"], r["previous"]["label"]
     prev = f"{old} ({r['previous']['label_source']})" if old else "no label"
-    typer.echo(f"#{r['id']} \"{printable(r['transcript'])}\": {prev} -> {r['label']} (manual)")
+    typer.echo(f"#{r['id']} \"{printable(r['transcript'])}\": {prev} -> {r['label']} (manual)"
+               + (f"; {r['device']}: {r['device_label']}" if "device" in r else ""))
     if r["holdout"]:
         typer.echo("  it is in the holdout slice: new models are judged on it; nothing learned")
     elif version and version["status"] == "rolled_back":
@@ -486,14 +530,15 @@ def export_command(
     t_since = time_option(since, "--since")
     with opened(db, config) as (store, settings, path):
         rows = q.all_rows(store, since=t_since)
-        written, skipped = _write_export(rows, fmt.value, output, labelled, force)
+        devices = outcomes_of(store, rows) if fmt.value == "jsonl" else {}
+        written, skipped = _write_export(rows, fmt.value, output, labelled, force, devices)
     where = f"to {output}" if output else "to stdout"
     note = f"; skipped {skipped} unlabelled (--labelled)" if skipped else ""
     typer.echo(f"exported {written} interaction(s) as {fmt.value} {where}{note}", err=True)
 
 
 def _write_export(rows, fmt: str, output: Optional[Path], labelled: bool,
-                  force: bool = False) -> tuple[int, int]:
+                  force: bool = False, devices: dict | None = None) -> tuple[int, int]:
     """(written, skipped): `rows` as `fmt` to `output` (a private 0600 file; an existing one
     only with `force`) or stdout."""
     if output is None:
@@ -508,7 +553,7 @@ def _write_export(rows, fmt: str, output: Optional[Path], labelled: bool,
         out, close = os.fdopen(fd, "w", encoding="utf-8", newline=""), True
     try:
         if fmt == "jsonl":
-            return q.export_jsonl(rows, out, include_unlabelled=not labelled)
+            return q.export_jsonl(rows, out, include_unlabelled=not labelled, devices=devices)
         return q.export_csv(rows, out), 0
     except BrokenPipeError:  # `edge-plm export | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

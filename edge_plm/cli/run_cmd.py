@@ -85,13 +85,22 @@ ReplayDbOpt = Annotated[Optional[Path], typer.Option(
     "--db", help="Replay buffer to write (default: a temp file).")]
 
 
-def _replay_settings(start: str | None):
-    """Built-in settings (a replay does not read the config file) with ``model.start``."""
+def _replay_settings(start: str | None, config: Path | None = None):
+    """Built-in settings with ``model.start``: a replay does not read the config file unless
+    it is given (``replay --config``: its devices, policy and model keys; its paths and pins
+    are not used: the replay has its own database and simulated pins)."""
     from dataclasses import replace
 
-    from edge_plm.settings import ConfigError, Settings, validate
+    from edge_plm.settings import ConfigError, Settings, load, validate
 
-    s = Settings()
+    if config is not None:
+        try:
+            s = load(config)
+        except ConfigError as exc:
+            fail(str(exc), 2)
+        s = replace(s, paths=Settings().paths)
+    else:
+        s = Settings()
     if start is not None:
         s = replace(s, model=replace(s.model, start=start))
     try:
@@ -140,15 +149,20 @@ def replay_command(
     db: ReplayDbOpt = None,
     seed: SeedOpt = 0,
     start: StartOpt = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help=(
+        "A config file whose [[devices]], [policy] and [model] keys the replay uses (several "
+        "devices: session lines may name a \"device\"); default: the built-in settings."))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Run a logged session through the real loop with a simulated person (mock GPIO)."""
     log_to(sys.stderr, logging.WARNING)
-    from edge_plm.replay import SessionError, read_session
+    from edge_plm.replay import SessionError, check_devices, read_session
+    from edge_plm.settings import device_configs
 
-    settings = _replay_settings(start)
+    settings = _replay_settings(start, config)
     try:
         lines = read_session(session)
+        check_devices(lines, [d.name for d in device_configs(settings)])
     except SessionError as exc:
         fail(str(exc), 2)
     with stopping.handling() as stop:  # SIGTERM/SIGINT: stop after the line, save, exit 0

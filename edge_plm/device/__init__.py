@@ -1,20 +1,23 @@
-"""Device layer: relays, the person's switch, the status LED and an optional buzzer over gpiozero.
+"""Device layer: relays, the person's switches, the status LEDs and an optional buzzer over gpiozero.
 
-`Devices.from_config(GpioConfig)` builds them on one pin factory (real GPIO when present,
-gpiozero's MockFactory otherwise, see `pins.make_pin_factory`). Relays are held by name: the
-configured relay is the main one (`MAIN_RELAY`, ``devices.relay``), the one the person's switch
-and the policy refer to; further named relays can be given to `Devices.from_config`. An action
-of `edge_plm.actions` drives a relay to its relay state (`Devices.drive`). Given a
-`RelayStateStore` (the service gives its replay buffer), every relay is restored after its safe
-state as ``gpio.relay_restore`` says and its changes are recorded (`edge_plm.device.restore`).
+`Devices.from_config(GpioConfig, devices=...)` builds them on one pin factory (real GPIO when
+present, gpiozero's MockFactory otherwise, see `pins.make_pin_factory`). Each configured device
+(``[[devices]]``, `edge_plm.settings.device_configs`) is a named relay with its own person's
+switch (its teacher) and optionally its own LED; without ``devices`` there is one device named
+`MAIN_RELAY` from the ``[gpio]`` pins, exactly as before. ``devices.relay`` and
+``devices.switch`` are the first device's. Further named relays without a switch can be given
+as `extra_relays`. An action of `edge_plm.actions` drives a relay to its relay state
+(`Devices.drive`). Given a `RelayStateStore` (the service gives its replay buffer), every relay
+is restored after its safe state as its ``relay_restore`` says and its changes are recorded
+(`edge_plm.device.restore`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from gpiozero import Factory
 
@@ -24,7 +27,7 @@ from edge_plm.device.pins import PinFactoryError, make_pin_factory
 from edge_plm.device.relay import Clock, Relay, RelayClosed, RelayConfig
 from edge_plm.device.restore import RelayStateStore, restore_relays
 from edge_plm.device.person_switch import FlipEvent, PersonSwitch, PersonSwitchConfig, PersonSwitchConfigError
-from edge_plm.settings import GpioConfig
+from edge_plm.settings import DEFAULT_DEVICE, DeviceConfig, GpioConfig
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +37,15 @@ __all__ = [
     "make_ask_buzzer", "make_status_led",
 ]
 
-#: The name of the configured relay (``gpio.relay_pin``), the one the switch and policy use.
-MAIN_RELAY = "main"
+#: The name of the one device built from ``[gpio]`` (``gpio.relay_pin``) when no
+#: ``[[devices]]`` are configured.
+MAIN_RELAY = DEFAULT_DEVICE
 
 
 @dataclass
 class Devices:
-    """The relays (by name), switch, LED and (optional) buzzer of one device, sharing one pin
-    factory."""
+    """The relays (by name), switches (by device), LEDs and (optional) buzzer, sharing one pin
+    factory. ``switch`` is the first device's switch, ``led`` the shared status LED."""
 
     relays: dict[str, Relay]
     switch: PersonSwitch
@@ -49,16 +53,30 @@ class Devices:
     factory: Factory
     factory_description: str
     buzzer: AskBuzzer | None = None
+    switches: dict[str, PersonSwitch] = field(default_factory=dict)  # by device, in order
+    leds: dict[str, StatusLed] = field(default_factory=dict)  # devices with their own LED
+    _shared_for: str | None = field(default=None, repr=False)  # whom the shared LED blinks for
+
+    def __post_init__(self) -> None:
+        if not self.switches:  # built by hand with one switch: the one device's
+            self.switches = {MAIN_RELAY: self.switch}
+
+    @property
+    def names(self) -> list[str]:
+        """The devices (relays with a switch), in configuration order."""
+        return list(self.switches)
 
     @property
     def relay(self) -> Relay:
-        """The main relay (`MAIN_RELAY`)."""
-        return self.relays[MAIN_RELAY]
+        """The first device's relay (`MAIN_RELAY` without ``[[devices]]``)."""
+        return self.relays[self.names[0]]
 
-    def drive(self, action: str, relay: str = MAIN_RELAY, now: float | None = None) -> bool:
-        """Drive relay `relay` to the state `action` asks for (`edge_plm.actions.RELAY_STATE`;
-        an action without a relay state leaves it as it is). True when the relay is now in that
-        state, False when its rate limit refused the change (see `Relay.set`)."""
+    def drive(self, action: str, relay: str | None = None, now: float | None = None) -> bool:
+        """Drive relay `relay` (default: the first device's) to the state `action` asks for
+        (`edge_plm.actions.RELAY_STATE`; an action without a relay state leaves it as it is).
+        True when the relay is now in that state, False when its rate limit refused the
+        change (see `Relay.set`)."""
+        relay = self.names[0] if relay is None else relay
         if relay not in self.relays:
             raise KeyError(f"no relay named {relay!r} (relays: {', '.join(self.relays)})")
         if action not in actions.RELAY_STATE:
@@ -66,15 +84,38 @@ class Devices:
         state = actions.RELAY_STATE[action]
         return True if state is None else self.relays[relay].set(state, now)
 
-    def ask(self) -> None:
-        """Signal "I'm not sure": the LED blinks until `done`, the buzzer beeps."""
-        self.led.ask()
-        if self.buzzer is not None:
+    def ask(self, device: str | None = None, beep: bool = True) -> None:
+        """Signal "I'm not sure" (about `device`, where there are several): that device's own
+        LED blinks if it has one, else the shared LED, in groups of as many blinks as the
+        device's number (1 = the first configured; one device: a plain blink; already showing
+        another device: it keeps showing that one), until `done`; the buzzer beeps (unless
+        not `beep`: the shared LED moves on to a device still in doubt)."""
+        names = self.names
+        if device is not None and device in self.leds:
+            self.leds[device].ask()
+            self.led.mark_asking()  # the loop's "something is asked" state lives on the shared one
+        elif self._shared_for is None:
+            several = device is not None and len(names) > 1
+            self.led.ask(count=names.index(device) + 1) if several else self.led.ask()
+            self._shared_for = device or ""
+        if self.buzzer is not None and beep:
             self.buzzer.ask()
 
-    def done(self) -> None:
-        """The ask window closed: LED off, buzzer silent."""
+    def done(self, device: str | None = None) -> None:
+        """The ask window closed: LEDs off, buzzer silent. With `device` (several devices):
+        only the signal of that device goes out (its own LED, or the shared LED if it showed
+        that device)."""
+        if device is not None:
+            if device in self.leds:
+                self.leds[device].done()
+            elif self._shared_for == device:
+                self.led.done()
+                self._shared_for = None
+            return
         self.led.done()
+        self._shared_for = None
+        for led in self.leds.values():
+            led.done()
         if self.buzzer is not None:
             self.buzzer.done()
 
@@ -88,73 +129,107 @@ class Devices:
         mock_fallback: bool = True,
         extra_relays: Mapping[str, RelayConfig] | None = None,
         state_store: RelayStateStore | None = None,
+        devices: Sequence[DeviceConfig] | None = None,
     ) -> Devices:
         """Build the devices from `cfg`; `factory` overrides ``cfg.pin_factory`` (tests).
         ``mock_fallback=False`` (the service) refuses simulated pins unless configured.
-        `extra_relays`: further relays by name, next to the main one. `state_store`: restore
-        the relays (``cfg.relay_restore``) and record their changes there (none: every relay
-        stays in its safe state and nothing is recorded, as in replays)."""
+        `devices`: the ``[[devices]]`` (none or empty: one device, `MAIN_RELAY`, from the
+        ``[gpio]`` pins); the safe state and rate limit of every relay, the shared LED and
+        the buzzer are ``[gpio]``'s. `extra_relays`: further relays by name, without a
+        switch. `state_store`: restore the relays (each device's ``relay_restore``, extra
+        relays ``cfg.relay_restore``) and record their changes there (none: every relay stays
+        in its safe state and nothing is recorded, as in replays)."""
+        devs = list(devices) if devices else [_gpio_device(cfg)]
         extra = dict(extra_relays or {})
-        if MAIN_RELAY in extra:
-            raise ValueError(f"relay name {MAIN_RELAY!r} is the configured relay (gpio.relay_pin)")
+        for name in extra:
+            if name in {d.name for d in devs}:
+                raise ValueError(f"relay name {name!r} is the configured relay of a device "
+                                 "(gpio.relay_pin or [[devices]])")
         if factory is None:
             factory, description = make_pin_factory(cfg.pin_factory, mock_fallback=mock_fallback)
         else:
             description = f"{type(factory).__name__} (given)"
-        _check_pins(cfg, extra)
-        main = RelayConfig(cfg.relay_pin, cfg.relay_active_high, cfg.relay_safe_state, cfg.min_toggle_interval_ms)
+        _check_pins(cfg, devs, extra)
         relays: dict[str, Relay] = {}
-        switch: PersonSwitch | None = None
+        switches: dict[str, PersonSwitch] = {}
+        leds: dict[str, StatusLed] = {}
         led: StatusLed | NoLed | None = None
         buzzer: AskBuzzer | None = None
         try:
-            for name, rcfg in {MAIN_RELAY: main, **extra}.items():
+            for d in devs:  # every relay first: each is in its safe state from here on
+                rcfg = RelayConfig(d.relay_pin, d.relay_active_high, cfg.relay_safe_state,
+                                   cfg.min_toggle_interval_ms)
+                relays[d.name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
+            for name, rcfg in extra.items():
                 relays[name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
-            relay = relays[MAIN_RELAY]
-            switch = PersonSwitch(
-                PersonSwitchConfig(cfg.switch_pin, cfg.switch_mode, cfg.switch_pull_up,
-                             cfg.switch_bounce_ms, initial_desired=cfg.relay_safe_state),
-                factory, clock=clock, reference=lambda: relay.is_on,
-            )
+            for d in devs:
+                relay = relays[d.name]
+                switches[d.name] = PersonSwitch(
+                    PersonSwitchConfig(d.switch_pin, d.switch_mode, d.switch_pull_up,
+                                       d.switch_bounce_ms, initial_desired=cfg.relay_safe_state),
+                    factory, clock=clock, reference=lambda relay=relay: relay.is_on,
+                )
+                if d.led_pin != -1:
+                    leds[d.name] = StatusLed(d.led_pin, factory)
             led = make_status_led(cfg.led_pin, factory)
             buzzer = make_ask_buzzer(cfg.buzzer_pin, factory)
             if state_store is not None:
-                restore_relays(relays, dict.fromkeys(relays, cfg.relay_restore), state_store)
+                policies = {**dict.fromkeys(relays, cfg.relay_restore),
+                            **{d.name: d.relay_restore for d in devs}}
+                restore_relays(relays, policies, state_store)
         except BaseException:
-            if buzzer is not None:
-                buzzer.close()
-            if led is not None:
-                led.close()
-            if switch is not None:
-                switch.close()
+            for closable in (buzzer, led, *leds.values(), *switches.values()):
+                if closable is not None:
+                    closable.close()
             _close_relays(relays)
             raise
-        log.info("GPIO: %s; relay pin %d, switch pin %d (%s), LED pin %d, buzzer pin %d%s",
-                 description, cfg.relay_pin, cfg.switch_pin, cfg.switch_mode, cfg.led_pin,
-                 cfg.buzzer_pin, "".join(f", relay {n!r} pin {r.pin}" for n, r in extra.items()))
-        return cls(relays, switch, led, factory, description, buzzer)
+        log.info("GPIO: %s; %s; LED pin %d, buzzer pin %d%s", description,
+                 "; ".join(f"{d.name!r}: relay pin {d.relay_pin}, switch pin {d.switch_pin} "
+                           f"({d.switch_mode})" + (f", LED pin {d.led_pin}" if d.led_pin != -1 else "")
+                           for d in devs),
+                 cfg.led_pin, cfg.buzzer_pin, "".join(f", relay {n!r} pin {r.pin}" for n, r in extra.items()))
+        first = switches[devs[0].name]
+        return cls(relays, first, led, factory, description, buzzer, switches, leds)
 
     def close(self) -> None:
         """LED and buzzer off, switch released, every relay to its safe state (last, and even
         if others fail)."""
         try:
             self.led.close()
+            for led in self.leds.values():
+                led.close()
             if self.buzzer is not None:
                 self.buzzer.close()
-            self.switch.close()
+            for switch in self.switches.values():
+                switch.close()
         finally:
             _close_relays(self.relays)
 
 
-def _check_pins(cfg: GpioConfig, extra: Mapping[str, RelayConfig]) -> None:
-    """Every device needs its own pin."""
-    pins = [p for p in (cfg.relay_pin, cfg.switch_pin, cfg.led_pin, cfg.buzzer_pin) if p != -1]
-    if len(set(pins)) != len(pins):
-        raise ValueError(f"gpio: relay_pin, switch_pin, led_pin and buzzer_pin must differ, got {pins}")
-    for name, rcfg in extra.items():
-        if rcfg.pin in pins:
-            raise ValueError(f"gpio: relay {name!r} needs its own pin, but pin {rcfg.pin} is already used")
-        pins.append(rcfg.pin)
+def _gpio_device(cfg: GpioConfig) -> DeviceConfig:
+    """The one device of a configuration without ``[[devices]]``: ``[gpio]``'s relay and switch."""
+    return DeviceConfig(MAIN_RELAY, [], cfg.relay_pin, cfg.relay_active_high, cfg.relay_restore,
+                        cfg.switch_pin, cfg.switch_mode, cfg.switch_pull_up, cfg.switch_bounce_ms, -1)
+
+
+def _check_pins(cfg: GpioConfig, devs: Sequence[DeviceConfig], extra: Mapping[str, RelayConfig]) -> None:
+    """Every relay, switch and LED needs its own pin."""
+    if len(devs) == 1 and devs[0].name == MAIN_RELAY:  # [gpio] alone: its own message
+        pins = [p for p in (cfg.relay_pin, cfg.switch_pin, cfg.led_pin, cfg.buzzer_pin) if p != -1]
+        if len(set(pins)) != len(pins):
+            raise ValueError(f"gpio: relay_pin, switch_pin, led_pin and buzzer_pin must differ, got {pins}")
+    used: dict[int, str] = {}
+    owners = [("gpio.led_pin", cfg.led_pin), ("gpio.buzzer_pin", cfg.buzzer_pin)]
+    for d in devs:
+        owners += [(f"{d.name!r} relay", d.relay_pin), (f"{d.name!r} switch", d.switch_pin),
+                   (f"{d.name!r} LED", d.led_pin)]
+    owners += [(f"relay {name!r}", rcfg.pin) for name, rcfg in extra.items()]
+    for owner, pin in owners:
+        if pin == -1:
+            continue
+        if pin in used:
+            raise ValueError(f"gpio: {owner} needs its own pin, but pin {pin} is already the {used[pin]}")
+        used[pin] = owner
 
 
 def _close_relays(relays: Mapping[str, Relay]) -> None:

@@ -10,6 +10,7 @@ a person who is not looking at the device.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Protocol
 
@@ -24,7 +25,7 @@ class StatusIndicator(Protocol):
     @property
     def asking(self) -> bool: ...
 
-    def ask(self) -> None: ...
+    def ask(self, count: int = 0) -> None: ...
 
     def done(self) -> None: ...
 
@@ -51,14 +52,26 @@ class StatusLed:
         """The LED's current level (changes while blinking)."""
         return bool(self._led.is_lit)
 
-    def ask(self) -> None:
-        """Start the "I'm not sure" blink (gpiozero runs it in a background thread)."""
+    def ask(self, count: int = 0) -> None:
+        """Start the "I'm not sure" blink (gpiozero runs it in a background thread). With
+        `count` > 1 (several devices: the number of the device in doubt) the LED blinks in
+        groups of `count`, each group followed by a pause of three blink periods."""
         self._asking = True
+        if count > 1:
+            group = (1, 0) * count + (0, 0, 0)
+            self._led.source_delay = self._on_time
+            self._led.source = itertools.cycle(group)
+            return
         self._led.blink(on_time=self._on_time, off_time=self._off_time, background=True)
+
+    def mark_asking(self) -> None:
+        """Record that something is asked without lighting this LED (a device's own LED does)."""
+        self._asking = True
 
     def done(self) -> None:
         """Stop blinking; LED off."""
         self._asking = False
+        self._led.source = None
         self._led.off()
 
     def close(self) -> None:
@@ -76,9 +89,12 @@ class NoLed:
     def asking(self) -> bool:
         return self._asking
 
-    def ask(self) -> None:
+    def ask(self, count: int = 0) -> None:
         self._asking = True
-        log.info("asking (no status LED configured)")
+        log.info("asking%s (no status LED configured)", f" about device {count}" if count else "")
+
+    def mark_asking(self) -> None:
+        self._asking = True
 
     def done(self) -> None:
         self._asking = False

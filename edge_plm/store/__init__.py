@@ -4,7 +4,7 @@ Every SQL statement of edge-plm is in this package: the schema and its migration
 (`schema.py`), the connection and its writes (`connection.py`: each one ``BEGIN IMMEDIATE``
 transaction, retried while the database is busy; `StorageError` when it cannot be stored), the
 named queries that the loop, the learner and the CLI ask, by job (`interactions.py`,
-`labels.py`, `model_versions.py`), and operations on whole files (`files.py`). `ReplayStore`
+`labels.py`, `model_versions.py`, `devices.py`), and operations on whole files (`files.py`). `ReplayStore`
 puts the jobs together behind one object. Durability, concurrency, privacy and schema
 versions: docs/loop.md "The replay buffer".
 """
@@ -15,6 +15,7 @@ from edge_plm.store.base import (BUSY_TIMEOUT_MS, BusyError, NotFoundError, Sche
                                  StorageError, StoreError, is_busy, is_storage_failure,
                                  private_dir, quiet_unwritable, read_only_fs, retry_busy, ro_uri)
 from edge_plm.store.connection import StoreConnection
+from edge_plm.store.devices import DeviceOutcome, DeviceRows
 from edge_plm.store.files import copy_database, file_schema_version, passes_quick_check
 from edge_plm.store.interactions import InteractionRows
 from edge_plm.store.labels import LabelRows
@@ -26,7 +27,7 @@ from edge_plm.store.records import (ACTIONS, DECISIONS, INTERACTION_FIELDS, LABE
 from edge_plm.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 
 __all__ = [
-    "ACTIONS", "BUSY_TIMEOUT_MS", "DECISIONS", "INTERACTION_FIELDS", "LABELS", "LABEL_SOURCES",
+    "ACTIONS", "BUSY_TIMEOUT_MS", "DECISIONS", "DeviceOutcome", "INTERACTION_FIELDS", "LABELS", "LABEL_SOURCES",
     "MIGRATIONS", "MODEL_STATUSES", "SCHEMA_VERSION", "BusyError", "Interaction", "ModelVersion",
     "NotFoundError", "ReplayStore", "SchemaError", "StorageError", "StoreError", "clean_text",
     "copy_database", "file_schema_version", "is_busy", "is_storage_failure", "migrate",
@@ -35,11 +36,11 @@ __all__ = [
 ]
 
 
-class ReplayStore(InteractionRows, LabelRows, ModelVersionRows, RelayRows, StoreConnection):
+class ReplayStore(InteractionRows, LabelRows, ModelVersionRows, RelayRows, DeviceRows, StoreConnection):
     """The replay buffer at `path`. Thread-safe; one instance per process is enough.
 
     Opening, writing and closing: `StoreConnection`; the queries by job: `InteractionRows`,
-    `LabelRows`, `ModelVersionRows`.
+    `LabelRows`, `ModelVersionRows`, `RelayRows`, `DeviceRows` (several devices).
     """
 
     def __enter__(self) -> ReplayStore:

@@ -90,12 +90,35 @@ def _v4(db: sqlite_utils.Database) -> None:
         )""")
 
 
+def _v5(db: sqlite_utils.Database) -> None:
+    """Several named devices: each device's outcome of an utterance (its prediction, decision,
+    action and the label its own switch gave), one row per (interaction, device). Written only
+    when more than one device is configured; a v4 database (one device) gains the empty table
+    and nothing else changes."""
+    db.execute(f"""
+        CREATE TABLE interaction_devices (
+            interaction_id INTEGER NOT NULL,  -- interactions.id (deleted with it)
+            device TEXT NOT NULL,
+            prediction TEXT CHECK (prediction IN ({actions.sql_in(LABELS)})),
+            confidence REAL,
+            distribution TEXT,
+            decision TEXT CHECK (decision IN ('act', 'ask', 'ignore')),
+            action TEXT CHECK (action IN ({actions.sql_in(ACTIONS)})),
+            label TEXT CHECK (label IN ({actions.sql_in(LABELS)})),
+            label_source TEXT CHECK (label_source IN ('asked', 'override', 'confirmed', 'manual')),
+            label_ts REAL,
+            PRIMARY KEY (interaction_id, device)
+        )""")
+    db.execute("CREATE INDEX idx_interaction_devices_device ON interaction_devices(device)")
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
     (2, "interactions.latency_total_ms (backfilled from the parts)", _v2),
     (3, "model_versions.sha256, config, n_examples (the checkpoint file's record)", _v3),
     (4, "relay_state: the last state of each relay, by name", _v4),
+    (5, "interaction_devices: each device's outcome of an utterance (several devices)", _v5),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
