@@ -10,8 +10,8 @@ or a unit/word string of forgotten text.
   them. A file that
   does not load or does not match its record is deleted instead and its version marked
   (``metrics.forget_removed``): `model list` shows it "removed by forget", `model rollback` to
-  it refuses. Rewriting costs about one checkpoint load each (1.2 s for a 2,000-interaction
-  device), whatever the number forgotten.
+  it refuses. Rewriting costs about a checkpoint load, check and save each (3-4 s for a
+  2,000-interaction device on a loaded 2-core machine), whatever the number forgotten.
 - `other_copies`: SQLite files next to the database (backups made by `db backup` into the
   state directory): `forget` does not change them and says so.
 """

@@ -78,8 +78,12 @@ class StoreSync:
         self.sync()  # the forgetting process may have made a version without them
         ids = lr.store.interaction_ids()
         gone = sorted(i for i in lr.keys if i not in ids)
-        if not gone:
-            lr.model.scrub(forgetting.kept_texts(lr.store))  # strings of deleted unlabelled rows
+        if not gone:  # strings of deleted unlabelled rows may still be in the live model
+            texts = forgetting.kept_texts(lr.store)
+            if any(lr.model.scrub(texts).values()) and lr.version is not None:
+                # and in a version saved from it before this check: the active one, rewritten
+                others = {v.version for v in lr.store.model_versions() if v.version != lr.version}
+                forgetting.rewrite_kept(lr.store, lr.checkpoints_dir, set(), texts, others)
             return None
         log.warning("%d interaction(s) the live model learned were deleted: taking them out",
                     len(gone))

@@ -145,8 +145,11 @@ def test_a_running_service_scrubs_its_live_model_when_another_process_forgets(tm
         # `edge-plm forget` in its own process: the unlabelled row first (the active version
         # never saw it, so no version is made), then the labelled one
         Learner.open(store, cfg, tmp_path / "ckpt").forget_interactions([heard])
+        service.new_version()  # saved before it noticed: from a live model that holds OTHER
+        assert _hits(tmp_path, [OTHER])
         clock.advance(10.0)
         service.poll()
+        assert _hits(tmp_path, [OTHER]) == {}  # the version it saved was rewritten
         assert f"w:{OTHER}" not in service.model.units.index
         assert f"w:{SECRET}" in service.model.units.index
         Learner.open(store, cfg, tmp_path / "ckpt").forget_interactions([gone])
