@@ -392,6 +392,24 @@ def costs(stream: list[dict]) -> dict:
             "device_state": f"per-device word counts (no parameters): {len(ev._for) + len(ev._against)} entries"}
 
 
+def eval_lines(rows: list[dict]) -> list[dict]:
+    """`edge-plm eval` lines: the commanded device's label (chatter: the lamp's NOOP); lines
+    commanding several devices are left out (an eval line names one device)."""
+    out = []
+    for r in rows:
+        cmd = [(n, a) for n, a in r["labels"].items() if a != "NOOP"]
+        if len(cmd) <= 1:
+            name, action = cmd[0] if cmd else (HOME[0].name, "NOOP")
+            out.append({"text": r["text"], "label": action, "device": name})
+    return out
+
+
+def write_eval_files(where: Path, stream: list[dict], test: list[dict]) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("household-stream.jsonl", stream), ("household-test.jsonl", test)):
+        (where / name).write_text("".join(json.dumps(r) + "\n" for r in eval_lines(rows)))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
@@ -401,10 +419,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--slot-filler", default=naming.SLOT_FILLER,
                     help='word standing for a device name in the command ("": left out, the default)')
+    ap.add_argument("--eval-files", type=Path, default=None,
+                    help="also write the stream and the test lines as `edge-plm eval` JSONL with \"device\" here")
     ap.add_argument("--designs", default=",".join(d.name for d in DESIGNS), help="comma-separated designs to run")
     args = ap.parse_args(argv)
     naming.SLOT_FILLER = args.slot_filler
     stream, test = build(args.data, args.lines, args.seed)
+    if args.eval_files:
+        write_eval_files(args.eval_files, stream, test)
     result = {"stream_lines": len(stream), "test_lines": len(test), "seed": args.seed,
               "slot_filler": args.slot_filler, "designs": {}}
     for make in [d for d in DESIGNS if d.name in args.designs.split(",")]:
