@@ -81,17 +81,20 @@ def default_config_toml(values: dict[str, dict[str, Any]] | None = None,
 
 
 def _devices_example() -> list[str]:
-    """``[[devices]]``, commented out: every key of one entry with its default and help."""
+    """An example ``[[devices]]`` entry: every key with an example or its default and its help,
+    behind ``## `` (an example, not a default: uncommenting every ``# key = value`` line of the
+    file still gives the built-in defaults)."""
     lines = ["# Several devices, each a relay with its own switch (docs/devices.md). Without any of",
              "# them the device is one relay and switch from [gpio] (named \"main\"). With them,",
              "# gpio.relay_pin / switch_pin / relay_restore are not used; the safe state, rate limit,",
-             "# shared LED and buzzer stay [gpio]'s. One entry per device:",
-             "# [[devices]]"]
+             "# shared LED and buzzer stay [gpio]'s. One entry per device; an example entry (remove",
+             "# the \"## \" of its lines):",
+             "## [[devices]]"]
     example = {"name": "lamp", "aliases": ["light", "big light"], "relay_pin": 17, "switch_pin": 27}
     for f in dataclasses.fields(settings_mod.DeviceConfig):
         text = settings_mod.help_of(f)
         value = example.get(f.name, f.default if f.default is not dataclasses.MISSING else [])
-        lines.append(f"# {f.name} = {toml_value(value)}" + (f"  # {text}" if text else ""))
+        lines.append(f"## {f.name} = {toml_value(value)}" + (f"  # {text}" if text else ""))
     return [*lines, ""]
 
 

@@ -139,8 +139,8 @@ def test_the_generated_config_shows_a_devices_entry_that_parses_when_uncommented
     from edge_plm.settings import parse
 
     text = default_config_toml()
-    block = text[text.rindex("# [[devices]]"):]
-    entry = "\n".join(line[2:] for line in block.splitlines() if line.startswith("# "))
+    block = text[text.index("## [[devices]]"):]
+    entry = "\n".join(line[3:] for line in block.splitlines() if line.startswith("## "))
     (device,) = parse(entry + "\n", "<entry>").devices
     assert (device.name, device.aliases, device.relay_pin, device.switch_pin, device.led_pin) == (
         "lamp", ["light", "big light"], 17, 27, -1)
