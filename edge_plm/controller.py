@@ -42,6 +42,7 @@ from edge_plm.voice.stream import stream_recording
 
 if TYPE_CHECKING:
     from edge_plm.switch.model import SwitchPrediction
+    from edge_plm.talkback import Talkback
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class Outcome:
     error: str | None
     latency: Latency
     stored: bool = True  # False: the interaction (or part of it) could not be stored
+    answer: bool | None = None  # talk-back: a spoken yes/no to the open ask (no row of its own)
 
 
 class Stopwatch:
@@ -192,7 +194,8 @@ class Controller:
 
     def __init__(self, settings: Settings, store: ReplayStore, learner: Learner,
                  devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
-                 wall: Clock = time.time, worker: LearnerWorker | None = None) -> None:
+                 wall: Clock = time.time, worker: LearnerWorker | None = None,
+                 talkback: Talkback | None = None) -> None:
         self.settings = settings
         self.store = store
         self.learner = learner
@@ -203,6 +206,7 @@ class Controller:
         self.asr = asr
         self.text_asr = TextASR()
         self.policy = Policy(settings.policy)
+        self.talkback = talkback  # None: talk-back off (edge_plm.talkback)
         self._clock = clock
         self._wall = wall
         self._lock = threading.RLock()
@@ -247,6 +251,8 @@ class Controller:
 
     def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
         """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
+        if self.talkback is not None and self.talkback.is_echo(utt, self._clock()):
+            return self._own_voice(utt, watch)
         try:
             asr = self._listen(utt)
             with watch.stage("asr"):
@@ -256,6 +262,10 @@ class Controller:
             if utt.stream is not None:
                 utt.stream.cancel()
             return self._error_row(rejected, watch, utt)
+        if self.talkback is not None:
+            answered = self._spoken_answer(text, watch)
+            if answered is not None:
+                return answered
         with watch.stage("model"):
             pred = self.worker.predict(text)
         iid = self._record_prediction(text, transcript, pred, watch)
@@ -337,7 +347,47 @@ class Controller:
                 log.warning("interaction %d: relay refused %s (rate limit)", iid, step.drive.value)
         if step.ask:
             self.devices.ask()
+            if self.talkback is not None and step.decision is Decision.ASK:
+                self.talkback.ask(self.policy.open.prediction.action.value, None, now)
+        elif driven is not None and self.talkback is not None:
+            self.talkback.acted(driven.value, None, now)
         return driven
+
+    # --- talk-back (edge_plm.talkback) ----------------------------------------------------
+    def _own_voice(self, utt: Utterance, watch: Stopwatch) -> Outcome:
+        """Heard while the device spoke (or in the guard after): dropped, counted, no row."""
+        if utt.stream is not None:
+            utt.stream.cancel()
+        log.info("dropped %.0f ms of audio heard while the device spoke (own voice; %d so far)",
+                 utt.duration_ms, self.talkback.dropped)
+        return Outcome(None, "", None, None, None, None, "own voice: dropped", watch.stop())
+
+    def _spoken_answer(self, text: str, watch: Stopwatch) -> Outcome | None:
+        """A yes/no while an ask is open: the policy keeps it as the ask's label (a flip before
+        the window ends wins); a yes drives the relay to the asked state. None: not an answer
+        (then it is an ordinary utterance, which supersedes the ask)."""
+        o = self.policy.open
+        if o is None or o.decision is not Decision.ASK or o.answer is not None:
+            return None
+        yes = self.talkback.answer(text, o.prediction.action.value)
+        if yes is None:
+            return None
+        now = self._clock()
+        self._deferred += self.policy.on_answer(yes, now)
+        driven = None
+        if self.devices.led.asking:
+            self.devices.done()
+        with watch.stage("actuator"):
+            if yes and not self._stop.is_set():
+                if self.devices.drive(o.prediction.action.value, now=now):
+                    driven = o.prediction.action
+                else:
+                    log.warning("interaction %s: relay refused %s after a spoken yes (rate "
+                                "limit)", o.key, o.prediction.action.value)
+        if driven is not None:
+            self.store.update_interaction(o.key, action=driven.value)
+        log.info("#%s spoken answer: %s", o.key, "yes" if yes else "no")
+        return Outcome(o.key, text, None, None, None, driven, None, watch.stop(), answer=yes)
 
     def _record_decision(self, iid: int, utt: Utterance, text: str, pred: SwitchPrediction, step: Step,
                          driven: Action | None, latency: Latency) -> Outcome:

@@ -168,6 +168,20 @@ class ModelConfig:
 
 
 @dataclass
+class TalkbackConfig:
+    enabled: bool = setting(False, "say the question out loud when asking and take a spoken "
+                                   "yes/no as the label (off: LED/buzzer only; docs/policy.md)")
+    backend: str = setting("espeak-ng", "espeak-ng | piper | none ; the speech output")
+    voice: str = setting("en-us", "espeak-ng voice (espeak-ng --voices)")
+    rate_wpm: int = setting(175, "espeak-ng speaking rate, words per minute")
+    piper_model: str = setting("", "piper voice model (.onnx, with its .onnx.json) for backend = piper")
+    output_device: str = setting("", "sounddevice output device name or index; empty = system default")
+    echo_guard_ms: int = setting(500, "after the device speaks, microphone input is dropped this long")
+    confirm: bool = setting(False, 'say what was done after acting ("On.")')
+    chime: bool = setting(False, "a short tone instead of words (question and confirmation)")
+
+
+@dataclass
 class Settings:
     paths: PathsConfig = field(default_factory=PathsConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
@@ -175,6 +189,7 @@ class Settings:
     gpio: GpioConfig = field(default_factory=GpioConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    talkback: TalkbackConfig = field(default_factory=TalkbackConfig)
     source: str = "<defaults>"  # where these settings came from
 
 
@@ -241,6 +256,22 @@ def problems(s: Settings) -> list[str]:
         return out  # the range checks below assume finite numbers
     for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems):
         out += step(s)
+    return out + _talkback_problems(s)
+
+
+#: The speech output backends (`edge_plm.voice.speech.BACKENDS`; plain names, no import).
+SPEECH_BACKENDS = ("espeak-ng", "piper", "none")
+
+
+def _talkback_problems(s: Settings) -> list[str]:
+    t, out = s.talkback, _Problems()
+    out.need(t.backend in SPEECH_BACKENDS,
+             f"talkback.backend must be one of {', '.join(SPEECH_BACKENDS)}, got {t.backend!r}")
+    out.need(80 <= t.rate_wpm <= 450, f"talkback.rate_wpm must be in 80..450, got {t.rate_wpm}")
+    out.need(0 <= t.echo_guard_ms <= 5000,
+             f"talkback.echo_guard_ms must be in 0..5000, got {t.echo_guard_ms}")
+    out.need(t.backend != "piper" or bool(t.piper_model),
+             "talkback.piper_model must name a voice model file when talkback.backend = piper")
     return out
 
 
