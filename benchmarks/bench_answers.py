@@ -96,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
             runs[name].append((voice, expected, got))
             if got != expected:
                 errors[name].append({"voice": voice, "said": text, "heard": heard})
+    # (a) first, (c) when the grammar hears no answer
+    runs["a, else c"] = [(v, e, ga if ga is not None else gc) for (v, e, gc), (_v, _e, ga)
+                         in zip(runs["c: transcript + classifier"], runs["a: pocketsphinx JSGF grammar"])]
+    ms["a, else c"] = [x + y for x, y in zip(ms["c: transcript + classifier"],
+                                             ms["a: pocketsphinx JSGF grammar"])]
+    errors["a, else c"] = []
     result = {name: {**score(r), "decode_ms_median": sorted(ms[name])[len(ms[name]) // 2],
                      "errors": errors[name]} for name, r in runs.items()}
     rows = [[name, s["answers"], f"{100 * s['accuracy']:.1f} %", s["wrong"], s["unknown"],

@@ -263,7 +263,7 @@ class Controller:
                 utt.stream.cancel()
             return self._error_row(rejected, watch, utt)
         if self.talkback is not None:
-            answered = self._spoken_answer(text, watch)
+            answered = self._spoken_answer(text, utt, watch)
             if answered is not None:
                 return answered
         with watch.stage("model"):
@@ -362,14 +362,14 @@ class Controller:
                  utt.duration_ms, self.talkback.dropped)
         return Outcome(None, "", None, None, None, None, "own voice: dropped", watch.stop())
 
-    def _spoken_answer(self, text: str, watch: Stopwatch) -> Outcome | None:
+    def _spoken_answer(self, text: str, utt: Utterance, watch: Stopwatch) -> Outcome | None:
         """A yes/no while an ask is open: the policy keeps it as the ask's label (a flip before
         the window ends wins); a yes drives the relay to the asked state. None: not an answer
         (then it is an ordinary utterance, which supersedes the ask)."""
         o = self.policy.open
         if o is None or o.decision is not Decision.ASK or o.answer is not None:
             return None
-        yes = self.talkback.answer(text, o.prediction.action.value)
+        yes = self.talkback.answer(text, o.prediction.action.value, utt)
         if yes is None:
             return None
         now = self._clock()

@@ -166,6 +166,7 @@ class SessionResult:
     spoken_answers: int = 0  # answers the simulated person said
     answer_errors: int = 0  # ... not heard as what was said (the other answer, or none)
     own_voice_dropped: int = 0  # utterances dropped as the device's own voice
+    answers: list[tuple[int, bool, bool | None]] = field(default_factory=list)  # (line, said, heard)
 
     def summary(self) -> dict:
         """The ``edge-plm replay --json`` object (docs/design.md §4), exact keys and types."""
@@ -294,6 +295,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
 #: The samples of the simulated person's answer: ``answerer(yes, n)`` for their n-th answer.
 Answerer = Callable[[bool, int], np.ndarray]
 
+PAD_S = 0.25  # quiet around a synthesised clip played into the loop (`spoken_input`)
 ANSWER_REACTION_S = 0.6  # from the end of the question (and the echo guard) to the answer
 
 
@@ -314,9 +316,12 @@ class SpokenAnswers:
 
 
 def spoken_input(samples: np.ndarray, endpointer: Endpointer, asr: AsrBackend | None) -> Utterance:
-    """Samples as the microphone would hand them over: trimmed by the endpointer and, with a
-    streaming ASR, fed to it in 30 ms blocks (`wav_inputs` does the same for files)."""
-    trimmed = endpointer.trim_result(samples)
+    """Samples as the microphone would hand them over: with `PAD_S` of quiet around them (a
+    microphone hears the room before and after; a synthesised clip starts at its first
+    sound), trimmed by the endpointer and, with a streaming ASR, fed to it in 30 ms blocks
+    (`wav_inputs` does the same for files)."""
+    pad = np.zeros(int(PAD_S * endpointer.sample_rate), dtype=np.int16)
+    trimmed = endpointer.trim_result(np.concatenate([pad, np.asarray(samples, np.int16), pad]))
     utt = Utterance(samples=trimmed.samples, source="voice", truncated=trimmed.truncated)
     if asr is not None and asr.streams and len(utt.samples):
         utt = stream_recording(utt, asr, endpointer.silence_tail_ms)
@@ -338,6 +343,7 @@ def _answer_by_voice(wish: Action, controller: Controller, clock: SimClock,
     heard_s = (utt.duration_ms + utt.tail_ms) / 1000.0
     clock.set(max(clock(), quiet if quiet is not None else clock()) + ANSWER_REACTION_S + heard_s)
     outcome = controller.handle(utt)
+    result.answers.append((len(result.lines), yes, outcome.answer))
     result.spoken_answers += 1
     if outcome.answer is not yes:
         result.answer_errors += 1

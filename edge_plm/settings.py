@@ -176,6 +176,8 @@ class TalkbackConfig:
     rate_wpm: int = setting(175, "espeak-ng speaking rate, words per minute")
     piper_model: str = setting("", "piper voice model (.onnx, with its .onnx.json) for backend = piper")
     output_device: str = setting("", "sounddevice output device name or index; empty = system default")
+    answers: str = setting("grammar", "grammar (pocketsphinx answer grammar over the audio, else "
+                                      "the transcript) | transcript (the transcript only)")
     echo_guard_ms: int = setting(500, "after the device speaks, microphone input is dropped this long")
     confirm: bool = setting(False, 'say what was done after acting ("On.")')
     chime: bool = setting(False, "a short tone instead of words (question and confirmation)")
@@ -267,6 +269,8 @@ def _talkback_problems(s: Settings) -> list[str]:
     t, out = s.talkback, _Problems()
     out.need(t.backend in SPEECH_BACKENDS,
              f"talkback.backend must be one of {', '.join(SPEECH_BACKENDS)}, got {t.backend!r}")
+    out.need(t.answers in ("grammar", "transcript"),
+             f"talkback.answers must be one of grammar, transcript, got {t.answers!r}")
     out.need(80 <= t.rate_wpm <= 450, f"talkback.rate_wpm must be in 80..450, got {t.rate_wpm}")
     out.need(0 <= t.echo_guard_ms <= 5000,
              f"talkback.echo_guard_ms must be in 0..5000, got {t.echo_guard_ms}")

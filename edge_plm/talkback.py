@@ -19,6 +19,7 @@ import numpy as np
 
 from edge_plm.settings import TalkbackConfig
 from edge_plm.voice.answers import classify_answer
+from edge_plm.voice.asr_base import AsrError
 from edge_plm.voice.audio import Utterance
 from edge_plm.voice.echo import EchoGuard
 from edge_plm.voice.speech import (NullPlayer, PromptCache, SoundDevicePlayer, SpeechBackend,
@@ -55,6 +56,7 @@ class Talkback:
         self.cache = PromptCache(speech, cache_dir)
         self.guard = EchoGuard(cfg.echo_guard_ms / 1000.0)
         self._chime = chime()
+        self._grammar = None  # GrammarAnswers, created at the first answer (or `warm`)
         self.asks = 0
         self.answers = 0
         self.ask_start_ms: list[float] = []  # call to playback started, per question (bounded)
@@ -66,6 +68,11 @@ class Talkback:
 
     def warm(self, device_names: list[str | None] | None = None) -> None:
         """Synthesise every question (and confirmation) now, so asking only plays."""
+        if self.cfg.answers == "grammar":
+            try:
+                self._grammar_answers()
+            except AsrError as exc:
+                log.error("talk-back: %s; answers are read from the transcript", exc)
         for name in device_names or [None]:
             for action in _WORDS:
                 self.cache.get(prompt_text(action, name))
@@ -111,9 +118,25 @@ class Talkback:
         start = end - utt.duration_ms / 1000.0 - utt.tail_ms / 1000.0
         return self.guard.is_echo(start, end)
 
-    def answer(self, text: str, asked: str) -> bool | None:
-        """yes (True) / no (False) / not an answer (None) for a transcript heard during an ask."""
-        verdict = classify_answer(text, asked)
+    def _grammar_answers(self):
+        if self._grammar is None:
+            from edge_plm.voice.answers import GrammarAnswers  # noqa: PLC0415
+
+            self._grammar = GrammarAnswers()
+        return self._grammar
+
+    def answer(self, text: str, asked: str, utt: Utterance | None = None) -> bool | None:
+        """yes (True) / no (False) / not an answer (None) for what was heard during an ask:
+        with ``talkback.answers = "grammar"`` and audio, the answer grammar's reading of the
+        samples, else (or when it hears no answer) the transcript's."""
+        verdict = None
+        if self.cfg.answers == "grammar" and utt is not None and len(utt.samples):
+            try:
+                verdict = self._grammar_answers().classify(utt.samples, asked)
+            except AsrError as exc:
+                log.error("answer grammar failed (%s); reading the transcript", exc)
+        if verdict is None:
+            verdict = classify_answer(text, asked)
         if verdict is not None:
             self.answers += 1
         return verdict

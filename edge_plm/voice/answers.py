@@ -56,11 +56,12 @@ def classify_answer(text: str, asked: str | None = None) -> bool | None:
 
 #: The JSGF grammar of `GrammarAnswers`: the answer phrases, and a filler word loop that lets
 #: other speech come out as neither (without it every sound would be forced to yes or no).
-_FILLERS = ("the", "a", "it", "light", "lamp", "turn", "what", "i", "is", "that", "and", "to")
+_FILLERS = ("the", "a", "it", "light", "lamp", "turn", "what", "i", "is", "that", "and", "to",
+            "thanks", "oh", "you", "so", "then", "we", "he", "all", "if", "well", "now")
 
 
 def answer_jsgf() -> str:
-    yes = " | ".join(YES_PHRASES[:-1] + ("go ahead",))
+    yes = " | ".join(YES_PHRASES)
     no = " | ".join(p for p in NO_PHRASES if p != "dont")
     fill = " | ".join(_FILLERS)
     return ("#JSGF V1.0;\ngrammar answer;\n"
