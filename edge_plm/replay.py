@@ -9,6 +9,7 @@ learner, devices and controller a replay runs on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 import time
@@ -228,12 +229,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     the mock switch if the relay is not where they want it (after their reaction time).
     `stop` (SIGTERM/SIGINT, `edge_plm.stopping`) is checked before each line: the lines played
     so far are the result, and the caller's `Controller.stop` saves what was learned.
-
-    A line with ``answer="voice"`` whose utterance was asked about (with the controller's
-    talk-back on): after the question and the echo guard, the person says "yes" (the asked
-    action is their wish) or "no"; `answerer` gives the samples (default: `SpokenAnswers`)
-    and they go through the real loop (endpointer, ASR, answer recogniser). The person then
-    flips the switch if the relay is still not where they want it.
+    A line with ``answer="voice"`` that was asked about is answered by voice first
+    (`_answer_by_voice`; `answerer` gives the samples, default `SpokenAnswers`).
     """
     person = person or SimulatedPerson()
     gap = gap_s if gap_s is not None else default_gap_s(controller.settings)
@@ -260,9 +257,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
                                      or outcome.error or "not stored")
         if first_id is None and outcome.interaction_id is not None:
             first_id = outcome.interaction_id
-        if (line.answer == "voice" and line.wish is not None and controller.talkback is not None
-                and outcome.decision is Decision.ASK):
-            answerer = answerer or SpokenAnswers()
+        if line.answer == "voice" and outcome.decision is Decision.ASK:
             _answer_by_voice(line.wish, controller, clock, answer_ep, answerer, result)
         after = devices.relay.is_on
         flips = [] if line.wish is None else person.react(line.wish, before, after, clock())
@@ -282,6 +277,11 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
             progress()
     clock.advance(gap)
     controller.pump()
+    return _tally(result, controller)
+
+
+def _tally(result: SessionResult, controller: Controller) -> SessionResult:
+    """The labels, versions and dropped echoes of the replayed lines, into `result`."""
     ids = {r.outcome.interaction_id for r in result.lines if r.outcome.interaction_id}
     labelled = controller.store.interactions(labeled=True)
     result.labels = sum(1 for row in labelled if row.id in ids)
@@ -330,14 +330,22 @@ def spoken_input(samples: np.ndarray, endpointer: Endpointer, asr: AsrBackend | 
     return utt
 
 
-def _answer_by_voice(wish: Action, controller: Controller, clock: SimClock,
-                     endpointer: Endpointer, answerer: Answerer, result: SessionResult) -> None:
-    """The person answers the open ask: yes when the asked action is their wish, else no."""
+@functools.lru_cache(maxsize=1)
+def _default_answerer() -> SpokenAnswers:
+    return SpokenAnswers()
+
+
+def _answer_by_voice(wish: Action | None, controller: Controller, clock: SimClock,
+                     endpointer: Endpointer, answerer: Answerer | None,
+                     result: SessionResult) -> None:
+    """The person answers the open ask (talk-back on, wish known): after the question and the
+    echo guard, "yes" when the asked action is their wish, else "no", through the real loop
+    (endpointer, ASR, answer recogniser)."""
     o = controller.policy.open
-    if o is None or o.decision is not Decision.ASK:
+    if wish is None or controller.talkback is None or o is None or o.decision is not Decision.ASK:
         return
     yes = o.prediction.action is wish
-    samples = answerer(yes, result.spoken_answers)
+    samples = (answerer or _default_answerer())(yes, result.spoken_answers)
     utt = spoken_input(samples, endpointer, controller.asr)
     quiet = controller.talkback.guard.quiet_at()
     heard_s = (utt.duration_ms + utt.tail_ms) / 1000.0

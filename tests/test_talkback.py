@@ -20,7 +20,7 @@ from edge_plm.settings import ConfigError, PolicyConfig, Settings, parse
 from edge_plm.store import ReplayStore
 from edge_plm.store.schema import migrate
 from edge_plm.talkback import Talkback, confirmation_text, prompt_text
-from edge_plm.voice.answers import GrammarAnswers, classify_answer
+from edge_plm.voice.answers import GrammarAnswers, answer_jsgf, classify_answer
 from edge_plm.voice.asr import PocketSphinxASR
 from edge_plm.voice.echo import EchoGuard
 from edge_plm.voice.speech import (EspeakSpeech, NoSpeech, NullPlayer, PiperSpeech, PromptCache,
@@ -292,9 +292,11 @@ def test_session_lines_say_how_the_person_answers(tmp_path, sphinx):
         read_session(bad)
 
 
-def test_grammar_answers_hear_a_spoken_yes():
+def test_grammar_answers_hear_a_spoken_yes_and_do_not_trust_on_or_off():
     g = GrammarAnswers()
     assert g.classify(SpokenAnswers()(True, 0), "ON") is True
+    assert classify_answer("it on", "ON", states=False) is None  # the grammar's "on": no vote
+    assert "ok" not in answer_jsgf()
     assert g.words(np.zeros(16000, dtype=np.int16)) == ""
 
 
@@ -321,3 +323,24 @@ def test_a_v4_database_migrates_to_the_spoken_label_source(tmp_path):
 def test_talkback_without_an_output_device_plays_nothing():
     tb = Talkback(Settings().talkback, NoSpeech(), NullPlayer(), lambda: 0.0)
     assert tb.ask("ON") == 0.0 and tb.guard.quiet_at() is None
+
+
+# --- doctor --------------------------------------------------------------------------------------
+def test_doctor_checks_speech_only_when_talkback_is_on(tmp_path):
+    from edge_plm import doctor
+
+    s = Settings()
+    assert s.talkback.enabled is False
+    s.talkback.enabled = True
+    assert doctor.check_speech(s, which=lambda name: None).status == doctor.FAIL
+    s.talkback.backend = "none"
+    assert doctor.check_speech(s).status == doctor.OK
+    s.talkback.backend = "piper"
+    s.talkback.piper_model = str(tmp_path / "missing.onnx")
+    assert doctor.check_speech(s).status == doctor.FAIL
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[paths]\nstate_dir = "{tmp_path}"\n[talkback]\nenabled = true\n')
+    names = [c.name for c in doctor.run_checks(cfg).checks]
+    assert names[:4] == ["config", "platform", "microphone", "speech"]
+    cfg.write_text(f'[paths]\nstate_dir = "{tmp_path}"\n')
+    assert "speech" not in [c.name for c in doctor.run_checks(cfg).checks]
