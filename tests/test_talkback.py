@@ -344,3 +344,30 @@ def test_doctor_checks_speech_only_when_talkback_is_on(tmp_path):
     assert names[:4] == ["config", "platform", "microphone", "speech"]
     cfg.write_text(f'[paths]\nstate_dir = "{tmp_path}"\n')
     assert "speech" not in [c.name for c in doctor.run_checks(cfg).checks]
+
+
+def test_the_service_builds_talkback_only_when_on(tmp_path):
+    from edge_plm.service import CannotStart, _talkback
+
+    s = Settings()
+    s.paths.state_dir = str(tmp_path)
+    assert _talkback(s) is None
+    s.talkback.enabled = True
+    tb = _talkback(s)  # no output device here: questions play nowhere, the loop still runs
+    assert tb is not None and len(list((tmp_path / "prompts").glob("*.wav"))) == 2
+    s.talkback.backend, s.talkback.piper_model = "piper", str(tmp_path / "missing.onnx")
+    with pytest.raises(CannotStart, match="talk-back: piper voice model not found"):
+        _talkback(s)
+
+
+def test_confirmation_and_chime_are_settings_off_by_default():
+    cfg = Settings().talkback
+    assert (cfg.confirm, cfg.chime) == (False, False)
+    speech = EspeakSpeech()
+    tb = Talkback(cfg, speech, NullPlayer(), lambda: 0.0)
+    assert tb.acted("ON") == 0.0 and tb.player.played == []
+    tb = Talkback(replace(cfg, confirm=True), speech, NullPlayer(), lambda: 0.0)
+    assert tb.acted("ON", "lamp") > 0.2
+    assert np.array_equal(tb.player.played[0], tb.cache.get("Lamp on."))
+    tb = Talkback(replace(cfg, chime=True, confirm=True), speech, NullPlayer(), lambda: 0.0)
+    assert 0.1 <= tb.ask("OFF") <= 0.2 and tb.acted("OFF") <= 0.2 and tb.cache.cold_ms == []
