@@ -57,14 +57,17 @@ def clips(args) -> list[tuple[str, str, bool | None, object]]:
     return out
 
 
-def score(results: list[tuple[str, bool | None, bool | None]]) -> dict:
+def score(results: list[tuple[str, bool | None, bool | None]], texts: list[str]) -> dict:
     answers = [(e, g) for _v, e, g in results if e is not None]
+    words = [(e, g) for (_v, e, g), t in zip(results, texts) if e is not None and t not in ("on", "off")]
     chatter = [(e, g) for _v, e, g in results if e is None]
     right = sum(e == g for e, g in answers)
     wrong = sum(g is not None and g != e for e, g in answers)
     out = {"answers": len(answers), "right": right, "wrong": wrong,
            "unknown": sum(g is None for _e, g in answers),
            "accuracy": right / max(1, len(answers)), "wrong_share": wrong / max(1, len(answers)),
+           "yes_no_phrases": len(words), "yes_no_right": sum(e == g for e, g in words),
+           "yes_no_wrong": sum(g is not None and g != e for e, g in words),
            "chatter": len(chatter), "chatter_taken_as_answer": sum(g is not None for _e, g in chatter)}
     for family in ("flite", "espeak"):
         fam = [(e, g) for v, e, g in results if e is not None and v.startswith(family)]
@@ -103,16 +106,21 @@ def main(argv: list[str] | None = None) -> int:
                          in zip(runs["c: transcript + classifier"], runs["a: pocketsphinx JSGF grammar"])]
     ms["a, else c (the loop)"] = [x + y for x, y in zip(ms["c: transcript + classifier"],
                                              ms["a: pocketsphinx JSGF grammar"])]
-    errors["a, else c (the loop)"] = []
-    result = {name: {**score(r), "decode_ms_median": sorted(ms[name])[len(ms[name]) // 2],
+    errors["a, else c (the loop)"] = [
+        {"voice": v, "said": t} for (v, e, g), (_v, t, _e, _s) in zip(runs["a, else c (the loop)"], data)
+        if g != e]
+    texts = [t for _v, t, _e, _s in data]
+    result = {name: {**score(r, texts), "decode_ms_median": sorted(ms[name])[len(ms[name]) // 2],
                      "errors": errors[name]} for name, r in runs.items()}
     rows = [[name, s["answers"], f"{100 * s['accuracy']:.1f} %", s["wrong"], s["unknown"],
+             f"{s['yes_no_right']}/{s['yes_no_phrases']}, {s['yes_no_wrong']} wrong",
              f"{100 * s['accuracy_flite']:.1f} %", f"{100 * s['accuracy_espeak']:.1f} %",
              f"{s['chatter_taken_as_answer']}/{s['chatter']}", f"{s['decode_ms_median']:.0f}"]
             for name, s in result.items()]
     info = header()
     print(describe(info))
     print(markdown_table(["recogniser", "answers", "right", "wrong (opposite)", "not understood",
+                          "yes/no phrases (not on/off): right",
                           "right, flite", "right, espeak-ng", "chatter taken as an answer",
                           "decode ms (median)"], rows))
     write_result("answers", {**info, "snr_db": args.snr, "seeds": args.seeds, "results": result})

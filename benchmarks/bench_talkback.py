@@ -92,12 +92,17 @@ def run(path: Path, settings: Settings, voice: bool, asr, snr: float) -> dict:
     misheard = {i for i, said, heard in res.answers if heard is not said}
     wrong_misheard = [x for x in wrong if x.index in misheard]
     spoken_labels = sum(rows[x.outcome.interaction_id].label_source == "spoken" for x in asked)
+    # rows no session line made: answers not heard as answers (they became utterances)
+    line_ids = {x.outcome.interaction_id for x in res.lines}
+    extra = [row for i, row in rows.items() if i not in line_ids]
+    extra_wrong = [row for row in extra if row.label in ("ON", "OFF")]
     return {"lines": len(res.lines), "asked": len(asked), "asked_labelled": len(labelled),
             "labelled_share": len(labelled) / max(1, len(asked)),
             "wrong_labels_on_asks": len(wrong), "spoken_labels": spoken_labels,
             "spoken_answers": res.spoken_answers, "answer_errors": res.answer_errors,
             "answers_heard_opposite": sum(h is not None and h is not s for _i, s, h in res.answers),
-            "wrong_labels_from_misheard": len(wrong_misheard),
+            "wrong_labels_from_misheard": len(wrong_misheard) + len(extra_wrong),
+            "answer_rows": len(extra), "answer_rows_labelled_on_off": len(extra_wrong),
             "echo_fed": echo.fed if echo else 0, "echo_interactions": echo.rows_from_echo if echo else 0,
             "echo_dropped": res.own_voice_dropped,
             "acted_wrong": sum(x.acted_wrong for x in res.lines),
