@@ -553,14 +553,18 @@ def own_voice(controller: Controller, utt: Utterance, watch: Stopwatch) -> Outco
 def spoken_answer(controller: Controller, text: str, utt: Utterance,
                   watch: Stopwatch) -> Outcome | None:
     """A yes/no while an ask is open: the policy keeps it as the ask's label (a flip before
-    the window ends wins); a yes drives the relay to the asked state. None: not an answer
-    (then it is an ordinary utterance, which supersedes the ask)."""
+    the window ends wins); a yes drives the relay to the asked state. A short utterance that
+    is neither an answer nor a likely command (`Talkback.unclear`) is a misheard answer: no
+    row, the ask stays open. None: an ordinary utterance (it supersedes the ask)."""
     o = controller.policy.open
     if o is None or o.decision is not Decision.ASK or o.answer is not None:
         return None
     yes = controller.talkback.answer(text, o.prediction.action.value, utt)
     if yes is None:
-        return None
+        if not controller.talkback.unclear(text, controller.worker.predict(text).action):
+            return None
+        log.info("#%s: not understood as an answer; the ask stays open", o.key)
+        return Outcome(o.key, text, None, None, None, None, "unclear answer", watch.stop())
     now = controller._clock()
     controller._deferred += controller.policy.on_answer(yes, now)
     driven = None

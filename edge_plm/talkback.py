@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.settings import TalkbackConfig
-from edge_plm.voice.answers import classify_answer
+from edge_plm.voice.answers import MAX_ANSWER_WORDS, classify_answer
 from edge_plm.voice.asr_base import AsrError
 from edge_plm.voice.audio import Utterance
 from edge_plm.voice.echo import EchoGuard
@@ -59,6 +59,7 @@ class Talkback:
         self._grammar = None  # GrammarAnswers, created at the first answer (or `warm`)
         self.asks = 0
         self.answers = 0
+        self.unclear_answers = 0  # short non-answers during an ask (`unclear`)
         self.ask_start_ms: list[float] = []  # call to playback started, per question (bounded)
 
     @property
@@ -124,6 +125,15 @@ class Talkback:
 
             self._grammar = GrammarAnswers()
         return self._grammar
+
+    def unclear(self, text: str, predicted: str) -> bool:
+        """Heard during an ask, not an answer: a short one (at most `MAX_ANSWER_WORDS` words)
+        the model does not take for ON/OFF is a misheard answer ("us" for "yes"), counted;
+        anything else is a new utterance."""
+        if len(text.split()) <= MAX_ANSWER_WORDS and predicted not in _WORDS:
+            self.unclear_answers += 1
+            return True
+        return False
 
     def answer(self, text: str, asked: str, utt: Utterance | None = None) -> bool | None:
         """yes (True) / no (False) / not an answer (None) for what was heard during an ask:

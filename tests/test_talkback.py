@@ -371,3 +371,14 @@ def test_confirmation_and_chime_are_settings_off_by_default():
     assert np.array_equal(tb.player.played[0], tb.cache.get("Lamp on."))
     tb = Talkback(replace(cfg, chime=True, confirm=True), speech, NullPlayer(), lambda: 0.0)
     assert 0.1 <= tb.ask("OFF") <= 0.2 and tb.acted("OFF") <= 0.2 and tb.cache.cold_ms == []
+
+
+def test_a_misheard_answer_keeps_the_ask_open_and_a_command_supersedes_it(loop):
+    c = loop.controller
+    asked = _ask(loop)
+    rows = loop.store.count()
+    out = c.handle(text_utterance("believe it"))  # "leave it", misheard: not an answer
+    assert out.error == "unclear answer" and out.answer is None and loop.store.count() == rows
+    assert c.policy.open.key == asked.interaction_id and c.talkback.unclear_answers == 1
+    out = c.handle(text_utterance("please turn off the light in the kitchen now"))
+    assert out.interaction_id != asked.interaction_id and loop.store.count() == rows + 1
