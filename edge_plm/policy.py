@@ -4,8 +4,8 @@ The `Policy` takes events (an utterance's prediction, the relay's state, switch 
 passage of time) and returns decisions and labels; the controller does the I/O. Times are plain
 float seconds from whatever clock the controller uses. `decide` is the decision table; the label
 rules (which outcome gives which label, from which source) are in `Policy.on_flip`,
-`Policy.tick` and `Policy._no_flip`. The tables, the reasons for each rule and the replays that
-chose them are in docs/policy.md.
+`Policy.on_answer` (a spoken yes/no, talk-back), `Policy.tick` and `Policy._no_flip`. The
+tables, the reasons for each rule and the replays that chose them are in docs/policy.md.
 
 `SimulatedPerson` produces the flips a real person would make (used by ``edge-plm replay``).
 """

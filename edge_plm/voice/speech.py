@@ -237,16 +237,6 @@ class SoundDevicePlayer:
         return len(samples) / TARGET_RATE
 
 
-def output_devices() -> list[str]:
-    """The names of the audio output devices PortAudio sees (empty without PortAudio)."""
-    try:
-        import sounddevice as sd  # noqa: PLC0415
-        return [d["name"] for d in sd.query_devices() if d.get("max_output_channels", 0) > 0]
-    except Exception as exc:  # no PortAudio, no devices: nothing to list
-        log.debug("no audio output devices: %s", exc)
-        return []
-
-
 def chime(ms: int = 150, freq: float = 880.0, level: float = 0.3) -> np.ndarray:
     """A short sine tone with 10 ms fades (the "chime instead of words" setting)."""
     n = int(TARGET_RATE * ms / 1000)
@@ -261,5 +251,4 @@ def chime(ms: int = 150, freq: float = 880.0, level: float = 0.3) -> np.ndarray:
 
 
 __all__ = ["BACKENDS", "EspeakSpeech", "NoSpeech", "NullPlayer", "PiperSpeech", "PromptCache",
-           "SoundDevicePlayer", "SpeechBackend", "SpeechError", "chime", "make_speech",
-           "output_devices"]
+           "SoundDevicePlayer", "SpeechBackend", "SpeechError", "chime", "make_speech"]
