@@ -382,3 +382,19 @@ def test_a_misheard_answer_keeps_the_ask_open_and_a_command_supersedes_it(loop):
     assert c.policy.open.key == asked.interaction_id and c.talkback.unclear_answers == 1
     out = c.handle(text_utterance("please turn off the light in the kitchen now"))
     assert out.interaction_id != asked.interaction_id and loop.store.count() == rows + 1
+
+
+def test_replay_cli_with_voice_answers_adds_its_keys(tmp_path):
+    import json
+    import subprocess
+
+    rows = [{"text": "turn on the light", "label": "ON", "answer": "voice"},
+            {"text": "what time is it", "label": "NOOP", "answer": "voice"}] * 3
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = subprocess.run([sys.executable, "-c", "from edge_plm.cli import main; main()", "replay",
+                          str(path), "--json"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert {"spoken_answers", "answer_errors", "own_voice_dropped"} <= set(out)
+    assert out["spoken_answers"] == out["asked"] and out["answer_errors"] <= out["spoken_answers"]
