@@ -44,6 +44,7 @@ from edge_plm.voice.stream import stream_recording
 
 if TYPE_CHECKING:
     from edge_plm.switch.model import SwitchPrediction
+    from edge_plm.talkback import Talkback
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class Outcome:
     stored: bool = True  # False: the interaction (or part of it) could not be stored
     # several devices: each device's part (the fields above are the lead device's); one: None
     devices: dict[str, DeviceResult] | None = None
+    answer: bool | None = None  # talk-back: a spoken yes/no to the open ask (no row of its own)
 
 
 class Stopwatch:
@@ -196,7 +198,8 @@ class Controller:
 
     def __init__(self, settings: Settings, store: ReplayStore, learner: Learner,
                  devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
-                 wall: Clock = time.time, worker: LearnerWorker | None = None) -> None:
+                 wall: Clock = time.time, worker: LearnerWorker | None = None,
+                 talkback: Talkback | None = None) -> None:
         self.settings = settings
         self.store = store
         self.learner = learner
@@ -208,6 +211,7 @@ class Controller:
         self.text_asr = TextASR()
         self.names = device_outcomes.attach(settings, devices, learner)  # the devices, in order
         self.policies = DevicePolicies(settings.policy, self.names)
+        self.talkback = talkback  # None: talk-back off (edge_plm.talkback)
         self._clock = clock
         self._wall = wall
         self._lock = threading.RLock()
@@ -257,6 +261,8 @@ class Controller:
 
     def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
         """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
+        if self.talkback is not None and self.talkback.is_echo(utt, self._clock()):
+            return own_voice(self, utt, watch)
         try:
             asr = self._listen(utt)
             with watch.stage("asr"):
@@ -266,6 +272,8 @@ class Controller:
             if utt.stream is not None:
                 utt.stream.cancel()
             return self._error_row(rejected, watch, utt)
+        if self.talkback is not None and (answered := spoken_answer(self, text, utt, watch)):
+            return answered
         with watch.stage("model"):
             preds = self.worker.predict_devices(text)
         lead = device_outcomes.lead_device(preds)
@@ -335,10 +343,13 @@ class Controller:
         return steps, now
 
     def _act_or_ask(self, iid: int, steps: Steps, now: float) -> dict[str, Action]:
-        """Drive the relays and/or ask; returns the states driven, by device (refused: left out;
-        nothing is driven after a stop)."""
-        return device_outcomes.drive_and_ask(self.devices, self.policies, iid, steps, now,
-                                             stopping=self._stop.is_set())
+        """Drive the relays and/or ask (and say so, with talk-back); returns the states driven,
+        by device (refused: left out; nothing is driven after a stop)."""
+        driven = device_outcomes.drive_and_ask(self.devices, self.policies, iid, steps, now,
+                                               stopping=self._stop.is_set())
+        if self.talkback is not None:
+            speak(self, steps, driven, now)
+        return driven
 
     def _record_decision(self, iid: int, utt: Utterance, text: str, preds: dict[str, SwitchPrediction],
                          lead: str, steps: Steps, driven: dict[str, Action], latency: Latency) -> Outcome:
@@ -545,6 +556,68 @@ def error_row(controller: Controller, rejected: _Rejected, watch: Stopwatch,
         log.exception("could not store the failed interaction (%s)", error)
         return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
     return Outcome(iid, "", None, None, None, None, error, latency)
+
+
+# --- talk-back (edge_plm.talkback) ----------------------------------------------------
+def speak(controller: Controller, steps: Steps, driven: dict[str, Action], now: float) -> None:
+    """The question for each device the steps ask about ("Lamp on?" where there are several
+    devices); the confirmation (if configured) for each device driven."""
+    several = len(controller.names) > 1
+    open_ = controller.policies.open
+    for name in steps.asks:
+        o = open_.get(name)
+        if o is not None and o.decision is Decision.ASK:
+            controller.talkback.ask(o.prediction.action.value, name if several else None, now)
+    for name, action in driven.items():
+        controller.talkback.acted(action.value, name if several else None, now)
+
+
+def own_voice(controller: Controller, utt: Utterance, watch: Stopwatch) -> Outcome:
+    """Heard while the device spoke (or in the guard after): dropped, counted, no row."""
+    if utt.stream is not None:
+        utt.stream.cancel()
+    log.info("dropped %.0f ms of audio heard while the device spoke (own voice; %d so far)",
+             utt.duration_ms, controller.talkback.dropped)
+    return Outcome(None, "", None, None, None, None, "own voice: dropped", watch.stop())
+
+
+def spoken_answer(controller: Controller, text: str, utt: Utterance,
+                  watch: Stopwatch) -> Outcome | None:
+    """A yes/no while an ask is open: the policy keeps it as the ask's label (a flip before
+    the window ends wins); a yes drives the relay to the asked state. A short utterance that
+    is neither an answer nor a likely command (`Talkback.unclear`) is a misheard answer: no
+    row, the ask stays open. None: an ordinary utterance (it supersedes the ask)."""
+    asking = [(n, o) for n, o in controller.policies.open.items()
+              if o.decision is Decision.ASK and o.answer is None]
+    if not asking:
+        return None
+    name, o = asking[0]  # the device the question was about (the first still in doubt)
+    several = len(controller.names) > 1
+    yes = controller.talkback.answer(text, o.prediction.action.value, utt)
+    if yes is None:
+        if not controller.talkback.unclear(text, controller.worker.predict(text).action):
+            return None
+        log.info("#%s: not understood as an answer; the ask stays open", o.key)
+        return Outcome(o.key, text, None, None, None, None, "unclear answer", watch.stop())
+    now = controller._clock()
+    controller._deferred += controller.policies.on_answer(name, yes, now)
+    driven = None
+    if controller.devices.led.asking:
+        controller.devices.done(name if several else None)
+    with watch.stage("actuator"):
+        if yes and not controller._stop.is_set():
+            if controller.devices.drive(o.prediction.action.value, name, now=now):
+                driven = o.prediction.action
+            else:
+                log.warning("interaction %s: relay %s refused %s after a spoken yes (rate "
+                            "limit)", o.key, name, o.prediction.action.value)
+    if driven is not None:
+        if several:  # that device's outcome row
+            controller.store.update_device_outcomes(o.key, {name: {"action": driven.value}})
+        else:
+            controller.store.update_interaction(o.key, action=driven.value)
+    log.info("#%s spoken answer%s: %s", o.key, f" ({name})" if several else "", "yes" if yes else "no")
+    return Outcome(o.key, text, None, None, None, driven, None, watch.stop(), answer=yes)
 
 
 def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Event | StopFlag | None = None,

@@ -153,6 +153,12 @@ class DevicePolicies:
         out += [DeviceResolution(device, r) for r in self.policies[device].on_flip(desired, now)]
         return out
 
+    def on_answer(self, device: str, yes: bool, now: float) -> list[DeviceResolution]:
+        """A spoken yes/no to device `device`'s open ask (talk-back, `Policy.on_answer`)."""
+        out = self.tick(now)
+        out += [DeviceResolution(device, r) for r in self.policies[device].on_answer(yes, now)]
+        return out
+
     def tick(self, now: float) -> list[DeviceResolution]:
         """Close every expired window."""
         return [DeviceResolution(n, r) for n in self.names for r in self.policies[n].tick(now)]

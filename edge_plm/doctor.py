@@ -165,6 +165,47 @@ def check_microphone(s: Settings, sounddevice: Any = None,
                  "(audio.device empty: the system default is used)")
 
 
+# --- talk-back (speech output) ----------------------------------------------------------------
+def check_speech(s: Settings, sounddevice: Any = None,
+                 importer: Callable[[str], Any] = importlib.import_module,
+                 which: Callable[[str], str | None] = shutil.which) -> Check:
+    """With ``talkback.enabled``: the speech backend works and an output device plays it."""
+    t = s.talkback
+    if t.backend == "none":
+        return Check("speech", OK, "talkback.backend = none: nothing is said (LED and buzzer only)")
+    if t.backend == "espeak-ng" and which("espeak-ng") is None:
+        return Check("speech", FAIL, "espeak-ng is not installed", "sudo apt-get install espeak-ng "
+                     "(install.sh installs it)")
+    if t.backend == "piper":
+        try:
+            importer("piper")
+        except ImportError as exc:
+            return Check("speech", FAIL, f"piper-tts is not installed ({exc})",
+                         "/opt/edge-plm/bin/pip install piper-tts, or set talkback.backend = \"espeak-ng\"")
+        if not Path(t.piper_model).expanduser().is_file():
+            return Check("speech", FAIL, f"talkback.piper_model {t.piper_model!r} is not a file",
+                         "download a piper voice (.onnx and .onnx.json) and set talkback.piper_model")
+    sd = sounddevice
+    try:
+        sd = sd if sd is not None else importer("sounddevice")
+        devices = list(sd.query_devices())
+    except Exception as exc:  # no PortAudio, or it cannot list devices
+        return Check("speech", WARN, f"{t.backend} works but no audio output can be used ({exc}): "
+                     "questions are not spoken", "sudo apt-get install libportaudio2; `aplay -l`")
+    outputs = [(i, d) for i, d in enumerate(devices) if int(d.get("max_output_channels", 0) or 0) > 0]
+    want = t.output_device.strip()
+    if want:
+        outputs = [(i, d) for i, d in outputs if (want.isdigit() and i == int(want))
+                   or (not want.isdigit() and want.lower() in str(d.get("name", "")).lower())]
+    if not outputs:
+        where = f"talkback.output_device {want!r} is not an output device" if want else "no output device"
+        return Check("speech", WARN, f"{where}: questions are not spoken (the LED still shows them)",
+                     "plug in a speaker (USB, 3.5 mm or HDMI audio); `aplay -l` must list it; the "
+                     f"service user must be in the audio group (`id {SERVICE_USER}`)")
+    i, d = outputs[0]
+    return Check("speech", OK, f"{t.backend} speaks through {i}: {d.get('name', '?')}")
+
+
 # --- ASR --------------------------------------------------------------------------------------
 def _pocketsphinx_check(importer: Callable[[str], Any], note: str = "") -> Check:
     try:
@@ -555,6 +596,8 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
         ("numba_cache", lambda: check_numba_cache(env)),
         ("disk", lambda: check_disk(s, min_free_mb=min_free_mb, disk_usage=disk_usage)),
     ]
+    if s.talkback.enabled:  # talk-back off: not part of the report
+        steps.insert(2, ("speech", lambda: check_speech(s, sounddevice=sounddevice, importer=importer)))
     for name, step in steps:
         try:
             checks.append(step())
@@ -565,6 +608,6 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
     return Report(checks)
 
 
-__all__ = ["Check", "Report", "OK", "WARN", "FAIL", "run_checks", "check_config", "check_microphone",
+__all__ = ["Check", "Report", "OK", "WARN", "FAIL", "run_checks", "check_config", "check_microphone", "check_speech",
            "check_asr", "check_gpio", "check_platform", "check_database", "check_numba_cache", "check_disk",
            "warm_numba_cache", "kernel_names"]

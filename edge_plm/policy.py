@@ -4,8 +4,8 @@ The `Policy` takes events (an utterance's prediction, the relay's state, switch 
 passage of time) and returns decisions and labels; the controller does the I/O. Times are plain
 float seconds from whatever clock the controller uses. `decide` is the decision table; the label
 rules (which outcome gives which label, from which source) are in `Policy.on_flip`,
-`Policy.tick` and `Policy._no_flip`. The tables, the reasons for each rule and the replays that
-chose them are in docs/policy.md.
+`Policy.on_answer` (a spoken yes/no, talk-back), `Policy.tick` and `Policy._no_flip`. The
+tables, the reasons for each rule and the replays that chose them are in docs/policy.md.
 
 `SimulatedPerson` produces the flips a real person would make (used by ``edge-plm replay``).
 """
@@ -52,6 +52,7 @@ class LabelSource(str, Enum):
     OVERRIDE = "override"
     CONFIRMED = "confirmed"
     MANUAL = "manual"
+    SPOKEN = "spoken"  # a spoken yes/no inside the ask window (talk-back, `Policy.on_answer`)
 
 
 class PolicyError(RuntimeError):
@@ -131,6 +132,8 @@ class OpenInteraction:
     opened: float
     deadline: float
     applied: bool = True  # False when the relay refused the ACT (rate limit)
+    answer: bool | None = None  # ASK: the person's spoken yes (True) / no (False), if any
+    answered_at: float | None = None
 
 
 def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
@@ -169,7 +172,9 @@ class Policy:
                      now: float) -> Step:
         """Decide for a new utterance; closes (expired or superseded) earlier interactions."""
         closed = self.tick(now)
-        if self._open is not None:
+        if self._open is not None and self._open.answer is not None:
+            closed.append(self._answered(self._open))
+        elif self._open is not None:
             closed.append(self._resolve(None, None, now, "superseded by a new utterance "
                                         "before its window ended"))
         decision = decide(prediction, self.cfg)
@@ -202,6 +207,35 @@ class Policy:
             resolved.append(self._after_act(o, flipped, now))
         return resolved
 
+    def on_answer(self, yes: bool, now: float) -> list[Resolution]:
+        """A spoken yes/no to the open ask (talk-back); returns what `tick` resolved.
+
+        The answer is kept on the interaction and becomes its label (source ``spoken``) when
+        the window ends or a new utterance supersedes it; a flip before then wins (`on_flip`).
+        No open ask, or one already answered: the answer labels nothing.
+        """
+        resolved = self.tick(now)
+        o = self._open
+        if o is None or o.decision is not Decision.ASK or o.answer is not None:
+            return resolved
+        o.answer, o.answered_at = bool(yes), now
+        return resolved
+
+    def _answered(self, o: OpenInteraction) -> Resolution:
+        """The label of an answered ask: yes -> the asked action; no -> "not that": of the
+        other state and NOOP, the no-flip rule's choice (`_no_flip`) when the relay is in the
+        other state, NOOP when it already was in the asked one (a person who wanted the other
+        state flips, and the flip wins)."""
+        at = o.answered_at if o.answered_at is not None else o.deadline
+        action = o.prediction.action
+        if o.answer:
+            return self._resolve(action, LabelSource.SPOKEN, at,
+                                 f"asked {action.value}; person said yes")
+        if action.state == o.relay_before:
+            return self._resolve(Action.NOOP, LabelSource.SPOKEN, at, f"asked {action.value} "
+                                 "while already in that state; person said no")
+        return self._no_flip(o, LabelSource.SPOKEN, at, f"asked {action.value}; person said no")
+
     def _after_act(self, o: OpenInteraction, flipped: Action, now: float) -> Resolution:
         action = o.prediction.action
         if flipped is action:
@@ -221,6 +255,8 @@ class Policy:
         at = o.deadline
         action = o.prediction.action
         if o.decision is Decision.ASK:
+            if o.answer is not None:
+                return [self._answered(o)]
             if action.state is not None and action.state == o.relay_before:
                 return [self._resolve(None, None, at, f"asked about {action.value} while "
                                       "already in that state; no flip: ambiguous")]
@@ -260,7 +296,9 @@ class Policy:
     def close(self, now: float) -> list[Resolution]:
         """Shut down: expire what has expired, close the rest without a label."""
         resolved = self.tick(now)
-        if self._open is not None:
+        if self._open is not None and self._open.answer is not None:
+            resolved.append(self._answered(self._open))
+        elif self._open is not None:
             resolved.append(self._resolve(None, None, now, "closed at shutdown"))
         return resolved
 

@@ -9,12 +9,15 @@ learner, devices and controller a replay runs on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
 
 from edge_plm.controller import Controller, Outcome, text_utterance, wav_inputs
 from edge_plm.device import Devices
@@ -26,7 +29,9 @@ from edge_plm.settings import Settings, device_configs
 from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
 from edge_plm.voice.asr import AsrBackend, PocketSphinxASR
+from edge_plm.voice.audio import Utterance
 from edge_plm.voice.endpoint import Endpointer
+from edge_plm.voice.stream import stream_recording
 
 
 log = logging.getLogger(__name__)
@@ -60,10 +65,16 @@ class SessionLine:
     # several devices: the devices the wish is for (None: the first device; the others are
     # to stay as they are)
     devices: tuple[str, ...] | None = None
+    answer: str | None = None  # "voice": the person answers an ask by voice (else the switch)
+
+
+#: How a session line's person answers an ask (``"answer"``): by voice or (default) the switch.
+ANSWER_WAYS = ("voice", "switch")
 
 
 def read_session(path: str | Path) -> list[SessionLine]:
-    """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``.
+    """Lines ``{"text": ...}`` or ``{"audio": "x.wav"}`` (relative to the file) + ``"label"``,
+    optionally ``"answer": "voice"`` (the person answers an ask by voice: `run_session`).
 
     With both keys the audio is what is played (the text is the reference transcript).
     ``"device"`` (several devices): the device the wish is for, or a list of them
@@ -86,9 +97,13 @@ def read_session(path: str | Path) -> list[SessionLine]:
                 raise SessionError(f'{path}:{no}: "text" must be a string')
             if audio is None and text is None:
                 raise SessionError(f'{path}:{no}: needs "text" or "audio"')
+            answer = row.get("answer")
+            if answer is not None and answer not in ANSWER_WAYS:
+                raise SessionError(f'{path}:{no}: "answer" must be one of '
+                                   f'{", ".join(ANSWER_WAYS)}, got {answer!r}')
             lines.append(SessionLine(None if label is None else Action(label), text,
                                      (path.parent / audio) if audio else None,
-                                     _devices_of(path, no, row.get("device"))))
+                                     _devices_of(path, no, row.get("device")), answer))
     except JsonlError as exc:
         raise SessionError(str(exc)) from exc
     if not lines:
@@ -213,6 +228,11 @@ class SessionResult:
     versions: list[str] = field(default_factory=list)
     rollbacks: int = 0
     silence_tail_ms: int = 0  # the endpointer's tail the after_speech latency includes
+    talkback: bool = False  # the replay spoke its asks (some line answers by voice)
+    spoken_answers: int = 0  # answers the simulated person said
+    answer_errors: int = 0  # ... not heard as what was said (the other answer, or none)
+    own_voice_dropped: int = 0  # utterances dropped as the device's own voice
+    answers: list[tuple[int, bool, bool | None]] = field(default_factory=list)  # (line, said, heard)
 
     def summary(self) -> dict:
         """The ``edge-plm replay --json`` object (docs/contracts.md), exact keys and types;
@@ -233,6 +253,9 @@ class SessionResult:
                 "after_speech": percentiles(after),
             },
             "silence_tail_ms": self.silence_tail_ms,
+            # talk-back replays only: a replay without voice answers prints what it always did
+            **({"spoken_answers": self.spoken_answers, "answer_errors": self.answer_errors,
+                "own_voice_dropped": self.own_voice_dropped} if self.talkback else {}),
         }
         if any(r.wants is not None for r in self.lines):
             out["acted_wrong_device"] = sum(r.acted_wrong_device for r in self.lines)
@@ -291,7 +314,7 @@ def _flip_switch(devices: Devices, factory_pin, mode: str, clock: SimClock,
 def run_session(lines: list[SessionLine], controller: Controller, clock: SimClock,
                 person: SimulatedPerson | None = None, endpointer: Endpointer | None = None,
                 gap_s: float | None = None, progress: Callable[[], None] | None = None,
-                stop: StopFlag | None = None) -> SessionResult:
+                stop: StopFlag | None = None, answerer: Answerer | None = None) -> SessionResult:
     """Replay `lines` through `controller` (built on MockFactory pins and `clock`).
 
     Each line: the clock jumps `gap_s` (default: longer than both windows, so the previous
@@ -299,6 +322,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     the mock switch if the relay is not where they want it (after their reaction time).
     `stop` (SIGTERM/SIGINT, `edge_plm.stopping`) is checked before each line: the lines played
     so far are the result, and the caller's `Controller.stop` saves what was learned.
+    A line with ``answer="voice"`` that was asked about is answered by voice first
+    (`_answer_by_voice`; `answerer` gives the samples, default `SpokenAnswers`).
     """
     person = person or SimulatedPerson()
     gap = gap_s if gap_s is not None else default_gap_s(controller.settings)
@@ -306,7 +331,9 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     if len(devices.names) > 1:
         return _run_devices(lines, controller, clock, person, endpointer, gap, progress, stop)
     pin = devices.factory.pin(devices.switch.cfg.pin)
-    result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms)
+    result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms,
+                           talkback=controller.talkback is not None)
+    answer_ep = endpointer or Endpointer.from_config(controller.settings.audio)
     first_id: int | None = None
     for i, line in enumerate(lines):
         if stop is not None and stop.is_set():
@@ -325,6 +352,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
                                      or outcome.error or "not stored")
         if first_id is None and outcome.interaction_id is not None:
             first_id = outcome.interaction_id
+        if line.answer == "voice" and outcome.decision is Decision.ASK:
+            _answer_by_voice(line.wish, controller, clock, answer_ep, answerer, result)
         after = devices.relay.is_on
         flips = [] if line.wish is None else person.react(line.wish, before, after, clock())
         for flip in flips:
@@ -348,11 +377,18 @@ def _finish(result: SessionResult, controller: Controller, clock: SimClock, gap:
     """The last windows close; the labels and versions of the session."""
     clock.advance(gap)
     controller.pump()
+    return _tally(result, controller)
+
+
+def _tally(result: SessionResult, controller: Controller) -> SessionResult:
+    """The labels, versions and dropped echoes of the replayed lines, into `result`."""
     ids = {r.outcome.interaction_id for r in result.lines if r.outcome.interaction_id}
     labelled = controller.store.interactions(labeled=True)
     result.labels = sum(1 for row in labelled if row.id in ids)
     result.versions = [e.version for e in controller.learner.events]
     result.rollbacks = sum(e.status == "rolled_back" for e in controller.learner.events)
+    if controller.talkback is not None:
+        result.own_voice_dropped = controller.talkback.dropped
     return result
 
 
@@ -412,6 +448,77 @@ def _run_devices(lines: list[SessionLine], controller: Controller, clock: SimClo
     return _finish(result, controller, clock, gap)
 
 
+#: The samples of the simulated person's answer: ``answerer(yes, n)`` for their n-th answer.
+Answerer = Callable[[bool, int], np.ndarray]
+
+PAD_S = 0.25  # quiet around a synthesised clip played into the loop (`spoken_input`)
+ANSWER_REACTION_S = 0.6  # from the end of the question (and the echo guard) to the answer
+
+
+class SpokenAnswers:
+    """The simulated person's "yes" / "no", spoken by espeak-ng in a voice other than the
+    device's (synthesised once each)."""
+
+    def __init__(self, voice: str = "en-gb", rate: int = 160) -> None:
+        from edge_plm.voice.speech import EspeakSpeech  # noqa: PLC0415
+
+        self.speech = EspeakSpeech(voice, rate)
+        self._cache: dict[bool, np.ndarray] = {}
+
+    def __call__(self, yes: bool, n: int) -> np.ndarray:
+        if yes not in self._cache:
+            self._cache[yes] = self.speech.synthesize("yes" if yes else "no")
+        return self._cache[yes]
+
+
+def spoken_input(samples: np.ndarray, endpointer: Endpointer, asr: AsrBackend | None) -> Utterance:
+    """Samples as the microphone would hand them over: with `PAD_S` of quiet around them (a
+    microphone hears the room before and after; a synthesised clip starts at its first
+    sound), trimmed by the endpointer and, with a streaming ASR, fed to it in 30 ms blocks
+    (`wav_inputs` does the same for files)."""
+    pad = np.zeros(int(PAD_S * endpointer.sample_rate), dtype=np.int16)
+    trimmed = endpointer.trim_result(np.concatenate([pad, np.asarray(samples, np.int16), pad]))
+    utt = Utterance(samples=trimmed.samples, source="voice", truncated=trimmed.truncated)
+    if asr is not None and asr.streams and len(utt.samples):
+        utt = stream_recording(utt, asr, endpointer.silence_tail_ms)
+    elif len(utt.samples):
+        utt.endpoint_at, utt.tail_ms = time.perf_counter(), float(endpointer.silence_tail_ms)
+    return utt
+
+
+@functools.lru_cache(maxsize=1)
+def _default_answerer() -> SpokenAnswers:
+    return SpokenAnswers()
+
+
+def _answer_by_voice(wish: Action | None, controller: Controller, clock: SimClock,
+                     endpointer: Endpointer, answerer: Answerer | None,
+                     result: SessionResult) -> None:
+    """The person answers the open ask (talk-back on, wish known): after the question and the
+    echo guard, "yes" when the asked action is their wish, else "no", through the real loop
+    (endpointer, ASR, answer recogniser)."""
+    o = controller.policies.open.get(controller.names[0])  # one device (several: not simulated)
+    if wish is None or controller.talkback is None or o is None or o.decision is not Decision.ASK:
+        return
+    yes = o.prediction.action is wish
+    samples = (answerer or _default_answerer())(yes, result.spoken_answers)
+    utt = spoken_input(samples, endpointer, controller.asr)
+    quiet = controller.talkback.guard.quiet_at()
+    heard_s = (utt.duration_ms + utt.tail_ms) / 1000.0
+    clock.set(max(clock(), quiet if quiet is not None else clock()) + ANSWER_REACTION_S + heard_s)
+    outcome = controller.handle(utt)
+    result.answers.append((len(result.lines), yes, outcome.answer))
+    result.spoken_answers += 1
+    if outcome.answer is not yes:
+        result.answer_errors += 1
+        log.info("spoken %s heard as %r", "yes" if yes else "no", outcome.transcript)
+
+
+def uses_talkback(lines: list[SessionLine]) -> bool:
+    """A replay of `lines` needs talk-back when a line's person answers by voice."""
+    return any(line.answer == "voice" for line in lines)
+
+
 def default_gap_s(settings: Settings) -> float:
     """The simulated time between two lines: longer than both windows, so the previous
     interaction resolves by itself."""
@@ -446,16 +553,18 @@ class Replay:
 
 
 def replay_asr(lines: list[SessionLine]) -> AsrBackend | None:
-    """The ASR for replaying `lines`: PocketSphinx when any line has audio (with cepstral mean
+    """The ASR for replaying `lines`: PocketSphinx when any line has audio or answers by voice
+    (with cepstral mean
     adaptation off, so the same clip always gives the same words), else None (text only)."""
-    if not any(line.audio for line in lines):
+    if not any(line.audio or line.answer == "voice" for line in lines):
         return None
     return PocketSphinxASR(adapt_cmn=False)
 
 
 def build_replay(settings: Settings, db: str | Path | None, seed: int | None = None,
                  asr: AsrBackend | None = None, learner_cfg: LearnerConfig | None = None,
-                 epoch: float | None = None, span_s: float = 0.0) -> Replay:
+                 epoch: float | None = None, span_s: float = 0.0,
+                 talkback: bool = False) -> Replay:
     """A controller for replays: given (or temporary) DB, mock GPIO, simulated clock.
 
     Checkpoints go next to the DB (``<db dir>/checkpoints``) unless ``paths.checkpoints_dir``
@@ -463,6 +572,9 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     `epoch`, the real time minus the simulated time still to come (``span_s`` - clock, see
     `session_span_s`), never later than the real time: a replay's rows end at the real time
     it ended, in the order they were made, none in the future.
+
+    `talkback`: the controller asks out loud (``settings.talkback``'s speech backend, played
+    nowhere) and takes spoken answers (`edge_plm.talkback`); `uses_talkback` says when.
     """
     from gpiozero.pins.mock import MockFactory  # noqa: PLC0415
 
@@ -494,10 +606,19 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         if tmp is not None:
             tmp.cleanup()
         raise
-    controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall)
+    tb = None
+    if talkback:
+        from edge_plm.talkback import make_talkback  # noqa: PLC0415
+        from edge_plm.voice.speech import NullPlayer  # noqa: PLC0415
+
+        tb = make_talkback(settings.talkback, clock, player=NullPlayer())
+        tb.warm()
+    controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall,
+                            talkback=tb)
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp)
 
 
-__all__ = ["LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine", "SessionResult",
-           "SimClock", "build_replay", "check_devices", "default_gap_s", "read_session", "session_span_s",
-           "replay_asr", "run_session", "wanted_actions"]
+__all__ = ["ANSWER_WAYS", "Answerer", "LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine",
+           "SessionResult", "SimClock", "SpokenAnswers", "build_replay", "check_devices", "default_gap_s",
+           "read_session", "replay_asr", "run_session", "session_span_s", "spoken_input", "uses_talkback",
+           "wanted_actions"]

@@ -171,7 +171,25 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
         return
     # learning on its own thread: the relay never waits for it (docs/loop.md)
     parts["controller"] = Controller(settings, store, parts["learner"], parts["devices"], parts["asr"],
-                                     worker=LearnerWorker(parts["learner"], synchronous=False))
+                                     worker=LearnerWorker(parts["learner"], synchronous=False),
+                                     talkback=_talkback(settings))
+
+
+def _talkback(settings):
+    """The spoken questions (``[talkback] enabled``), prompts synthesised now and cached under
+    the state dir; None when off. A backend that cannot start is a start-up error."""
+    if not settings.talkback.enabled:
+        return None
+    from edge_plm.talkback import make_talkback  # noqa: PLC0415
+    from edge_plm.voice.speech import SpeechError  # noqa: PLC0415
+
+    try:
+        tb = make_talkback(settings.talkback, time.monotonic,
+                           cache_dir=settings.paths.state() / "prompts")
+        tb.warm()
+    except SpeechError as exc:
+        raise CannotStart(f"cannot start: talk-back: {exc} (or set [talkback] enabled = false)") from exc
+    return tb
 
 
 def _shut_down(parts: dict) -> None:

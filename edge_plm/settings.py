@@ -191,6 +191,22 @@ class ModelConfig:
 
 
 @dataclass
+class TalkbackConfig:
+    enabled: bool = setting(False, "say the question out loud when asking and take a spoken "
+                                   "yes/no as the label (off: LED/buzzer only; docs/policy.md)")
+    backend: str = setting("espeak-ng", "espeak-ng | piper | none ; the speech output")
+    voice: str = setting("en-us", "espeak-ng voice (espeak-ng --voices)")
+    rate_wpm: int = setting(175, "espeak-ng speaking rate, words per minute")
+    piper_model: str = setting("", "piper voice model (.onnx, with its .onnx.json) for backend = piper")
+    output_device: str = setting("", "sounddevice output device name or index; empty = system default")
+    answers: str = setting("grammar", "grammar (pocketsphinx answer grammar over the audio, else "
+                                      "the transcript) | transcript (the transcript only)")
+    echo_guard_ms: int = setting(500, "after the device speaks, microphone input is dropped this long")
+    confirm: bool = setting(False, 'say what was done after acting ("On.")')
+    chime: bool = setting(False, "a short tone instead of words (question and confirmation)")
+
+
+@dataclass
 class Settings:
     paths: PathsConfig = field(default_factory=PathsConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
@@ -201,6 +217,7 @@ class Settings:
     # ``[[devices]]``: several named relays, each with its own switch (empty: one device, from
     # ``[gpio]``; `device_configs`)
     devices: list[DeviceConfig] = field(default_factory=list)
+    talkback: TalkbackConfig = field(default_factory=TalkbackConfig)
     source: str = "<defaults>"  # where these settings came from
 
 
@@ -295,6 +312,24 @@ def problems(s: Settings) -> list[str]:
     for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems,
                  _device_problems):
         out += step(s)
+    return out + _talkback_problems(s)
+
+
+#: The speech output backends (`edge_plm.voice.speech.BACKENDS`; plain names, no import).
+SPEECH_BACKENDS = ("espeak-ng", "piper", "none")
+
+
+def _talkback_problems(s: Settings) -> list[str]:
+    t, out = s.talkback, _Problems()
+    out.need(t.backend in SPEECH_BACKENDS,
+             f"talkback.backend must be one of {', '.join(SPEECH_BACKENDS)}, got {t.backend!r}")
+    out.need(t.answers in ("grammar", "transcript"),
+             f"talkback.answers must be one of grammar, transcript, got {t.answers!r}")
+    out.need(80 <= t.rate_wpm <= 450, f"talkback.rate_wpm must be in 80..450, got {t.rate_wpm}")
+    out.need(0 <= t.echo_guard_ms <= 5000,
+             f"talkback.echo_guard_ms must be in 0..5000, got {t.echo_guard_ms}")
+    out.need(t.backend != "piper" or bool(t.piper_model),
+             "talkback.piper_model must name a voice model file when talkback.backend = piper")
     return out
 
 

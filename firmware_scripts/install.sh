@@ -31,7 +31,7 @@
 #
 # Idempotent: every step first checks whether it is already done; a second run changes
 # nothing and says so. What it does, in order:
-#   1. Debian packages (libportaudio2, python3-venv, python3-dev, alsa-utils, gpiod, ...)
+#   1. Debian packages (libportaudio2, python3-venv, python3-dev, alsa-utils, gpiod, espeak-ng, ...)
 #   2. the gpio group (created if missing, e.g. Armbian) and a udev rule giving it /dev/gpiochip*
 #   3. the system user edge-plm in the gpio and audio groups
 #   4. directories: /etc/edge-plm (0755), /var/lib/edge-plm and its numba-cache, models (0700)
@@ -49,7 +49,8 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
 SERVICE_USER="edge-plm"
 UNIT_NAME="edge-plm.service"
-APT_PACKAGES=(libportaudio2 python3-venv python3-dev python3-pip alsa-utils gpiod util-linux ca-certificates)
+APT_PACKAGES=(libportaudio2 python3-venv python3-dev python3-pip alsa-utils gpiod util-linux ca-certificates
+              espeak-ng)  # espeak-ng: talk-back's speech ([talkback], off by default)
 APT_OPTIONAL=(python3-lgpio)  # Raspberry Pi OS only; installed when the archive has it
 
 PREFIX=""
@@ -509,6 +510,9 @@ run_doctor() {
     if [ "$DRY_RUN" = 1 ]; then skip "dry run"; return; fi
     as_user "$VENV/bin/edge-plm" doctor --config "$CONFIG" | sed 's/^/    /' \
         || warn "doctor reports failures (above): the service may not work until they are fixed"
+    if command -v aplay >/dev/null 2>&1 && aplay -l 2>/dev/null | grep -q '^card '; then
+        ok "an audio output is present: spoken questions can be switched on with [talkback] enabled = true in $CONFIG (then run edge-plm doctor)"
+    fi
 }
 
 # --- uninstall --------------------------------------------------------------------------------

@@ -115,18 +115,20 @@ def _replay_settings(start: str | None, config: Path | None = None):
 
 def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, settings=None,
             stop=None):
-    from edge_plm.replay import build_replay, replay_asr, run_session, session_span_s
+    from edge_plm.replay import build_replay, replay_asr, run_session, session_span_s, uses_talkback
     from edge_plm.plm.checkpoint import CheckpointError
     from edge_plm.settings import Settings
 
     from edge_plm.store import StorageError
+    from edge_plm.voice.speech import SpeechError
 
     settings = settings or Settings()
     try:
         # the simulated times end at about now (none in the future)
         replay = build_replay(settings, db, seed=seed, asr=replay_asr(lines),
-                              span_s=session_span_s(len(lines) * rounds, settings))
-    except (CheckpointError, LookupError) as exc:  # LookupError: StartError (model.start)
+                              span_s=session_span_s(len(lines) * rounds, settings),
+                              talkback=uses_talkback(lines))
+    except (CheckpointError, LookupError, SpeechError) as exc:  # LookupError: StartError (model.start)
         fail(str(exc), 2)
     try:
         result = run_session(lines * rounds, replay.controller, replay.clock,

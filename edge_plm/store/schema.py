@@ -9,9 +9,12 @@ import sqlite_utils
 
 from edge_plm import actions
 from edge_plm.store.base import SchemaError, retry_busy
-from edge_plm.store.records import ACTIONS, LABELS
+from edge_plm.store.records import ACTIONS, LABEL_SOURCES, LABELS
 
 log = logging.getLogger("edge_plm.store")
+
+#: The label sources the v1 schema's CHECK allows (`_spoken_source` adds ``spoken``).
+LABEL_SOURCES_V1 = ("asked", "override", "confirmed", "manual")
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -31,7 +34,7 @@ def _v1(db: sqlite_utils.Database) -> None:
             decision TEXT CHECK (decision IN ('act', 'ask', 'ignore')),
             action TEXT CHECK (action IN ({actions.sql_in(ACTIONS)})),
             label TEXT CHECK (label IN ({actions.sql_in(LABELS)})),
-            label_source TEXT CHECK (label_source IN ('asked', 'override', 'confirmed', 'manual')),
+            label_source TEXT CHECK (label_source IN ({actions.sql_in(LABEL_SOURCES_V1)})),
             label_ts REAL,
             model_version TEXT,
             holdout INTEGER NOT NULL DEFAULT 0 CHECK (holdout IN (0, 1)),
@@ -105,11 +108,42 @@ def _v5(db: sqlite_utils.Database) -> None:
             decision TEXT CHECK (decision IN ('act', 'ask', 'ignore')),
             action TEXT CHECK (action IN ({actions.sql_in(ACTIONS)})),
             label TEXT CHECK (label IN ({actions.sql_in(LABELS)})),
-            label_source TEXT CHECK (label_source IN ('asked', 'override', 'confirmed', 'manual')),
+            label_source TEXT CHECK (label_source IN ({actions.sql_in(LABEL_SOURCES)})),
             label_ts REAL,
             PRIMARY KEY (interaction_id, device)
         )""")
     db.execute("CREATE INDEX idx_interaction_devices_device ON interaction_devices(device)")
+
+
+def _spoken_source(db: sqlite_utils.Database) -> None:
+    """interactions.label_source may be ``spoken`` (talk-back: a spoken yes/no to an ask).
+
+    SQLite cannot alter a CHECK constraint; widening one changes no stored row, so the table's
+    CREATE statement is edited in place (SQLite's documented ``writable_schema`` procedure for
+    constraint changes that leave the file format alone) and checked with
+    ``PRAGMA integrity_check``. Ids, rows and ``sqlite_sequence`` are untouched.
+    """
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
+                     "name = 'interactions'").fetchone()
+    old = f"label_source IN ({actions.sql_in(LABEL_SOURCES_V1)})"
+    new = f"label_source IN ({actions.sql_in(LABEL_SOURCES)})"
+    if row is not None and new in row[0]:
+        return  # already allowed (a file whose version number was set back by hand)
+    if row is None or old not in row[0]:
+        raise SchemaError("interactions.label_source has an unexpected CHECK constraint; "
+                          "cannot add the 'spoken' label source")
+    new_sql = row[0].replace(old, new)
+    version = db.execute("PRAGMA schema_version").fetchone()[0]
+    db.execute("PRAGMA writable_schema = ON")
+    try:
+        db.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND "
+                   "name = 'interactions'", [new_sql])
+        db.execute(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        db.execute("PRAGMA writable_schema = OFF")
+    check = db.execute("PRAGMA integrity_check").fetchone()[0]
+    if check != "ok":
+        raise SchemaError(f"integrity check after adding the 'spoken' label source: {check}")
 
 
 #: Ordered migrations: (version reached, what it does, function).
@@ -119,6 +153,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (3, "model_versions.sha256, config, n_examples (the checkpoint file's record)", _v3),
     (4, "relay_state: the last state of each relay, by name", _v4),
     (5, "interaction_devices: each device's outcome of an utterance (several devices)", _v5),
+    (6, "interactions.label_source may be 'spoken' (talk-back)", _spoken_source),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
