@@ -312,7 +312,7 @@ def test_a_v4_database_migrates_to_the_spoken_label_source(tmp_path):
         db.execute("UPDATE interactions SET label = 'ON', label_source = 'spoken'")
     db.close()
     with ReplayStore(path) as store:
-        assert store.stored_schema_version() == 5
+        assert store.stored_schema_version() == 6
         store.set_label(1, "ON", "spoken")
         assert store.get(1).label_source == "spoken"
         assert store.add_interaction(ts=3.0, transcript="c") == 3  # ids are still not reused
