@@ -353,8 +353,7 @@ class Controller:
 
     def _record_decision(self, iid: int, utt: Utterance, text: str, preds: dict[str, SwitchPrediction],
                          lead: str, steps: Steps, driven: dict[str, Action], latency: Latency) -> Outcome:
-        """The decision, the action and the rest of the latency into the interaction's row
-        (the lead device's; each device's into its own row)."""
+        """The decision, the action and the rest of the latency into the (lead device's) row."""
         audio_path = keep_audio(self.settings, iid, utt)
         decision, action = steps.steps[lead].decision, driven.get(lead)
         self.store.update_interaction(
@@ -370,9 +369,8 @@ class Controller:
         log.info("#%d %s -> %s%s %.2f -> %s%s", iid, shown, f"{lead} " if several else "", pred.action,
                  confidence, decision.value, f" {action.value}" if action else "")
         log.debug("#%d transcript %r", iid, text)
-        per_device = device_outcomes.results(preds, steps, driven) if several else None
         return Outcome(iid, text, decision, pred.action, confidence, action, None, latency,
-                       devices=per_device)
+                       devices=device_outcomes.results(preds, steps, driven) if several else None)
 
     def _error_row(self, rejected: _Rejected, watch: Stopwatch,
                    utt: Utterance | None = None) -> Outcome:
@@ -438,18 +436,7 @@ class Controller:
     def _resolve_all(self, resolutions: list[DeviceResolution]) -> None:
         """Label (the database, then the learner) or observe each resolved interaction: each
         device's label as its window closes, the utterance's when every device's has."""
-        done: list[Resolved] = []
-        for dr in resolutions:
-            r = dr.resolution
-            try:
-                device_outcomes.record_label(self.store, dr, self._wall() - (self._clock() - r.ts),
-                                             len(self.names))
-            except StorageError as exc:  # the device's label was not stored
-                self._storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
-            except Exception:  # e.g. the row was deleted meanwhile: the utterance still resolves
-                log.exception("could not store the label of interaction %s for %r", r.key, dr.device)
-            done += self.policies.completed([dr])
-        for res in done:
+        for res in device_outcomes.record_labels(self, resolutions):
             try:
                 self._resolve(res)
             except StorageError as exc:  # the label was not stored, so not learned either

@@ -1,19 +1,21 @@
-"""The learner's part for several named devices (`Learner.predict_devices`, its per-device
+"""The learner's part for several named devices (its prediction per device, its per-device
 labels): one module so that `Learner` stays one job. One device never reaches the functions
 below that need several (`Learner` calls its plain `predict` / `learn` path then)."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edge_plm.settings import DeviceConfig
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.tokenizer import ACTIONS
 
 if TYPE_CHECKING:
-    from edge_plm.learner import Learner
     from edge_plm.switch.model import SwitchPrediction
+
+#: an `edge_plm.learner.Learner` (not imported: the learner imports this module)
+Learner = Any
 
 log = logging.getLogger("edge_plm.learner")
 
@@ -31,13 +33,34 @@ def set_devices(lr: Learner, devices: list[DeviceName]) -> None:
 
 
 def predict_devices(lr: Learner, text: str) -> dict[str, SwitchPrediction]:
-    """Each configured device's prediction (``SwitchModel.predict_devices``; one device:
-    exactly `Learner.predict`), after the same poll."""
+    """The learner's prediction for each configured device (``SwitchModel.predict_devices``
+    on the live model; one device: exactly `Learner.predict`), after the same poll."""
     if len(lr.devices) == 1:
         return {lr.devices[0].name: lr.predict(text)}
     lr.poll()
     return lr.model.predict_devices(text, lr.devices, prior_strength=lr.cfg.prior_strength,
                                     evidence_prior=lr.cfg.evidence_prior)
+
+
+def relabel(lr: Learner, interaction_id: int, label: str, device_labels: dict[str, str]) -> Any:
+    """`Learner.on_relabel` of an interaction of several devices: its devices' labels are
+    learned again with the command's `label` (a holdout row: only the judging changes)."""
+    from edge_plm.learner_types import LabelOutcome  # noqa: PLC0415
+
+    row = lr.store.get(interaction_id)
+    if not row.transcript.strip() or row.error is not None:
+        raise ValueError(f"interaction {interaction_id} has no transcript to learn from")
+    if row.holdout:
+        return LabelOutcome(holdout=True, loss=None)
+    source = "manual" if interaction_id in lr.keys else row.label_source
+    return lr.on_label(interaction_id, row.transcript, label, source=source, device_labels=device_labels)
+
+
+def stored_labels(lr: Learner, interaction_id: int) -> dict[str, str] | None:
+    """The devices' labels of a stored interaction (None: one device, or none stored)."""
+    if len(lr.devices) < 2:
+        return None
+    return lr.store.device_labels([interaction_id]).get(interaction_id)
 
 
 def known_labels(lr: Learner, labels: dict[str, str] | None) -> dict[str, str] | None:
@@ -73,4 +96,5 @@ def learn(lr: Learner, interaction_id: int, text: str, label: str,
     return (None if loss is None else float(loss)), previous
 
 
-__all__ = ["device_names", "known_labels", "learn", "predict_devices", "set_devices"]
+__all__ = ["device_names", "known_labels", "learn", "predict_devices", "relabel", "set_devices",
+           "stored_labels"]

@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edge_plm.device_learning import device_names, set_devices
-from edge_plm.device_policies import DevicePolicies, DeviceResolution, Steps
+from edge_plm.device_policies import DevicePolicies, DeviceResolution, Resolved, Steps
 from edge_plm.policy import Action, Decision, Prediction
 from edge_plm.settings import Settings, device_configs
+from edge_plm.store.base import StorageError
 
 if TYPE_CHECKING:
     from edge_plm.device import Devices
@@ -140,6 +141,24 @@ def record_label(store: ReplayStore, dr: DeviceResolution, ts: float, n_devices:
     store.set_device_label(int(r.key), dr.device, r.label.value, r.source.value, ts=ts)
 
 
+def record_labels(controller: Any, resolutions: list[DeviceResolution]) -> list[Resolved]:
+    """Each device's label as its window closes (several devices; a device label that cannot
+    be stored is counted as a storage failure, the utterance still resolves); returns the
+    utterances now resolved for every device (`DevicePolicies.completed`)."""
+    done: list[Resolved] = []
+    for dr in resolutions:
+        r = dr.resolution
+        try:
+            record_label(controller.store, dr, controller._wall() - (controller._clock() - r.ts),
+                         len(controller.names))
+        except StorageError as exc:
+            controller._storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
+        except Exception:  # e.g. the row was deleted meanwhile
+            log.exception("could not store the label of interaction %s for %r", r.key, dr.device)
+        done += controller.policies.completed([dr])
+    return done
+
+
 def results(preds: Mapping[str, SwitchPrediction], steps: Steps,
             driven: Mapping[str, Action]) -> dict[str, DeviceResult]:
     """Every device's `DeviceResult` of one utterance."""
@@ -148,4 +167,4 @@ def results(preds: Mapping[str, SwitchPrediction], steps: Steps,
 
 
 __all__ = ["DeviceResult", "attach", "drive_and_ask", "lead_device", "light_out", "policy_predictions",
-           "record_decisions", "record_label", "record_predictions", "results"]
+           "record_decisions", "record_label", "record_labels", "record_predictions", "results"]

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from edge_plm import forgetting
 from edge_plm import inspection as q
+from edge_plm import device_learning
 from edge_plm.device_policies import command_of
 from edge_plm.learner import Learner, device_names
 from edge_plm.settings import device_configs
@@ -88,7 +89,8 @@ def _device_relabel(store, settings, row, label: str, device: Optional[str]):
 def _learn_correction(learner: Learner, interaction: int, label: str,
                       device_labels: Optional[dict[str, str]] = None):
     """(holdout, learned, replaced, version) of one gated update with the corrected label."""
-    outcome = learner.on_relabel(interaction, label, device_labels)
+    outcome = (learner.on_relabel(interaction, label) if device_labels is None
+               else device_learning.relabel(learner, interaction, label, device_labels))
     holdout, learned = outcome.holdout, not outcome.holdout
     version = None
     if learned:

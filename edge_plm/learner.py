@@ -48,7 +48,7 @@ class Learner:
     def __init__(self, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
                  model: SwitchModel | None = None, version: str | None = None,
                  clock: Callable[[], float] = time.time,
-                 keys: dict[int, int] | None = None) -> None:
+                 keys: dict[int, int] | None = None, devices: list[DeviceName] | None = None) -> None:
         self.store = store
         self.cfg = cfg
         self.checkpoints_dir = Path(checkpoints_dir)
@@ -68,9 +68,7 @@ class Learner:
         self.events: list[VersionEvent] = []
         self.syncer = StoreSync(self)  # other processes' versions and deletions
         self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
-        # the configured devices (``[[devices]]``; the loop sets them): what `predict_devices`
-        # shares a command out to and per-device labels are learned for
-        self.devices: list[DeviceName] = [DeviceName(DEFAULT_DEVICE)]
+        self.devices = list(devices or [DeviceName(DEFAULT_DEVICE)])  # [[devices]]: device_learning.py
         if version is not None:
             self._good_preds = predict_rows(self.model, self.holdout_rows())
 
@@ -83,14 +81,9 @@ class Learner:
 
     @classmethod
     def open(cls, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
-             clock: Callable[[], float] = time.time,
-             devices: list[DeviceName] | None = None) -> Learner:
-        """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty.
-        `devices`: the configured devices (`device_names`; none: the one default device),
-        known before the start-up catch-up learns per-device labels."""
-        learner = cls(store, cfg, checkpoints_dir, clock=clock)
-        if devices:
-            device_learning.set_devices(learner, devices)
+             clock: Callable[[], float] = time.time, devices: list[DeviceName] | None = None) -> Learner:
+        """Start-up: the active checkpoint, else the previous good one, else a rebuild/empty."""
+        learner = cls(store, cfg, checkpoints_dir, clock=clock, devices=devices)  # before the catch-up
         learner.registry.start_up()
         return learner
 
@@ -121,11 +114,6 @@ class Learner:
         return self.model.predict(text, prior_strength=self.cfg.prior_strength,
                                   evidence_prior=self.cfg.evidence_prior)
 
-    def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
-        """Each configured device's prediction (`device_learning.predict_devices`; one
-        device: exactly `predict`)."""
-        return device_learning.predict_devices(self, text)
-
     def sync(self) -> bool:
         """Load the active version another process made (`StoreSync.sync`); True if reloaded."""
         return self.syncer.sync()
@@ -140,10 +128,8 @@ class Learner:
         diff = state.difference(self.store, held, self.cfg.holdout_fraction)
         if diff.extra:
             self._forget_live(diff.extra)
-        rows = sorted(diff.missing + diff.changed, key=lambda r: r.id)
-        per_device = self.store.device_labels([r.id for r in rows]) if len(self.devices) > 1 else {}
-        for row in rows:
-            self._learn(row.id, row.transcript, row.label, per_device.get(row.id))
+        for row in sorted(diff.missing + diff.changed, key=lambda r: r.id):
+            self._learn(row.id, row.transcript, row.label, device_learning.stored_labels(self, row.id))
         for row in state.labelled_rows(self.store):
             if (row.id not in self.keys and not row.holdout
                     and not state.should_learn(row, self.cfg.holdout_fraction, False)):
@@ -200,8 +186,7 @@ class Learner:
         """A label for interaction `interaction_id`: holdout it, or learn it (and version).
         If the model already holds a label of this interaction, it is replaced (relabel).
         ``source`` (how the label was obtained): a correction (`CORRECTION_SOURCES`) is always
-        learned, whatever the holdout hash says. ``device_labels``: several devices' own
-        labels (`device_learning.learn`); `label` is then the command's, the row's."""
+        learned, whatever the holdout hash says. ``device_labels``: `device_learning.learn`."""
         if source not in CORRECTION_SOURCES and is_holdout_id(interaction_id, self.cfg.holdout_fraction):
             self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
@@ -213,8 +198,7 @@ class Learner:
         return LabelOutcome(holdout=False, loss=loss, event=event,
                             relabelled=previous is not None, previous=previous)
 
-    def on_relabel(self, interaction_id: int, label: str,
-                   device_labels: dict[str, str] | None = None) -> LabelOutcome:
+    def on_relabel(self, interaction_id: int, label: str) -> LabelOutcome:
         """A corrected label for a stored interaction (its transcript is read from the
         database). The model replaces the label it holds for it (no rebuild needed), or
         learns it if it never did; a holdout interaction only changes what models are judged
@@ -225,17 +209,13 @@ class Learner:
         if row.holdout:  # the model never holds a holdout row: only the judging changes
             return LabelOutcome(holdout=True, loss=None)
         if interaction_id in self.keys:  # the model holds it: replace, whatever the hash says
-            return self.on_label(interaction_id, row.transcript, label, source="manual",
-                                 device_labels=device_labels)
-        return self.on_label(interaction_id, row.transcript, label, source=row.label_source,
-                             device_labels=device_labels)
+            return self.on_label(interaction_id, row.transcript, label, source="manual")
+        return self.on_label(interaction_id, row.transcript, label, source=row.label_source)
 
-    def _learn(self, interaction_id: int, text: str, label: str,
-               device_labels: dict[str, str] | None = None) -> tuple[float | None, str | None]:
+    def _learn(self, interaction_id: int, text: str, label: str, device_labels: dict | None = None) -> tuple[float | None, str | None]:
         """Learn, or relabel what the model holds; (loss or None, previous label or None)."""
-        device_labels = device_learning.known_labels(self, device_labels)
-        if device_labels is not None:  # several devices: SwitchModel.learn_devices
-            return device_learning.learn(self, interaction_id, text, label, device_labels)
+        if (known := device_learning.known_labels(self, device_labels)) is not None:  # several devices
+            return device_learning.learn(self, interaction_id, text, label, known)
         key = self.keys.get(interaction_id)
         if key is not None and key not in self.model.removed and key < len(self.model.examples):
             previous = ACTIONS[self.model.examples[key][1]]

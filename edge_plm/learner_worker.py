@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from edge_plm import device_learning
 from edge_plm.learner import Learner, LabelOutcome
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
 
@@ -99,14 +100,14 @@ class LearnerWorker:
                                             evidence_prior=cfg.evidence_prior)
 
     def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
-        """Each configured device's prediction (`Learner.predict_devices`), from the same
-        model as `predict` (one device: `predict` itself)."""
+        """Each configured device's prediction (`device_learning.predict_devices`), from the
+        same model as `predict` (one device: `predict` itself)."""
         devices = self.learner.devices
         if len(devices) == 1:
             return {devices[0].name: self.predict(text)}
         if self.synchronous:
             with self._lock:
-                return self.learner.predict_devices(text)
+                return device_learning.predict_devices(self.learner, text)
         cfg = self.learner.cfg
         return self._snapshot.model.predict_devices(text, devices,
                                                     prior_strength=cfg.prior_strength,

@@ -341,16 +341,7 @@ def _print_stats(s: dict) -> None:
         con.print(f"  #{r['id']} \"{shown(r['transcript'])}\": did {r['action']}, label {r['label']} "
                   f"({r['label_source']})")
     if s.get("devices"):
-        t = Table(title="devices (each device's own decisions, actions and labels)", show_edge=False,
-                  header_style="bold")
-        for col in ("device", "interactions", "acted", "asked", "ON", "OFF", "NOOP", "wrong actions"):
-            t.add_column(col, justify="left" if col == "device" else "right")
-        for name, d in s["devices"].items():
-            wa = d["wrong_actions"]
-            t.add_row(shown(name), str(d["interactions"]), str(d["decision"].get("act", 0)),
-                      str(d["decision"].get("ask", 0)), *(str(d["label"].get(k, 0)) for k in LABELS),
-                      f"{wa['wrong']} of {wa['acted_labelled']}")
-        con.print(t)
+        con.print(_device_table(s["devices"]))
     t = Table(title="latency ms (interactions without error)", show_edge=False,
               header_style="bold")
     t.add_column("stage")
@@ -359,6 +350,22 @@ def _print_stats(s: dict) -> None:
     for part, p in s["latency_ms"].items():
         t.add_row(part, str(p["n"]), *(fmt_ms(p[k]) for k in ("p50", "p90", "p95", "p99", "max")))
     con.print(t)
+
+
+def _device_table(devices: dict):
+    """`stats` with several devices: each device's own decisions, labels and wrong actions."""
+    from rich.table import Table  # noqa: PLC0415
+
+    t = Table(title="devices (each device's own decisions, actions and labels)", show_edge=False,
+              header_style="bold")
+    for col in ("device", "interactions", "acted", "asked", "ON", "OFF", "NOOP", "wrong actions"):
+        t.add_column(col, justify="left" if col == "device" else "right")
+    for name, d in devices.items():
+        wa = d["wrong_actions"]
+        t.add_row(shown(name), str(d["interactions"]), str(d["decision"].get("act", 0)),
+                  str(d["decision"].get("ask", 0)), *(str(d["label"].get(k, 0)) for k in LABELS),
+                  f"{wa['wrong']} of {wa['acted_labelled']}")
+    return t
 
 
 # --- label ----------------------------------------------------------------------------------

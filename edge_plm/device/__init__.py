@@ -150,46 +150,24 @@ class Devices:
         else:
             description = f"{type(factory).__name__} (given)"
         _check_pins(cfg, devs, extra)
-        relays: dict[str, Relay] = {}
-        switches: dict[str, PersonSwitch] = {}
-        leds: dict[str, StatusLed] = {}
-        led: StatusLed | NoLed | None = None
-        buzzer: AskBuzzer | None = None
+        parts = _Parts()
         try:
-            for d in devs:  # every relay first: each is in its safe state from here on
-                rcfg = RelayConfig(d.relay_pin, d.relay_active_high, cfg.relay_safe_state,
-                                   cfg.min_toggle_interval_ms)
-                relays[d.name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
-            for name, rcfg in extra.items():
-                relays[name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
-            for d in devs:
-                relay = relays[d.name]
-                switches[d.name] = PersonSwitch(
-                    PersonSwitchConfig(d.switch_pin, d.switch_mode, d.switch_pull_up,
-                                       d.switch_bounce_ms, initial_desired=cfg.relay_safe_state),
-                    factory, clock=clock, reference=lambda relay=relay: relay.is_on,
-                )
-                if d.led_pin != -1:
-                    leds[d.name] = StatusLed(d.led_pin, factory)
-            led = make_status_led(cfg.led_pin, factory)
-            buzzer = make_ask_buzzer(cfg.buzzer_pin, factory)
+            parts.build(cfg, devs, extra, factory, clock, install_exit_handlers)
             if state_store is not None:
-                policies = {**dict.fromkeys(relays, cfg.relay_restore),
+                policies = {**dict.fromkeys(parts.relays, cfg.relay_restore),
                             **{d.name: d.relay_restore for d in devs}}
-                restore_relays(relays, policies, state_store)
+                restore_relays(parts.relays, policies, state_store)
         except BaseException:
-            for closable in (buzzer, led, *leds.values(), *switches.values()):
-                if closable is not None:
-                    closable.close()
-            _close_relays(relays)
+            parts.close()
             raise
         log.info("GPIO: %s; %s; LED pin %d, buzzer pin %d%s", description,
                  "; ".join(f"{d.name!r}: relay pin {d.relay_pin}, switch pin {d.switch_pin} "
                            f"({d.switch_mode})" + (f", LED pin {d.led_pin}" if d.led_pin != -1 else "")
                            for d in devs),
                  cfg.led_pin, cfg.buzzer_pin, "".join(f", relay {n!r} pin {r.pin}" for n, r in extra.items()))
-        first = switches[devs[0].name]
-        return cls(relays, first, led, factory, description, buzzer, switches, leds)
+        first = parts.switches[devs[0].name]
+        return cls(parts.relays, first, parts.led, factory, description, parts.buzzer, parts.switches,
+                   parts.leds)
 
     def close(self) -> None:
         """LED and buzzer off, switch released, every relay to its safe state (last, and even
@@ -204,6 +182,41 @@ class Devices:
                 switch.close()
         finally:
             _close_relays(self.relays)
+
+
+class _Parts:
+    """What `Devices.from_config` builds, closed again if a later part fails."""
+
+    def __init__(self) -> None:
+        self.relays: dict[str, Relay] = {}
+        self.switches: dict[str, PersonSwitch] = {}
+        self.leds: dict[str, StatusLed] = {}
+        self.led: StatusLed | NoLed | None = None
+        self.buzzer: AskBuzzer | None = None
+
+    def build(self, cfg: GpioConfig, devs: Sequence[DeviceConfig], extra: Mapping[str, RelayConfig],
+              factory: Factory, clock: Clock, install_exit_handlers: bool) -> None:
+        for d in devs:  # every relay first: each is in its safe state from here on
+            rcfg = RelayConfig(d.relay_pin, d.relay_active_high, cfg.relay_safe_state, cfg.min_toggle_interval_ms)
+            self.relays[d.name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
+        for name, rcfg in extra.items():
+            self.relays[name] = Relay(rcfg, factory, clock=clock, install_exit_handlers=install_exit_handlers)
+        for d in devs:
+            relay = self.relays[d.name]
+            self.switches[d.name] = PersonSwitch(
+                PersonSwitchConfig(d.switch_pin, d.switch_mode, d.switch_pull_up, d.switch_bounce_ms,
+                                   initial_desired=cfg.relay_safe_state),
+                factory, clock=clock, reference=lambda relay=relay: relay.is_on)
+            if d.led_pin != -1:
+                self.leds[d.name] = StatusLed(d.led_pin, factory)
+        self.led = make_status_led(cfg.led_pin, factory)
+        self.buzzer = make_ask_buzzer(cfg.buzzer_pin, factory)
+
+    def close(self) -> None:
+        for closable in (self.buzzer, self.led, *self.leds.values(), *self.switches.values()):
+            if closable is not None:
+                closable.close()
+        _close_relays(self.relays)
 
 
 def _gpio_device(cfg: GpioConfig) -> DeviceConfig:
