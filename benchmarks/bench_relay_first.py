@@ -65,7 +65,7 @@ def instrument(c: Controller, marks: dict) -> None:
     """Mark when the transcript is ready and when the relay/ask/ignore step has returned, and
     time storing the interaction's row (a SQLite commit, ``synchronous = FULL``: on the path,
     an unstored interaction is not acted on)."""
-    usable, act, add = c._usable_text, c._act_or_ask, c.store.add_interaction
+    predict, act, add = c.worker.predict_devices, c._act_or_ask, c.store.add_interaction
 
     def add_interaction(*a, **k):
         t = time.perf_counter()
@@ -75,17 +75,16 @@ def instrument(c: Controller, marks: dict) -> None:
 
     c.store.add_interaction = add_interaction
 
-    def usable_text(*a, **k):
-        out = usable(*a, **k)
+    def predict_devices(*a, **k):  # called as soon as the transcript is ready
         marks["ready"] = time.perf_counter()
-        return out
+        return predict(*a, **k)
 
     def act_or_ask(*a, **k):
         out = act(*a, **k)
         marks["relay"] = time.perf_counter()
         return out
 
-    c._usable_text, c._act_or_ask = usable_text, act_or_ask
+    c.worker.predict_devices, c._act_or_ask = predict_devices, act_or_ask
 
 
 def session(path: Path, mode: str, pace_s: float) -> dict:

@@ -190,6 +190,26 @@ def _clamp(p: float) -> float:
     return min(1.0, max(0.0, float(p)))
 
 
+def transcribe(asr: AsrBackend, utt: Utterance) -> Transcript:
+    """The utterance's transcript (a streamed utterance: only its finalisation); an ASR error
+    rejects the utterance (its audio is kept when configured)."""
+    try:
+        return asr.transcribe_utterance(utt)
+    except AsrError as exc:
+        log.error("ASR failed (%s): %s", asr.name, exc)
+        raise _Rejected(f"ASR error: {exc}", asr.name, keep_audio=True) from exc
+
+
+def usable_text(tr: Transcript, utt: Utterance, max_chars: int) -> str:
+    """The transcript cut to ``max_chars`` (``asr.max_transcript_chars``); rejects an empty one."""
+    text = cap_transcript(tr.text, max_chars)
+    if not text:
+        msg = "empty transcript" if utt.text is not None else "empty utterance: nothing recognised"
+        log.error("%s (%s)", msg, utt.path or utt.source)
+        raise _Rejected(msg, tr.backend, keep_audio=True)
+    return text
+
+
 # --- the controller -------------------------------------------------------------------------
 class Controller:
     """One device's loop. Thread-safe: `handle`, `pump` and `stop` share one lock. `worker`
@@ -266,8 +286,8 @@ class Controller:
         try:
             asr = self._listen(utt)
             with watch.stage("asr"):
-                transcript = self._transcribe(asr, utt)
-            text = self._usable_text(transcript, utt)
+                transcript = transcribe(asr, utt)
+            text = usable_text(transcript, utt, self.settings.asr.max_transcript_chars)
         except _Rejected as rejected:
             if utt.stream is not None:
                 utt.stream.cancel()
@@ -303,22 +323,6 @@ class Controller:
         if utt.truncated:
             log.warning("utterance was cut at max_utterance_ms; transcribing what was kept")
         return self.asr
-
-    def _transcribe(self, asr: AsrBackend, utt: Utterance) -> Transcript:
-        try:
-            return asr.transcribe_utterance(utt)  # a streamed utterance: only its finalisation
-        except AsrError as exc:
-            log.error("ASR failed (%s): %s", asr.name, exc)
-            raise _Rejected(f"ASR error: {exc}", asr.name, keep_audio=True) from exc
-
-    def _usable_text(self, tr: Transcript, utt: Utterance) -> str:
-        """The transcript cut to ``asr.max_transcript_chars``; rejects an empty one."""
-        text = cap_transcript(tr.text, self.settings.asr.max_transcript_chars)
-        if not text:
-            msg = "empty transcript" if utt.text is not None else "empty utterance: nothing recognised"
-            log.error("%s (%s)", msg, utt.path or utt.source)
-            raise _Rejected(msg, tr.backend, keep_audio=True)
-        return text
 
     def _record_prediction(self, text: str, tr: Transcript, pred: SwitchPrediction,
                            watch: Stopwatch) -> int:
