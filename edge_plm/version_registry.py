@@ -15,7 +15,7 @@ from edge_plm import learning_state as state
 from edge_plm.learner_types import VersionEvent, Window, keys_of
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ModelVersion
-from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.model import LABEL_INDEX, SwitchModel
 
 if TYPE_CHECKING:
     from edge_plm.holdout_gate import HoldoutScore
@@ -223,7 +223,9 @@ class VersionRegistry:
         model = lr._fresh_model()
         keys: dict[int, int] = {}
         learned = 0
-        for row in lr.store.interactions(oldest_first=True):
+        rows = list(lr.store.interactions(oldest_first=True))
+        by_device = relearn_devices(lr, [r.id for r in rows if r.label is not None])
+        for row in rows:
             if row.id in exclude or row.error or not row.transcript.strip():
                 continue
             if row.label is None:
@@ -235,7 +237,12 @@ class VersionRegistry:
                     lr.store.set_holdout(row.id, True)
                 continue
             keys[row.id] = len(model.examples)
-            model.learn(row.transcript, row.label)
+            if row.id in by_device:  # several devices: what each device's switch said
+                model.learn_devices(row.transcript, by_device[row.id], lr.devices)
+                if model.examples[-1][1] != LABEL_INDEX[row.label]:  # the database's label wins
+                    model.relabel(keys[row.id], row.label)
+            else:
+                model.learn(row.transcript, row.label)
             learned += 1
         return model, keys, learned
 
@@ -260,4 +267,19 @@ class VersionRegistry:
         return name
 
 
-__all__ = ["VersionRegistry"]
+def relearn_devices(lr, ids: list[int]) -> dict[int, dict[str, str]]:
+    """The stored per-device labels of `ids` for the learner's configured devices (several
+    devices only; a device no longer configured is left out): what a rebuild re-learns with
+    ``SwitchModel.learn_devices``."""
+    if len(lr.devices) < 2 or not ids:
+        return {}
+    names = {d.name for d in lr.devices}
+    out = {}
+    for iid, labels in lr.store.device_labels(ids).items():
+        kept = {d: v for d, v in labels.items() if d in names}
+        if kept:
+            out[iid] = kept
+    return out
+
+
+__all__ = ["VersionRegistry", "relearn_devices"]

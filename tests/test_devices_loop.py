@@ -12,6 +12,7 @@ from edge_plm.controller import text_utterance
 from edge_plm.policy import Action, Decision
 from edge_plm.replay import SessionError, SessionLine, read_session, run_session
 from edge_plm.settings import DeviceConfig, Settings
+from edge_plm.switch.model_devices import address
 from kit import make_replay
 
 HOUSE = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
@@ -216,5 +217,29 @@ def test_with_two_devices_in_doubt_the_signal_stays_until_both_are_answered(tmp_
         per = replay.store.device_outcomes([out.interaction_id])[out.interaction_id]
         assert (per["lamp"].label, per["fan"].label) == ("OFF", "OFF")
         assert per["lamp"].label_source == per["fan"].label_source == "asked"
+    finally:
+        replay.close()
+
+
+def test_a_rebuild_from_the_database_relearns_what_each_devices_switch_taught(tmp_path):
+    # the owner's own name for the fan is learned from the fan's switch; a model rebuilt from
+    # the database (forget --rebuild) must know it too, not only the command's action
+    replay = make_replay(tmp_path / "d.db", settings=house(act_threshold=1.0, ask_threshold=1.0))
+    try:
+        for _ in range(3):
+            replay.controller.handle(text_utterance("turn on the breeze"))
+            replay.clock.advance(1.0)
+            flip(replay, "fan")
+            replay.controller.pump()
+            settle(replay)
+            flip(replay, "fan")  # and off again by hand, outside any window
+            settle(replay)
+        lr = replay.controller.learner
+        live = address(lr.model, "turn on the breeze", lr.devices).shares.tolist()
+        assert live[1] > 0 and live[0] == 0, live
+        lr.rebuild_from_store()
+        rebuilt = address(lr.model, "turn on the breeze", lr.devices).shares.tolist()
+        assert rebuilt == live
+        assert lr.unlearned() == 0
     finally:
         replay.close()
