@@ -15,13 +15,16 @@ comparison s_k in [0, 1] says how much word k is one of the device's name words:
   0. A plural ("fans", "lamps": the name word + "s" / "es") compares as GARBLE_SHARE.
 
 Each name word attends to the position that compares best with it (hard attention: the
-argmax); a name of m words scores the mean of its m best comparisons, a device the best of its
-name and aliases. A device's learned words (``device_evidence.DeviceEvidence``: what its
-switch taught) add a second score: the largest evidence of a heard word for the device. The
-device's score r_d is the larger of the two.
+argmax; when the name's words as one run of m words compare as well, that run); a name of m
+words scores the mean of its m best comparisons, a device the best of its name and aliases.
+A device's learned words (``device_evidence.DeviceEvidence``: what its switch taught) add a
+second score: the largest evidence of a heard word for the device. The device's score r_d is
+the larger of the two.
 
 Shares (``address``): the devices with r_d >= ADDRESS_FLOOR and within MARGIN of the best
-score are addressed, with the share p_d = min(1, r_d / FULL_SHARE); when none is, "all" /
+score are addressed, except a device whose name's positions are a strict part of another
+addressed device's ("turn on the salt lamp" is for the salt lamp, not the lamp: the longest
+name wins), with the share p_d = min(1, r_d / FULL_SHARE); when none is, "all" /
 "every" / "everything" address every device, and otherwise the first device gets the whole
 command (where a single device's switch always went). The words the addressed devices'
 queries picked up are the *slot*: the command's action is read from the transcript without
@@ -137,6 +140,12 @@ class NameQuery:
             pos = s.argmax(axis=0)
             top = s[pos, np.arange(len(phrase))]
             score = float(top.mean())
+            m = len(phrase)
+            if 1 < m <= len(heard):  # the name said as one run of words is where it is
+                runs = [float(np.mean([s[k + j, j] for j in range(m)])) for k in range(len(heard) - m + 1)]
+                k = int(np.argmax(runs))
+                if runs[k] >= score - 1e-9:
+                    pos, top = np.arange(k, k + m), s[np.arange(k, k + m), np.arange(m)]
             if score > best:
                 best, where = score, tuple(int(p) for p, t in zip(pos, top) if t > 0)
         return best, where
@@ -149,6 +158,7 @@ class NameQuery:
         self.register(devices)
         scores = np.zeros(len(devices))
         picked: list[tuple[int, ...]] = []
+        named: list[set[int]] = []
         for i, d in enumerate(devices):
             score, where = self.name_score(words, d)
             learned = [evidence.evidence(d.name, w) for w in words] if evidence is not None else []
@@ -156,8 +166,12 @@ class NameQuery:
             top = max(learned, default=0.0)
             scores[i] = max(score, top)
             picked.append(tuple(sorted(set(where) | set(strong))))
+            named.append(set(where) if score >= ADDRESS_FLOOR else set())
         best = float(scores.max())
         hit = (scores >= ADDRESS_FLOOR) & (scores >= best - MARGIN)
+        for i in np.flatnonzero(hit).tolist():  # the longest name wins: "salt lamp" is not the lamp
+            if named[i] and any(j != i and hit[j] and named[i] < named[j] for j in range(len(devices))):
+                hit[i] = False
         slots: set[int] = set()
         if hit.any():
             shares = np.where(hit, np.minimum(1.0, scores / FULL_SHARE), 0.0)
