@@ -398,3 +398,28 @@ def test_replay_cli_with_voice_answers_adds_its_keys(tmp_path):
     out = json.loads(run.stdout)
     assert {"spoken_answers", "answer_errors", "own_voice_dropped"} <= set(out)
     assert out["spoken_answers"] == out["asked"] and out["answer_errors"] <= out["spoken_answers"]
+
+
+def test_with_several_devices_the_question_names_the_device_and_the_answer_is_for_it(tmp_path, sphinx):
+    from edge_plm.settings import DeviceConfig
+
+    devices = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
+               DeviceConfig("fan", [], relay_pin=23, switch_pin=24)]
+    s = replace(Settings(devices=devices), policy=ASK_ALL)
+    loop = build_replay(s, tmp_path / "edge-plm.db", asr=sphinx, talkback=True)
+    try:
+        c, tb = loop.controller, loop.controller.talkback
+        asked = c.handle(text_utterance("turn on the fan"))
+        assert asked.devices["fan"].decision is Decision.ASK
+        assert asked.devices["lamp"].decision is not Decision.ASK
+        assert np.array_equal(tb.player.played[-1], tb.cache.get(prompt_text("ON", "fan")))
+        out = _answer(loop, True)
+        assert out.answer is True and out.action is Action.ON
+        assert c.devices.relays["fan"].is_on and not c.devices.relays["lamp"].is_on
+        loop.clock.advance(60.0)
+        c.pump()
+        per = loop.store.device_outcomes([asked.interaction_id])[asked.interaction_id]
+        assert (per["fan"].label, per["fan"].label_source, per["fan"].action) == ("ON", "spoken", "ON")
+        assert per["lamp"].label == "NOOP"
+    finally:
+        loop.close()
