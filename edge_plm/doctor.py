@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -282,7 +282,7 @@ def check_gpio(s: Settings, pin_factory: Callable[[str], tuple[Any, str]] | None
     """A real pin factory loads (else: mock only, a warning); the pins in use are distinct."""
     g = s.gpio
     pins = [p for p in (g.relay_pin, g.switch_pin, g.led_pin, g.buzzer_pin) if p != -1]
-    if len(set(pins)) != len(pins):
+    if not s.devices and len(set(pins)) != len(pins):  # [[devices]]: the config check's job
         return Check("gpio", FAIL, f"relay_pin, switch_pin, led_pin and buzzer_pin must differ, got {pins}",
                      "give each of gpio.relay_pin, switch_pin, led_pin, buzzer_pin its own BCM pin number")
     if pin_factory is None:
@@ -304,9 +304,10 @@ def check_gpio(s: Settings, pin_factory: Callable[[str], tuple[Any, str]] | None
             close()
     except Exception:  # closing a probe factory must not turn into a failed check
         log.debug("closing the probe pin factory failed", exc_info=True)
-    pin_text = f"relay {g.relay_pin}, switch {g.switch_pin}, LED {g.led_pin}" + (
-        f", buzzer {g.buzzer_pin}" if g.buzzer_pin != -1 else "") + " (BCM)"
-    restore = _restore_text(g)
+    pin_text, restore = _pins_text(s), _restore_text(g)
+    if s.devices:
+        restore = "; ".join(f"{d.name} {_restore_text(replace(g, relay_restore=d.relay_restore))}"
+                            for d in s.devices)
     if description.lower().startswith("mock"):
         if g.pin_factory.strip().lower() == "mock":
             return Check("gpio", WARN, f"mock only: {description}; {pin_text}; {restore}",
@@ -315,6 +316,18 @@ def check_gpio(s: Settings, pin_factory: Callable[[str], tuple[Any, str]] | None
                      f"{pin_text}; {restore}",
                      f"on a Raspberry Pi / Le Potato: {access}; firmware_scripts/gpio-test.sh clicks the relay")
     return Check("gpio", OK, f"{description}; {pin_text}; {restore}")
+
+
+def _pins_text(s: Settings) -> str:
+    """The pins in use, for the gpio check's detail (each device's with ``[[devices]]``)."""
+    g = s.gpio
+    shared = f"LED {g.led_pin}" + (f", buzzer {g.buzzer_pin}" if g.buzzer_pin != -1 else "")
+    if not s.devices:
+        return f"relay {g.relay_pin}, switch {g.switch_pin}, {shared} (BCM)"
+    each = "; ".join(f"{d.name}: relay {d.relay_pin}, switch {d.switch_pin}"
+                     + (f", LED {d.led_pin}" if d.led_pin != -1 else "") for d in s.devices)
+    shared = ", ".join(f"{what} {p}" for what, p in (("LED", g.led_pin), ("buzzer", g.buzzer_pin)) if p != -1)
+    return f"{each}" + (f"; shared {shared}" if shared else "") + " (BCM)"
 
 
 def _restore_text(g: Any) -> str:

@@ -251,6 +251,18 @@ def test_gpio_shows_what_the_relay_does_on_start():
     assert c.detail.endswith("on start: safe state ON, then OFF (relay_restore = off)")
 
 
+def test_gpio_with_several_devices_shows_each_devices_pins_and_restore():
+    s = settings.Settings(devices=[
+        settings.DeviceConfig("lamp", [], relay_pin=17, switch_pin=27, led_pin=5),
+        settings.DeviceConfig("fan", [], relay_pin=23, switch_pin=24, relay_restore="off")])
+    s.gpio.led_pin = 22
+    assert settings.problems(s) == []
+    c = doctor.check_gpio(s, pin_factory=real_gpio)
+    assert c.status == "ok"
+    assert "lamp: relay 17, switch 27, LED 5; fan: relay 23, switch 24; shared LED 22 (BCM)" in c.detail
+    assert "fan on start: safe state OFF, then OFF (relay_restore = off)" in c.detail
+
+
 @pytest.mark.parametrize("machine, bits, arch, status", [
     ("aarch64", 64, "arm64", "ok"), ("x86_64", 64, "amd64", "ok"), ("aarch64", 64, None, "ok"),
     ("armv7l", 32, "armhf", "fail"), ("aarch64", 32, "armhf", "fail"),  # Pi 4, 32-bit OS
