@@ -11,7 +11,8 @@ service stops as at the end of stdin).
 simulated person's switch, by driving the switch's pin on gpiozero's MockFactory, the way a hand
 on a real switch changes the level on its GPIO. On a terminal it is put in cbreak mode, so a
 space acts at once; on a pipe or a line-buffered terminal the space acts when its line arrives
-(press Enter). ``q`` ends the run. What the flip did to the relay is printed.
+(press Enter). With several devices (``[[devices]]``) the keys 1-9 flip the switch of device 1-9
+(space: the first device's). ``q`` ends the run. What the flip did to the relay is printed.
 """
 
 from __future__ import annotations
@@ -105,21 +106,27 @@ class KeySwitch:
             if not chunk:
                 return  # end of input: files keep playing
             for byte in chunk:
+                names = list(self.controller.devices.switches)
                 if byte == ord(" "):
                     self.flip()
+                elif len(names) > 1 and ord("1") <= byte < ord("1") + min(len(names), 9):
+                    self.flip(names[byte - ord("1")])
                 elif byte in b"qQ":
                     self.print("q: stopping")
                     self.on_quit()
                     return
 
-    def flip(self) -> None:
-        """Drive the switch pin as a hand would, then report what the relay did."""
+    def flip(self, device: str | None = None) -> None:
+        """Drive the switch pin of `device` (None: the first device's) as a hand would, then
+        report what its relay did."""
         with self._flipping:
-            self._flip()
+            self._flip(device)
 
-    def _flip(self) -> None:
+    def _flip(self, device: str | None) -> None:
         devices = self.controller.devices
-        switch, relay = devices.switch, devices.relay
+        name = device or next(iter(devices.switches))
+        switch, relay = devices.switches[name], devices.relays[name]
+        key = "space" if device is None else f"{list(devices.switches).index(name) + 1} ({name})"
         pin = devices.factory.pin(switch.cfg.pin)
         before = relay.is_on
         settle = 2 * switch.cfg.bounce_ms / 1000 + 0.02  # past the debounce filter
@@ -139,9 +146,9 @@ class KeySwitch:
             time.sleep(0.02)
         after = " (after the relay's rate limit)" if limited else ""
         if relay.is_on != before:
-            self.print(f"space: switch flipped ({switch.cfg.mode}) -> relay {_word(relay.is_on)}{after}")
+            self.print(f"{key}: switch flipped ({switch.cfg.mode}) -> relay {_word(relay.is_on)}{after}")
         else:
-            self.print(f"space: switch flipped ({switch.cfg.mode}) -> relay still {_word(before)}")
+            self.print(f"{key}: switch flipped ({switch.cfg.mode}) -> relay still {_word(before)}")
 
 
 class _Cbreak:
@@ -198,8 +205,11 @@ class FileSession:
         if self.controller is None:
             raise RuntimeError("FileSession.attach(controller) first")
         g = self.controller.devices.switch.cfg
+        names = list(self.controller.devices.switches)
+        keys = (f"; keys 1-{min(len(names), 9)} flip the switch of "
+                + ", ".join(f"{i} {n}" for i, n in enumerate(names[:9], 1))) if len(names) > 1 else ""
         self.print(f"playing {len(self.paths)} file(s), {self.gap_s:g} s apart; GPIO simulated "
-                   f"(MockFactory); press space to flip the switch ({g.mode}), q to stop")
+                   f"(MockFactory); press space to flip the switch ({g.mode}){keys}, q to stop")
         try:
             for n, item in enumerate(wav_inputs(self.paths, self.endpointer), 1):
                 if self._closed.is_set():

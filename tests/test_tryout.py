@@ -163,3 +163,18 @@ def test_on_a_terminal_a_space_alone_flips_the_switch(tmp_path):
     assert "space: switch flipped (toggle) -> relay OFF" in text
     assert "#1 labelled NOOP (acted ON; person reverted to OFF)" in text
     assert termios.tcgetattr(fd)[3] & termios.ICANON  # the terminal is line-based again
+
+
+def test_with_several_devices_a_digit_flips_that_devices_switch(tmp_path):
+    cfg = config(tmp_path, '[[devices]]\nname = "lamp"\naliases = ["lights"]\nrelay_pin = 17\nswitch_pin = 27\n'
+                 '[[devices]]\nname = "fan"\nrelay_pin = 23\nswitch_pin = 24\n')
+    proc = start(cfg, "--gap", "0", "--audio", str(MUSIC))
+    lines: list[str] = []
+    read_until(proc, "[1/1]", lines)
+    proc.stdin.write("2\n")  # the person switches the fan on with its own switch
+    proc.stdin.flush()
+    err = finish(proc, lines)
+    assert proc.returncode == 0, err
+    assert "keys 1-2 flip the switch of 1 lamp, 2 fan" in lines[0], (lines, err)
+    assert any(line.startswith("2 (fan): switch flipped (toggle) -> relay ON") for line in lines), (lines, err)
+    assert "Traceback" not in err
