@@ -340,16 +340,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
             break
         clock.advance(gap)
         controller.pump()
-        if line.audio is not None:
-            item = next(iter(wav_inputs([line.audio], endpointer, controller.asr)))
-        else:
-            item = text_utterance(line.text or "")
         before = devices.relay.is_on
-        failures = controller.storage_failures
-        outcome = controller.handle(item)
-        if controller.storage_failures > failures or not outcome.stored:
-            raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error
-                                     or outcome.error or "not stored")
+        outcome = _handle_line(line, controller, endpointer, i, len(lines))
         if first_id is None and outcome.interaction_id is not None:
             first_id = outcome.interaction_id
         if line.answer == "voice" and outcome.decision is Decision.ASK:
@@ -401,6 +393,21 @@ def wanted_actions(line: SessionLine, names: list[str]) -> dict[str, Action] | N
     return {n: line.wish if n in targets else Action.NOOP for n in names}
 
 
+def _handle_line(line: SessionLine, controller: Controller, endpointer: Endpointer | None,
+                 i: int, n: int) -> Outcome:
+    """Line `i` (of `n`) through the loop: its WAV (endpointed, transcribed) or its text; a
+    line the loop could not store stops the replay (`ReplayStorageError`)."""
+    if line.audio is not None:
+        item = next(iter(wav_inputs([line.audio], endpointer, controller.asr)))
+    else:
+        item = text_utterance(line.text or "")
+    failures = controller.storage_failures
+    outcome = controller.handle(item)
+    if controller.storage_failures > failures or not outcome.stored:
+        raise ReplayStorageError(i + 1, n, controller.last_storage_error or outcome.error or "not stored")
+    return outcome
+
+
 def _run_devices(lines: list[SessionLine], controller: Controller, clock: SimClock,
                  person: SimulatedPerson, endpointer: Endpointer | None, gap: float,
                  progress: Callable[[], None] | None, stop: StopFlag | None) -> SessionResult:
@@ -415,16 +422,8 @@ def _run_devices(lines: list[SessionLine], controller: Controller, clock: SimClo
             break
         clock.advance(gap)
         controller.pump()
-        if line.audio is not None:
-            item = next(iter(wav_inputs([line.audio], endpointer, controller.asr)))
-        else:
-            item = text_utterance(line.text or "")
         before = {n: devices.relays[n].is_on for n in names}
-        failures = controller.storage_failures
-        outcome = controller.handle(item)
-        if controller.storage_failures > failures or not outcome.stored:
-            raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error
-                                     or outcome.error or "not stored")
+        outcome = _handle_line(line, controller, endpointer, i, len(lines))
         after = {n: devices.relays[n].is_on for n in names}
         wants = wanted_actions(line, names)
         flips = 0
