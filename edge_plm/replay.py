@@ -25,7 +25,7 @@ from edge_plm.evaluation import percentiles
 from edge_plm.learner import Learner, LearnerConfig, device_names
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.policy import Action, Decision, SimulatedPerson
-from edge_plm.settings import Settings, device_configs
+from edge_plm.settings import DeviceConfig, Settings, device_configs
 from edge_plm.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
 from edge_plm.voice.asr import AsrBackend, PocketSphinxASR
@@ -129,6 +129,29 @@ def check_devices(lines: list[SessionLine], names: list[str]) -> None:
         if unknown:
             raise SessionError(f"session line {i}: unknown device {unknown[0]!r} "
                                f"(configured: {', '.join(names)})")
+
+
+def session_devices(lines: list[SessionLine], settings: Settings) -> Settings:
+    """`settings` for replaying `lines`: as given when they configure ``[[devices]]`` or no line
+    names a device; else one mock device per name the lines give, in order of first mention
+    (the first is the default device), on pins of their own, the rest of `settings` kept (a
+    session from another household replays without writing its config first)."""
+    if settings.devices:
+        return settings
+    names = list(dict.fromkeys(d for line in lines for d in line.devices or ()))
+    if not names:
+        return settings
+    g = settings.gpio
+    free = iter(p for p in range(2, 28) if p not in (g.led_pin, g.buzzer_pin))
+    try:
+        devices = [DeviceConfig(n, [], relay_pin=next(free), relay_active_high=g.relay_active_high,
+                                relay_restore=g.relay_restore, switch_pin=next(free),
+                                switch_mode=g.switch_mode, switch_pull_up=g.switch_pull_up,
+                                switch_bounce_ms=g.switch_bounce_ms) for n in names]
+    except StopIteration:
+        raise SessionError(f"the session names {len(names)} devices; at most 12 can be replayed "
+                           "without a config (give one with [[devices]])") from None
+    return replace(settings, devices=devices)
 
 
 class SimClock:
@@ -619,5 +642,5 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
 __all__ = ["ANSWER_WAYS", "Answerer", "LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine",
            "SessionResult", "SimClock", "SpokenAnswers", "build_replay", "check_devices", "default_gap_s",
-           "read_session", "replay_asr", "run_session", "session_span_s", "spoken_input", "uses_talkback",
+           "read_session", "replay_asr", "run_session", "session_devices", "session_span_s", "spoken_input", "uses_talkback",
            "wanted_actions"]

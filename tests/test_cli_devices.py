@@ -90,6 +90,22 @@ def test_replay_refuses_a_device_the_config_does_not_have(tmp_path, house):
     assert r.exit_code == 2 and "unknown device 'kettle'" in r.output and "Traceback" not in r.output
 
 
+def test_replay_without_a_config_uses_the_devices_the_session_names(tmp_path):
+    session = tmp_path / "s.jsonl"
+    session.write_text("".join(json.dumps(x) + "\n" for x in SESSION))
+    r = cli("replay", str(session), "--db", tmp_path / "d.db", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    # the names in order of first mention; the heater is named only by "everything off"
+    assert list(out["devices"]) == ["lamp", "fan", "heater"] and out["interactions"] == 4
+    assert "replaying with the devices the session names (lamp, fan, heater" in r.stderr
+    # a session that names one device replays as one device: the single-device keys only
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"text": "turn on the lamp", "label": "ON", "device": "lamp"}\n')
+    out = json.loads(cli("replay", str(one), "--db", tmp_path / "e.db", "--json").stdout)
+    assert "devices" not in out and out["interactions"] == 1
+
+
 def test_status_log_stats_and_export_show_devices(tmp_path, house):
     cfg, db, _ = house
     s = js(cli("status", "--db", db, "--config", cfg, "--json"))

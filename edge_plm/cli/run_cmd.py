@@ -158,12 +158,17 @@ def replay_command(
 ) -> None:
     """Run a logged session through the real loop with a simulated person (mock GPIO)."""
     log_to(sys.stderr, logging.WARNING)
-    from edge_plm.replay import SessionError, check_devices, read_session
+    from edge_plm.replay import SessionError, check_devices, read_session, session_devices
     from edge_plm.settings import device_configs
 
     settings = _replay_settings(start, config)
     try:
         lines = read_session(session)
+        given, settings = settings, session_devices(lines, settings)
+        if settings is not given:
+            log.warning("no [[devices]] configured: replaying with the devices the session names "
+                        "(%s; the first is the default), on simulated pins",
+                        ", ".join(d.name for d in settings.devices))
         check_devices(lines, [d.name for d in device_configs(settings)])
     except SessionError as exc:
         fail(str(exc), 2)
