@@ -139,3 +139,23 @@ def test_evidence_is_the_documented_ratio():
     assert ev.evidence("fan", "breeze") == pytest.approx(spec * 1 / (1 + PRIOR))
     with pytest.raises(ValueError, match="already"):
         ev.add(0, [], {})
+
+
+def test_several_named_devices_read_the_command_around_their_names():
+    from edge_plm.switch.addressing import DeviceName
+    from edge_plm.switch.model import SwitchModel
+    from edge_plm.switch.model_devices import address, command_of
+
+    m = SwitchModel.load(SHIPPED)
+    devices = [DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("heater")]
+    a = address(m, "turn on the lamp and the fan", devices)
+    assert (a.between, a.around) == ("and the", "turn on the")
+    assert command_of(m, a) == "turn on the"  # "and the" says nothing by itself
+    both = m.predict_devices("turn on the lamp and the fan", devices)
+    alone = m.predict("turn on the").distribution
+    assert both["lamp"].distribution == both["fan"].distribution == pytest.approx(alone)
+    # words between the names that say something keep the command as it was said
+    mixed = address(m, "turn on the lamp and turn off the fan", devices)
+    assert command_of(m, mixed) == mixed.command == "turn on the and turn off the"
+    one = address(m, "turn on the fan", devices)
+    assert one.between == one.around == "" and command_of(m, one) == "turn on the"

@@ -36,6 +36,23 @@ def address(model, transcript: str, devices) -> Addressing:
     return model.name_query.address(normalize(transcript).split(), devices, model.device_evidence)
 
 
+def command_of(model, a: Addressing) -> str:
+    """The words the command's action is read from: the transcript without the devices' names
+    (``a.command``); with several devices named, without the whole span from the first name to
+    the last when each word between them says nothing by itself (the model predicts NOOP for
+    it: "and", "the" in "turn on the lamp and the fan") and the command reads the same action
+    without the span, so the joining words do not blur the command. "turn on the lamp and turn
+    off the fan" and "switch the lamp on and the fan off" keep their words ("off", "on" are
+    not NOOP): one action for several devices cannot say both, so they are asked about."""
+    if not (a.between and a.around):
+        return a.command
+    if any(model.predict(w).action != "NOOP" for w in a.between.split()):
+        return a.command  # the span holds a command word ("the lamp on and the fan off")
+    if model.predict(a.around).action != model.predict(a.command).action:
+        return a.command
+    return a.around
+
+
 def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0,
                     evidence_prior: float = 0.0) -> dict:
     """Each configured device's action and confidence (``SwitchPrediction``, by name): the
@@ -45,7 +62,7 @@ def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0
     if len(devices) == 1:
         return {devices[0].name: model.predict(transcript, prior_strength, evidence_prior)}
     a = address(model, transcript, devices)
-    pred = model.predict(a.command, prior_strength, evidence_prior)
+    pred = model.predict(command_of(model, a), prior_strength, evidence_prior)
     y = np.array([pred.distribution[x] for x in ACTIONS])
     out = {}
     for d, p in zip(devices, a.shares.tolist()):
@@ -65,7 +82,7 @@ def learn_devices(model, transcript: str, labels: dict[str, str], devices) -> fl
     full = _full_labels(labels, devices)
     a = address(model, transcript, devices)  # before the label: as it was predicted
     key = len(model.examples)
-    loss = model.learn(a.command, addressing.command_label(full, devices))
+    loss = model.learn(command_of(model, a), addressing.command_label(full, devices))
     model.device_evidence.add(key, normalize(transcript).split(), full)
     return loss
 

@@ -58,12 +58,17 @@ OWN_VOCAB = (4096, 14, 1)  # cap, bits, query words of the names' own vocabulary
 @dataclass(frozen=True)
 class Addressing:
     """Which devices a transcript addresses: the share of each, each device's score, the slot
-    positions (the words the addressed devices' queries picked up) and the command without them."""
+    positions (the words the addressed devices' queries picked up) and the command without them.
+    Several devices named: ``between`` holds the other words between the first and the last
+    slot ("and the" in "turn on the lamp and the fan"), ``around`` the command without that
+    whole span ("turn on the"); both "" otherwise."""
 
     shares: np.ndarray
     scores: np.ndarray
     slots: tuple[int, ...]
     command: str
+    between: str = ""
+    around: str = ""
 
 
 def bag_cosine(a: Counter, b: Counter) -> float:
@@ -187,4 +192,9 @@ class NameQuery:
             rest = [SLOT_FILLER if k in slots else w for k, w in enumerate(words)
                     if k not in slots or k - 1 not in slots]
         command = " ".join(rest if rest else words)
-        return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command)
+        between = around = ""
+        if int(hit.sum()) > 1 and slots and rest:
+            lo, hi = min(slots), max(slots)
+            between = " ".join(w for k, w in enumerate(words) if lo < k < hi and k not in slots)
+            around = " ".join(words[:lo] + words[hi + 1:])
+        return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command, between, around)
