@@ -71,9 +71,18 @@ def machine() -> dict:
     return info
 
 
+def _shown_arg(arg: str) -> str:
+    """A command-line argument as a results file records it: an absolute path (or the path of
+    a ``--opt=PATH``) relative to the repository (`shown`), anything else as given."""
+    opt, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+    if os.path.isabs(value):
+        value = shown(value)
+    return f"{opt}{eq}{value}"
+
+
 def header() -> dict:
     return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(["python3", *sys.argv]), "machine": machine()}
+            "command": " ".join(["python3", *(_shown_arg(a) for a in sys.argv)]), "machine": machine()}
 
 
 def write_result(name: str, payload: dict) -> Path:
