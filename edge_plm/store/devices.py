@@ -18,8 +18,7 @@ from typing import Any
 
 import sqlite_utils
 
-from edge_plm.store.records import (ACTIONS, DECISIONS, LABEL_SOURCES, LABELS, _check, _check_prob,
-                                    _enum_value, _marks)
+from edge_plm.store.records import _enum_value, _marks, check_outcome
 
 _COLUMNS = ("prediction", "confidence", "distribution", "decision", "action", "label",
             "label_source", "label_ts")
@@ -46,12 +45,7 @@ def _values(fields_: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown device outcome field(s): {', '.join(sorted(unknown))}")
     row = {k: _enum_value(v) for k, v in fields_.items()}
-    _check("prediction", row.get("prediction"), LABELS)
-    _check("decision", row.get("decision"), DECISIONS)
-    _check("action", row.get("action"), ACTIONS)
-    _check("label", row.get("label"), LABELS)
-    _check("label_source", row.get("label_source"), LABEL_SOURCES)
-    _check_prob("confidence", row.get("confidence"))
+    check_outcome(row)
     if row.get("distribution") is not None:
         row["distribution"] = json.dumps(row["distribution"], sort_keys=True)
     return row

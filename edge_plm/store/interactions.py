@@ -12,10 +12,9 @@ from typing import Any
 import sqlite_utils
 
 from edge_plm.store.base import NotFoundError
-from edge_plm.store.records import (_GROUPABLE, _TEXT_FIELDS, _WRITABLE, ACTIONS, DECISIONS,
-                                    LABEL_SOURCES, LABELS, Interaction, _check, _check_prob,
+from edge_plm.store.records import (_GROUPABLE, _TEXT_FIELDS, _WRITABLE, Interaction, _check_prob,
                                     _enum_value, _interaction_filter, _marks, clean_text,
-                                    row_to_interaction)
+                                    check_outcome, row_to_interaction)
 
 log = logging.getLogger("edge_plm.store")
 
@@ -50,12 +49,7 @@ class InteractionRows:
             row["transcript"] = ""
         elif partial and "transcript" in row and row["transcript"] is None:
             raise ValueError("transcript cannot be set to None (use '' for no transcript)")
-        _check("prediction", row.get("prediction"), LABELS)
-        _check("label", row.get("label"), LABELS)
-        _check("label_source", row.get("label_source"), LABEL_SOURCES)
-        _check("decision", row.get("decision"), DECISIONS)
-        _check("action", row.get("action"), ACTIONS)
-        _check_prob("confidence", row.get("confidence"))
+        check_outcome(row)
         _check_prob("asr_confidence", row.get("asr_confidence"))
         label_keys = {"label", "label_source"} & set(row)
         if partial and label_keys and label_keys != {"label", "label_source"}:

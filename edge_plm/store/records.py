@@ -97,6 +97,17 @@ def _check_prob(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
 
 
+def check_outcome(row: dict[str, Any]) -> None:
+    """The outcome fields of an interaction row or of a device's row: each in its allowed values
+    (or None), the confidence in [0, 1]; ValueError naming the field otherwise."""
+    _check("prediction", row.get("prediction"), LABELS)
+    _check("decision", row.get("decision"), DECISIONS)
+    _check("action", row.get("action"), ACTIONS)
+    _check("label", row.get("label"), LABELS)
+    _check("label_source", row.get("label_source"), LABEL_SOURCES)
+    _check_prob("confidence", row.get("confidence"))
+
+
 def _enum_value(value: Any) -> Any:
     """Accept str-Enums (e.g. policy.Action) as their value."""
     return getattr(value, "value", value)
