@@ -22,8 +22,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from edge_plm.replay import build_replay, read_session, run_session
-from edge_plm.settings import Settings
+from edge_plm.loop.replay import build_replay, read_session, run_session
+from edge_plm.config.settings import Settings
 
 SESSION = Path(__file__).resolve().parent / "data" / "adaptation-session.jsonl"
 PHRASES = {"abracadabra": "ON", "lights please": "NOOP"}

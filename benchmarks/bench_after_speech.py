@@ -41,7 +41,7 @@ from bench_sessions import settings_with  # noqa: E402
 from benchinfo import header, markdown_table, write_result  # noqa: E402
 from synth_speech import synthesize  # noqa: E402
 
-from edge_plm.replay import build_replay, read_session, run_session  # noqa: E402
+from edge_plm.loop.replay import build_replay, read_session, run_session  # noqa: E402
 from edge_plm.voice.asr import PocketSphinxASR  # noqa: E402
 
 HOUSEHOLDS = REPO / "benchmarks" / "data" / "households"

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import describe, header, markdown_table, write_result  # noqa: E402
 from spoken_answers import NO, VOICES, YES, noisy, speak  # noqa: E402
 
-from edge_plm.settings import Settings  # noqa: E402
+from edge_plm.config.settings import Settings  # noqa: E402
 from edge_plm.voice.answers import GrammarAnswers, classify_answer  # noqa: E402
 from edge_plm.voice.asr import PocketSphinxASR  # noqa: E402
 from edge_plm.voice.endpoint import Endpointer  # noqa: E402

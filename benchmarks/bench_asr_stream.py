@@ -40,7 +40,7 @@ from asr_transcripts import edit_distance, normalise  # noqa: E402
 from benchinfo import header, markdown_table, write_result  # noqa: E402
 from synth_speech import synthesize  # noqa: E402
 
-from edge_plm.settings import Settings  # noqa: E402
+from edge_plm.config.settings import Settings  # noqa: E402
 from edge_plm.voice.asr import PocketSphinxASR, VoskASR  # noqa: E402
 from edge_plm.voice.audio import read_wav  # noqa: E402
 from edge_plm.voice.endpoint import Endpointer  # noqa: E402

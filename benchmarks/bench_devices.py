@@ -46,9 +46,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import header, markdown_table, write_result  # noqa: E402
 
-from edge_plm.policy import Action  # noqa: E402
-from edge_plm.replay import SessionLine, build_replay, run_session  # noqa: E402
-from edge_plm.settings import DeviceConfig, Settings  # noqa: E402
+from edge_plm.decide.policy import Action  # noqa: E402
+from edge_plm.loop.replay import SessionLine, build_replay, run_session  # noqa: E402
+from edge_plm.config.settings import DeviceConfig, Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HA = REPO / "models" / "data" / "ha-intents.jsonl"

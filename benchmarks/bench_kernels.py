@@ -35,9 +35,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_plm.charnet.config import get_config  # noqa: E402
+from edge_plm.research.charnet.config import get_config  # noqa: E402
 from edge_plm.switch.model import LABEL_INDEX  # noqa: E402
-from edge_plm.charnet.network import Batch, SwitchNet  # noqa: E402
+from edge_plm.research.charnet.network import Batch, SwitchNet  # noqa: E402
 from edge_plm.switch.tokenizer import CharTokenizer  # noqa: E402
 
 

@@ -32,8 +32,8 @@ from benchinfo import DEFAULT_DATA, shown  # noqa: E402
 
 CORPUS = DEFAULT_DATA / "tinyshakespeare.txt"
 
-from edge_plm.lm.config import get_lm_config  # noqa: E402
-from edge_plm.lm.trainer import Trainer, set_threads  # noqa: E402
+from edge_plm.research.lm.config import get_lm_config  # noqa: E402
+from edge_plm.research.lm.trainer import Trainer, set_threads  # noqa: E402
 
 
 def machine() -> dict:
@@ -110,10 +110,10 @@ def cmd_curve(args):
 
 
 def _speed(args):
-    from edge_plm.lm import kernels as lm_kernels, reference as lm_ref
-    from edge_plm.lm.corpus import batches_from_docs, read_window, split_offsets
-    from edge_plm.lm.model import SaffuLM
-    from edge_plm.lm.subword import CharVocab
+    from edge_plm.research.lm import kernels as lm_kernels, reference as lm_ref
+    from edge_plm.research.lm.corpus import batches_from_docs, read_window, split_offsets
+    from edge_plm.research.lm.model import SaffuLM
+    from edge_plm.research.lm.subword import CharVocab
 
     sys.path.insert(0, str(ROOT))
     from torch_saffu import make_step

@@ -39,10 +39,10 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from edge_plm.controller import Controller, text_utterance  # noqa: E402
-from edge_plm.policy import SimulatedPerson  # noqa: E402
-from edge_plm.replay import _flip_switch, build_replay, read_session  # noqa: E402
-from edge_plm.settings import Settings  # noqa: E402
+from edge_plm.loop.controller import Controller, text_utterance  # noqa: E402
+from edge_plm.decide.policy import SimulatedPerson  # noqa: E402
+from edge_plm.loop.replay import _flip_switch, build_replay, read_session  # noqa: E402
+from edge_plm.config.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HOUSEHOLDS = REPO / "benchmarks" / "data" / "households"
@@ -52,7 +52,7 @@ SESSIONS["crowd-283"] = REPO / "benchmarks" / "data" / "switch-dev-test.asr.json
 
 
 def asynchronous(replay) -> Controller:
-    from edge_plm.learner_worker import LearnerWorker  # noqa: PLC0415 - absent before the worker
+    from edge_plm.learning.worker import LearnerWorker  # noqa: PLC0415 - absent before the worker
 
     c = replay.controller
     worker = LearnerWorker(c.learner, synchronous=False)
@@ -143,7 +143,7 @@ def clone_costs(path: Path, repeat: int = 15) -> dict:
     import copy  # noqa: PLC0415
     import pickle  # noqa: PLC0415
 
-    from edge_plm.learner import LearnerConfig, load_start  # noqa: PLC0415
+    from edge_plm.learning.learner import LearnerConfig, load_start  # noqa: PLC0415
 
     model = load_start(LearnerConfig.from_settings(Settings().model))
     for line in read_session(path):

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import header  # noqa: E402
 
 from edge_plm.device import Devices  # noqa: E402
-from edge_plm.settings import GpioConfig  # noqa: E402
+from edge_plm.config.settings import GpioConfig  # noqa: E402
 from edge_plm.store import ReplayStore  # noqa: E402
 
 

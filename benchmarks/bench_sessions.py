@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import header, markdown_table, write_result  # noqa: E402
 
-from edge_plm.replay import build_replay, read_session, replay_asr, run_session  # noqa: E402
+from edge_plm.loop.replay import build_replay, read_session, replay_asr, run_session  # noqa: E402
 from edge_plm.switch.tokenizer import normalize  # noqa: E402
-from edge_plm.settings import Settings  # noqa: E402
+from edge_plm.config.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HOUSEHOLDS = REPO / "benchmarks" / "data" / "households"

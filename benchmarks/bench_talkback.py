@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import describe, header, markdown_table, write_result  # noqa: E402
 from spoken_answers import NoisyAnswerer  # noqa: E402
 
-from edge_plm.evaluation import percentiles  # noqa: E402
-from edge_plm.replay import build_replay, read_session, replay_asr, run_session, spoken_input  # noqa: E402
-from edge_plm.settings import Settings  # noqa: E402
-from edge_plm.talkback import prompt_text  # noqa: E402
+from edge_plm.learning.evaluation import percentiles  # noqa: E402
+from edge_plm.loop.replay import build_replay, read_session, replay_asr, run_session, spoken_input  # noqa: E402
+from edge_plm.config.settings import Settings  # noqa: E402
+from edge_plm.voice.talkback import prompt_text  # noqa: E402
 from edge_plm.voice.asr import PocketSphinxASR  # noqa: E402
 from edge_plm.voice.speech import EspeakSpeech, PromptCache  # noqa: E402
 

@@ -142,7 +142,7 @@ def scenarios(work: Path) -> list[tuple[str, list[str], str]]:
 COST = """
 import json, statistics, time
 import edge_plm
-from edge_plm.starting_model import shipped_path
+from edge_plm.config.starting_model import shipped_path
 from edge_plm.switch.model import SwitchModel
 rows = [json.loads(x) for x in open("edge_plm/data/switch-sample-train.jsonl") if x.strip()]
 warm = SwitchModel.load(shipped_path("switch-en"))

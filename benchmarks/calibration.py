@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import DEFAULT_DATA, RESULTS, header, markdown_table, shown, write_result  # noqa: E402
 from curves import load_switch_dev  # noqa: E402
 
-from edge_plm.settings import Settings  # noqa: E402
+from edge_plm.config.settings import Settings  # noqa: E402
 from edge_plm.switch.calibration import expected_calibration_error  # noqa: E402
 from edge_plm.switch.model import SwitchModel  # noqa: E402
 

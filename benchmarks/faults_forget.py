@@ -107,7 +107,7 @@ class Device:
 def rewrite_cost(dev: Device, ids: list[int], work: Path) -> dict:
     """On a copy of the state dir: the time of `rewrite_kept` for `ids` (rows not deleted)
     against deleting the same files."""
-    from edge_plm import forgetting
+    from edge_plm.learning import forgetting
     from edge_plm.store import ReplayStore
 
     copy = work / "copy"

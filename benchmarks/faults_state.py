@@ -77,8 +77,8 @@ def debris(db: Path, ckdir: Path) -> dict[str, int]:
 
 def start(db: Path, ckdir: Path, settings) -> dict:
     """The next start, as the service makes it; what it left behind."""
-    from edge_plm.learner import Learner, LearnerConfig
-    from edge_plm.learning_state import unlearned_in_active
+    from edge_plm.learning.learner import Learner, LearnerConfig
+    from edge_plm.learning.state import unlearned_in_active
     from edge_plm.store import ReplayStore
 
     store = ReplayStore(db)
@@ -98,7 +98,7 @@ def start(db: Path, ckdir: Path, settings) -> dict:
 def check_after_kill(db: Path, ckdir: Path, before: dict[int, str], settings) -> dict:
     now = labels_of(db)
     lost = [i for i, y in before.items() if now.get(i) != y]
-    from edge_plm.learning_state import unlearned_in_active
+    from edge_plm.learning.state import unlearned_in_active
     from edge_plm.store import ReplayStore
 
     with ReplayStore(db, read_only=True) as store:  # what `edge-plm status` says before it
@@ -135,7 +135,7 @@ def summarise(records: list[dict]) -> dict:
 def kill_replay(args) -> dict:
     """Kills land while the replay runs: 1,000-line sessions (10+ s here), killed 1.5–8 s
     after the start; a run that finished before its kill is checked but not counted."""
-    from edge_plm.settings import Settings
+    from edge_plm.config.settings import Settings
 
     rng = random.Random(args.seed)
     rows = text_lines()
@@ -178,7 +178,7 @@ def _service_config(state: Path) -> Path:
 
 
 def kill_run(args) -> dict:
-    from edge_plm.settings import load
+    from edge_plm.config.settings import load
 
     rng = random.Random(args.seed + 1)
     rows = text_lines()
@@ -231,9 +231,9 @@ def _rss_mb() -> float:
 
 
 def soak(args) -> dict:
-    from edge_plm.replay import SessionLine, build_replay, run_session
-    from edge_plm.policy import Action
-    from edge_plm.settings import Settings
+    from edge_plm.loop.replay import SessionLine, build_replay, run_session
+    from edge_plm.decide.policy import Action
+    from edge_plm.config.settings import Settings
 
     rows = text_lines()
     lines = [SessionLine(Action(r["label"]), r["text"])
@@ -263,8 +263,8 @@ def soak(args) -> dict:
 
     first, last = rate(0, k), rate(n - k, n)
     warm = rss[k - 1]
-    from edge_plm.learning_state import unlearned_in_active
-    from edge_plm.settings import Settings as S
+    from edge_plm.learning.state import unlearned_in_active
+    from edge_plm.config.settings import Settings as S
     from edge_plm.store import ReplayStore
 
     with ReplayStore(db) as store:
@@ -289,7 +289,7 @@ def soak(args) -> dict:
 
 
 def gate(args) -> dict:
-    from edge_plm import inspection as q
+    from edge_plm.commands import inspection as q
     from edge_plm.store import ReplayStore
 
     work = Path(tempfile.mkdtemp(prefix="faults-gate-"))

@@ -55,8 +55,8 @@ def _log_time(stamp: str) -> float:
 def _after_stop(db: Path, ckdir: Path, before: dict[int, str], log: str, t_signal: float,
                 settings) -> dict:
     """What one stop left, read without starting anything (as `edge-plm status` reads it)."""
-    from edge_plm import checkpoint_trust as trust
-    from edge_plm.learning_state import unlearned_in_active
+    from edge_plm.learning import trust
+    from edge_plm.learning.state import unlearned_in_active
     from edge_plm.store import ReplayStore
 
     if not db.exists():
@@ -158,7 +158,7 @@ def _one_run(config: Path, rows: list[dict], cursor: int, delay: float) -> dict:
 
 
 def sigterm_run(args) -> dict:
-    from edge_plm.settings import load
+    from edge_plm.config.settings import load
 
     rng = random.Random(args.seed + 19)
     rows = text_lines()
@@ -182,7 +182,7 @@ def sigterm_run(args) -> dict:
 
 
 def sigterm_replay(args) -> dict:
-    from edge_plm.settings import Settings
+    from edge_plm.config.settings import Settings
 
     rng = random.Random(args.seed + 20)
     rows = text_lines()
@@ -223,9 +223,9 @@ def sigterm_replay(args) -> dict:
 def _replayed(work: Path, config: str, lines: int):
     from dataclasses import replace
 
-    from edge_plm.policy import Action
-    from edge_plm.replay import SessionLine, build_replay, run_session
-    from edge_plm.settings import Settings
+    from edge_plm.decide.policy import Action
+    from edge_plm.loop.replay import SessionLine, build_replay, run_session
+    from edge_plm.config.settings import Settings
 
     s = Settings()
     s = replace(s, model=replace(s.model, config=config, start="empty", version_every=5))

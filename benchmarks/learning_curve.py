@@ -1,4 +1,4 @@
-"""Learning curves of the PLM (through `edge_plm.evaluation.run_eval`, the exact `edge-plm eval`
+"""Learning curves of the PLM (through `edge_plm.learning.evaluation.run_eval`, the exact `edge-plm eval`
 path) next to the baselines, on the same training orders.
 
 Usage (from the repo root):
@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from curves import ORDER_SCHEMES, load_switch_dev  # noqa: E402
 
-from edge_plm.evaluation import load_init, run_eval  # noqa: E402
+from edge_plm.learning.evaluation import load_init, run_eval  # noqa: E402
 
 BUDGETS = [10, 20, 50, 100, 200, 10**9]
 

@@ -6,7 +6,7 @@ rates, with noise mixed in at a given SNR by sox.
 ``flite:<voice>`` (scripts/synth_speech.py) or ``espeak:<voice>:<wpm>``. `noisy(samples, snr_db,
 seed)` makes pink noise of the same length with sox (``synth pinknoise``, seeded), scales it to
 `snr_db` below the speech's RMS (measured over the speech, not the padding) and mixes the two
-with ``sox -m``. `NoisyAnswerer` is the replay's simulated person (`edge_plm.replay.Answerer`):
+with ``sox -m``. `NoisyAnswerer` is the replay's simulated person (`edge_plm.loop.replay.Answerer`):
 each answer in the next voice of a list, each phrase of the yes/no lists in turn, new noise
 every time.
 """

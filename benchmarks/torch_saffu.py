@@ -1,5 +1,5 @@
 """PyTorch CPU twin of one SAFFU language-model branch (benchmark-only dependency:
-``pip install torch==2.13.0``, CPU wheel). Same math as ``edge_plm/lm/reference.py``:
+``pip install torch==2.13.0``, CPU wheel). Same math as ``edge_plm/research/lm/reference.py``:
 c = C[ctx, ctx_0] (masked), a = softmax(c W_h + mask), z = concat_h a_h E[ctx], h = softmax(z U),
 y = softmax(h O); mean NLL; autograd for the backward."""
 

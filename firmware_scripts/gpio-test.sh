@@ -56,7 +56,7 @@ import sys, threading, time
 from gpiozero import Button, DigitalOutputDevice
 
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
-from edge_plm.settings import ConfigError, load
+from edge_plm.config.settings import ConfigError, load
 
 n, interval, watch = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 config, relay_pin, switch_pin = sys.argv[4] or None, sys.argv[5], sys.argv[6]

@@ -456,7 +456,7 @@ install_warm_cache() {
         return
     fi
     change "compile the model kernels as $([ -n "$PREFIX" ] && id -un || echo "$SERVICE_USER") (a tiny learn/predict; tens of seconds on a Pi)"
-    as_user "$VENV/bin/python" -c 'from edge_plm.doctor import warm_numba_cache as w; r = w(); print("    compiled", len(r["kernels"]), "kernels in", r["seconds"], "s")'
+    as_user "$VENV/bin/python" -c 'from edge_plm.commands.doctor import warm_numba_cache as w; r = w(); print("    compiled", len(r["kernels"]), "kernels in", r["seconds"], "s")'
     if [ "$DRY_RUN" = 0 ]; then
         printf '%s\n' "$want" >"$WARM_STAMP"
         [ -n "$PREFIX" ] || chown "$SERVICE_USER:$SERVICE_USER" "$WARM_STAMP"

@@ -11,8 +11,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from edge_plm.cli import app
-from edge_plm.replay import SessionLine, run_session
-from edge_plm.policy import Action
+from edge_plm.loop.replay import SessionLine, run_session
+from edge_plm.decide.policy import Action
 from kit import make_replay
 
 DEMO_SESSION = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo" / "session.jsonl"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_plm.lm.config import LMConfig
+from edge_plm.research.lm.config import LMConfig
 
 TEXT = (
     "First Citizen:\nBefore we proceed any further, hear me speak.\n\n"

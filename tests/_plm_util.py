@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_plm.charnet.config import get_config
-from edge_plm.charnet.network import Batch, SwitchNet
+from edge_plm.research.charnet.config import get_config
+from edge_plm.research.charnet.network import Batch, SwitchNet
 
 VOCAB = 20
 

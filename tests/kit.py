@@ -5,7 +5,7 @@
 - `PHRASES`: labelled utterances, ON / OFF / NOOP in turn (``PHRASES[:3]``: one of each);
   `session` turns them into replay lines.
 - `make_replay`: the real loop (controller, learner, policy, store) on MockFactory pins and a
-  simulated clock (`edge_plm.replay.build_replay`) with the tests' usual knobs.
+  simulated clock (`edge_plm.loop.replay.build_replay`) with the tests' usual knobs.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edge_plm.learner import LearnerConfig
-from edge_plm.policy import Action, PolicyConfig
-from edge_plm.replay import Replay, SessionLine, build_replay
-from edge_plm.settings import Settings
+from edge_plm.learning.learner import LearnerConfig
+from edge_plm.decide.policy import Action, PolicyConfig
+from edge_plm.loop.replay import Replay, SessionLine, build_replay
+from edge_plm.config.settings import Settings
 
 #: an epoch for clocks: a plausible wall time (2023-11-14), far from 0
 EPOCH = 1_700_000_000.0

@@ -7,11 +7,11 @@ import sqlite3
 import pytest
 
 from edge_plm import actions, jsonl, store
-from edge_plm.charnet import network as charnet
+from edge_plm.research.charnet import network as charnet
 from edge_plm.switch import unitnet
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch.tokenizer import ACTION_IDS, RESERVED, CharTokenizer
-from edge_plm.policy import Action
+from edge_plm.decide.policy import Action
 
 
 def test_registry_is_the_current_three_actions():
@@ -75,7 +75,7 @@ def test_jsonl_labels_are_taken_in_any_case_as_on_the_command_line(tmp_path):
 
 def test_session_lines_may_leave_the_label_out(tmp_path):
     """No "label" is the same as "label": null: the simulated person does nothing."""
-    from edge_plm.replay import SessionError, read_session
+    from edge_plm.loop.replay import SessionError, read_session
 
     path = tmp_path / "s.jsonl"
     path.write_text('{"text": "lights on", "label": "on"}\n{"text": "hello"}\n'

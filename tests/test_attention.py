@@ -244,8 +244,8 @@ def test_ece_of_a_perfectly_calibrated_set_is_small_and_of_an_overconfident_one_
 
 
 def test_a_nonsense_utterance_stays_unsure_and_a_confident_command_is_acted_on():
-    from edge_plm.policy import Decision, Prediction, decide
-    from edge_plm.settings import PolicyConfig
+    from edge_plm.decide.policy import Decision, Prediction, decide
+    from edge_plm.config.settings import PolicyConfig
 
     m = learned()
     for _ in range(4):

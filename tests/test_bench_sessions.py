@@ -30,7 +30,7 @@ def test_household_script_is_seeded_and_commands_follow_the_light():
 
 
 def test_committed_household_sessions_are_replayable_sessions():
-    from edge_plm.replay import read_session
+    from edge_plm.loop.replay import read_session
 
     paths = sorted((REPO / "benchmarks" / "data" / "households").glob("household-*.jsonl"))
     assert len(paths) == 16

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from edge_plm.store import ReplayStore
-from edge_plm.transcript import printable
+from edge_plm.voice.transcript import printable
 
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 ESCAPE = "turn\x1b[31m on\x07 the [bold]light[/bold]\u202e"

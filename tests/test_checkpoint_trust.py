@@ -11,10 +11,10 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from edge_plm.learner import Learner, LearnerConfig
-from edge_plm.policy import Action
-from edge_plm.replay import SessionLine, build_replay, run_session
-from edge_plm.settings import Settings
+from edge_plm.learning.learner import Learner, LearnerConfig
+from edge_plm.decide.policy import Action
+from edge_plm.loop.replay import SessionLine, build_replay, run_session
+from edge_plm.config.settings import Settings
 from edge_plm.store import ReplayStore
 
 CLI = [sys.executable, "-m", "edge_plm.cli"]
@@ -74,7 +74,7 @@ def test_a_swapped_checkpoint_is_refused_and_reported(tmp_path, caplog):
     # the start refuses it, falls back to the previous good version, and says so
     store = ReplayStore(db)
     try:
-        with caplog.at_level(logging.ERROR, logger="edge_plm.learner"):
+        with caplog.at_level(logging.ERROR, logger="edge_plm.learning.learner"):
             learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
                                    db.parent / "checkpoints")
         now = store.active_model_version()

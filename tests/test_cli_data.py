@@ -15,12 +15,12 @@ from datetime import datetime, timedelta
 import pytest
 
 from _data_util import cli, copy_db, js, populate, query
-from edge_plm import inspection as q
-from edge_plm.replay import SessionLine
+from edge_plm.commands import inspection as q
+from edge_plm.loop.replay import SessionLine
 from edge_plm.store import SCHEMA_VERSION
-from edge_plm.learner import Learner, LearnerConfig
-from edge_plm.policy import Action
-from edge_plm.settings import ModelConfig
+from edge_plm.learning.learner import Learner, LearnerConfig
+from edge_plm.decide.policy import Action
+from edge_plm.config.settings import ModelConfig
 from edge_plm.store import ReplayStore
 
 pytestmark = pytest.mark.usefixtures("no_user_config")
@@ -174,7 +174,7 @@ def test_learning_curve_agreement_follows_predictions_and_labels(demo_dir):
 
 
 def test_plot_draws_acted_wrong_on_top_of_the_lines_that_share_zero():
-    from edge_plm.plots import STYLES
+    from edge_plm.commands.plots import STYLES
 
     wrong = STYLES["acted_wrong"]
     others = [k for k in STYLES if k != "acted_wrong"]

@@ -151,8 +151,8 @@ def test_label_with_device(house):
 
 
 def test_the_generated_config_shows_a_devices_entry_that_parses_when_uncommented():
-    from edge_plm.config_file import default_config_toml
-    from edge_plm.settings import parse
+    from edge_plm.config.file import default_config_toml
+    from edge_plm.config.settings import parse
 
     text = default_config_toml()
     block = text[text.index("## [[devices]]"):]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from _data_util import cli, js, query
-from edge_plm.learner import Learner, LearnerConfig
-from edge_plm.settings import ModelConfig
+from edge_plm.learning.learner import Learner, LearnerConfig
+from edge_plm.config.settings import ModelConfig
 from edge_plm.store import ReplayStore
 
 pytestmark = pytest.mark.usefixtures("no_user_config")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_plm.starting_model import shipped_path
+from edge_plm.config.starting_model import shipped_path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "edge_plm.cli"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_plm.config_file import default_config_toml
-from edge_plm.settings import ConfigError, Settings, parse, problems
+from edge_plm.config.file import default_config_toml
+from edge_plm.config.settings import ConfigError, Settings, parse, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "edge_plm.cli"]
@@ -116,12 +116,12 @@ def test_check_accepts_a_good_config(tmp_path):
 
 def test_generated_config_takes_each_keys_help_from_its_field_metadata(monkeypatch):
     """The help shown next to a key is its field's metadata["help"]; no source is parsed (a
-    zipapp or frozen install without settings.py's source still gets the help)."""
+    zipapp or frozen install without config/settings.py's source still gets the help)."""
     import dataclasses
     import inspect
 
-    from edge_plm import settings
-    from edge_plm.config_file import sections, toml_value
+    from edge_plm.config import settings
+    from edge_plm.config.file import sections, toml_value
 
     def no_source(obj):
         raise OSError("no source")

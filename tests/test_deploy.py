@@ -18,12 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from edge_plm import doctor, settings
+from edge_plm.commands import doctor
+
+from edge_plm.config import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "edge-plm.service"
 INSTALL = ROOT / "firmware_scripts" / "install.sh"
-SERVICE_PY = ROOT / "edge_plm" / "service.py"
+SERVICE_PY = ROOT / "edge_plm" / "loop" / "service.py"
 SCRIPTS = sorted([*ROOT.glob("firmware_scripts/*.sh"), *ROOT.glob("scripts/*.sh")])
 
 
@@ -254,7 +256,7 @@ def test_prefix_install_layout(prefix_install):
     assert r.stdout.strip().startswith(str(venv)), r.stdout + r.stderr  # the installed copy
     assert (venv / "bin/edge-plm").exists()
     # the shipped starting model (model.start = "switch-en") is installed with the package
-    r = subprocess.run([str(venv / "bin/python"), "-c", "from edge_plm.starting_model import resolve; "
+    r = subprocess.run([str(venv / "bin/python"), "-c", "from edge_plm.config.starting_model import resolve; "
                         "print(resolve('switch-en'))"], capture_output=True, text=True, cwd="/",
                        env=this_interpreters_env())
     installed = Path(r.stdout.strip())

@@ -17,7 +17,7 @@ from edge_plm.device import relay as relay_mod
 from edge_plm.device.led import AskBuzzer, NoLed, StatusLed, make_ask_buzzer, make_status_led
 from edge_plm.device.pins import PinFactoryError, make_pin_factory
 from edge_plm.device.relay import RelayClosed
-from edge_plm.settings import GpioConfig
+from edge_plm.config.settings import GpioConfig
 from kit import FakeClock
 
 RELAY, SWITCH, LED_PIN = 17, 27, 22

@@ -9,7 +9,7 @@ import pytest
 from gpiozero.pins.mock import MockFactory
 
 from edge_plm.device import Devices
-from edge_plm.settings import DeviceConfig, GpioConfig
+from edge_plm.config.settings import DeviceConfig, GpioConfig
 from kit import FakeClock
 
 HOUSE = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from edge_plm.controller import text_utterance
-from edge_plm.policy import Action, Decision
-from edge_plm.replay import SessionError, SessionLine, read_session, run_session
-from edge_plm.settings import DeviceConfig, Settings
+from edge_plm.loop.controller import text_utterance
+from edge_plm.decide.policy import Action, Decision
+from edge_plm.loop.replay import SessionError, SessionLine, read_session, run_session
+from edge_plm.config.settings import DeviceConfig, Settings
 from edge_plm.switch.model_devices import address
 from kit import make_replay
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from edge_plm import doctor, settings
+from edge_plm.commands import doctor
+
+from edge_plm.config import settings
 from edge_plm.cli import app
-from edge_plm.config_file import default_config_toml
+from edge_plm.config.file import default_config_toml
 from edge_plm.device.pins import PinFactoryError
 
 Usage = namedtuple("Usage", "total used free")
@@ -386,7 +388,7 @@ def test_default_config_parses_to_the_defaults_commented_and_uncommented():
         assert f"[{name}]" in text
         for f in dataclasses.fields(section):
             assert f"# {f.name} = " in text
-    assert "# relay_pin = 17" in text and "act / ask" not in text  # comments are settings.py's
+    assert "# relay_pin = 17" in text and "act / ask" not in text  # comments are config/settings.py's
     assert "# keep_audio = false  # privacy" in text
 
 

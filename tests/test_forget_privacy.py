@@ -5,8 +5,8 @@ import json
 import logging
 from dataclasses import replace
 
-from edge_plm.replay import run_session
-from edge_plm.settings import Settings
+from edge_plm.loop.replay import run_session
+from edge_plm.config.settings import Settings
 from edge_plm.store import ReplayStore
 from edge_plm.switch.model import SwitchModel
 from kit import PHRASES, make_replay, session
@@ -37,7 +37,7 @@ def test_transcripts_reach_the_log_only_when_asked_for(tmp_path, caplog):
         s = replace(s, paths=replace(s.paths, log_transcripts=wanted))
         r = make_replay(tmp_path / f"db-{wanted}.db", settings=s)
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="edge_plm.controller"):
+        with caplog.at_level(logging.INFO, logger="edge_plm.loop.controller"):
             try:
                 run_session(session([(f"{SECRET} turn on the light", "ON")]), r.controller, r.clock,
                             endpointer=r.endpointer)
@@ -120,7 +120,7 @@ def test_forget_leaves_no_word_in_any_kept_file_even_after_rollbacks(tmp_path, c
 
 
 def test_a_running_service_scrubs_its_live_model_when_another_process_forgets(tmp_path):
-    from edge_plm.learner import Learner, LearnerConfig  # noqa: PLC0415
+    from edge_plm.learning.learner import Learner, LearnerConfig  # noqa: PLC0415
     from kit import FakeClock  # noqa: PLC0415
 
     clock = FakeClock(tick=1.0)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_plm.controller import text_utterance
+from edge_plm.loop.controller import text_utterance
 
-from edge_plm.replay import ReplayStorageError, SessionLine, read_session, run_session
-from edge_plm.policy import Action
+from edge_plm.loop.replay import ReplayStorageError, SessionLine, read_session, run_session
+from edge_plm.decide.policy import Action
 from edge_plm.store import ReplayStore, StorageError
 from kit import PHRASES, make_replay
 
@@ -153,8 +153,8 @@ def test_long_transcript_is_cut_with_a_warning(tmp_path, caplog):
 
 
 def test_transcript_cap_is_configurable_and_can_be_off(tmp_path):
-    from edge_plm.settings import parse
-    from edge_plm.transcript import cap_transcript
+    from edge_plm.config.settings import parse
+    from edge_plm.voice.transcript import cap_transcript
 
     assert parse("[asr]\nmax_transcript_chars = 20\n").asr.max_transcript_chars == 20
     assert cap_transcript("a b c " * 100, 0) == " ".join(["a b c"] * 100)
@@ -163,7 +163,7 @@ def test_transcript_cap_is_configurable_and_can_be_off(tmp_path):
 
 
 def test_eval_input_is_cut_like_the_loop(tmp_path):
-    from edge_plm.evaluation import read_labelled_jsonl
+    from edge_plm.learning.evaluation import read_labelled_jsonl
 
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"text": "lights on " * 10_000, "label": "ON"}) + "\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_plm.plm import kernels, saffu
-from edge_plm.charnet.network import Batch
+from edge_plm.research import kernels, saffu
+from edge_plm.research.charnet.network import Batch
 
 from _plm_util import copy_params, random_net, random_sequences
 
@@ -212,7 +212,7 @@ def test_row_reductions_match_numpy(n):
 @pytest.mark.parametrize("n", [1, 3, 16, 257])
 def test_softmax_inplace_matches_the_numpy_softmax(n):
     """softmax_inplace (global block, LM trainer rows) == saffu.softmax, also on a row view."""
-    from edge_plm.plm.saffu import softmax
+    from edge_plm.research.saffu import softmax
 
     rng = np.random.default_rng(n)
     x = rng.normal(size=(2, n)) * 30

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kit import EPOCH, PHRASES, FakeClock, make_replay, session
 
-from edge_plm.policy import Action, PolicyConfig
+from edge_plm.decide.policy import Action, PolicyConfig
 
 TESTS = Path(__file__).resolve().parent
 

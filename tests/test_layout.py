@@ -1,12 +1,14 @@
 """The package's layout rules (docs/design.md §7), checked on the source:
 
 - no two modules import each other, and there is no longer import cycle;
+- at most 8 modules sit directly under `edge_plm/`; the rest live in a package (a "room") by job;
 - the model packages are pure computation: `plm` (shared core) and `switch` (the device's model)
-  import nothing from the application (store, device, voice, cli, ...), and `plm` does not import
-  either model;
-- nothing the device runs imports the desktop language model (`lm`) or its extra dependencies;
+  import nothing from the application (store, device, voice, cli, ...) but the error root
+  (`edge_plm.errors`), and `plm` does not import either model;
+- nothing the device runs imports the desktop research code (`research`: the language model
+  `lm`, the character network `charnet`) or its extra dependencies;
 - every SQL statement lives in the store package (`edge_plm/store/`);
-- no function outside the Numba kernels (`plm/kernels.py`, and `@njit` kernels elsewhere: one
+- no function outside the Numba kernels (`research/kernels.py`, and `@njit` kernels elsewhere: one
   fused loop each, next to its NumPy twin) is longer than 60 lines;
 - no class is longer than 300 lines (one known exception, capped at its size until it is split).
 """
@@ -24,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "edge_plm"
 MAX_FUNCTION_LINES = 60
 MAX_CLASS_LINES = 300
 #: classes still over MAX_CLASS_LINES, with the size they may not exceed (to be split)
-LONG_CLASSES = {"edge_plm/charnet/network.py SwitchNet": 428}
+LONG_CLASSES = {"edge_plm/research/charnet/network.py SwitchNet": 428}
 
 
 def _modules() -> dict[str, Path]:
@@ -106,6 +108,15 @@ def _reachable(start: str) -> set[str]:
     return seen
 
 
+MAX_LOOSE_MODULES = 8
+
+
+def test_few_modules_sit_directly_under_the_package():
+    """A new module goes into the room of its job (config, voice, decide, learning, loop, ...)."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= MAX_LOOSE_MODULES, loose
+
+
 def test_no_import_cycles():
     assert _cycles() == []
 
@@ -115,8 +126,8 @@ def _in(package: str, name: str) -> bool:
 
 
 @pytest.mark.parametrize("package, allowed", [
-    ("edge_plm.plm", {"edge_plm.plm", "edge_plm.actions"}),
-    ("edge_plm.switch", {"edge_plm.plm", "edge_plm.switch", "edge_plm.actions"}),
+    ("edge_plm.plm", {"edge_plm.plm", "edge_plm.actions", "edge_plm.errors"}),
+    ("edge_plm.switch", {"edge_plm.plm", "edge_plm.switch", "edge_plm.actions", "edge_plm.errors"}),
 ])
 def test_model_packages_are_pure_computation(package, allowed):
     outside = {f"{m} -> {w}" for m in MODULES if _in(package, m)
@@ -124,19 +135,19 @@ def test_model_packages_are_pure_computation(package, allowed):
     assert outside == set()
 
 
-@pytest.mark.parametrize("entry", ["edge_plm.controller", "edge_plm.learner", "edge_plm.replay"])
+@pytest.mark.parametrize("entry", ["edge_plm.loop.controller", "edge_plm.learning.learner", "edge_plm.loop.replay"])
 def test_the_loop_does_not_import_the_language_model(entry):
-    assert {m for m in _reachable(entry) if _in("edge_plm.lm", m)} == set()
+    assert {m for m in _reachable(entry) if _in("edge_plm.research", m)} == set()
 
 
 def test_starting_the_cli_loads_no_language_model():
     """`edge-plm run` on a Pi loads the CLI: of the language model it reads only the names of its
-    configurations (`lm/config.py`, plain dataclasses, for `train lm --model-config`); the model,
+    configurations (`research/lm/config.py`, plain dataclasses, for `train lm --model-config`); the model,
     its kernels, trainer and optional `tokenizers` are imported only by `train lm`."""
-    code = ("import sys, edge_plm.cli, edge_plm.controller, edge_plm.replay; "
-            "print(sorted(m for m in sys.modules if m.startswith(('edge_plm.lm', 'tokenizers'))))")
+    code = ("import sys, edge_plm.cli, edge_plm.loop.controller, edge_plm.loop.replay; "
+            "print(sorted(m for m in sys.modules if m.startswith(('edge_plm.research', 'tokenizers'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(["edge_plm.lm", "edge_plm.lm.config"])
+    assert out.stdout.strip() == str(["edge_plm.research", "edge_plm.research.lm", "edge_plm.research.lm.config"])
 
 
 def _calls_sql(node: ast.AST) -> bool:
@@ -166,7 +177,7 @@ def test_sql_lives_in_the_store():
 def test_functions_are_short():
     long = []
     for name, path in MODULES.items():
-        if name.startswith("edge_plm.plm.kernels"):
+        if name.startswith("edge_plm.research.kernels"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

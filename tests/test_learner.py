@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from edge_plm.switch.model import SwitchModel
-from edge_plm.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
-from edge_plm.settings import ConfigError, ModelConfig, parse
+from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
+from edge_plm.config.settings import ConfigError, ModelConfig, parse
 from edge_plm.store import ReplayStore
 from kit import PHRASES as KIT_PHRASES, FakeClock
 
@@ -112,7 +112,7 @@ def test_worse_candidate_is_rolled_back_but_its_labels_are_kept(store, tmp_path)
     # every learnable label is in the live model and in the active checkpoint
     assert learner.unlearned() == 0
     learner.checkpoint_pending()
-    from edge_plm.learning_state import unlearned_in_active
+    from edge_plm.learning.state import unlearned_in_active
     assert unlearned_in_active(store, learner.cfg.holdout_fraction) == 0
 
 

@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from edge_plm.controller import Controller, text_utterance
-from edge_plm.learner import Learner, LearnerConfig
-from edge_plm.learner_worker import LearnerWorker, clone_model
-from edge_plm.learning_state import unlearned_in_active
-from edge_plm.policy import PolicyConfig
-from edge_plm.replay import build_replay
-from edge_plm.settings import Settings
+from edge_plm.loop.controller import Controller, text_utterance
+from edge_plm.learning.learner import Learner, LearnerConfig
+from edge_plm.learning.worker import LearnerWorker, clone_model
+from edge_plm.learning.state import unlearned_in_active
+from edge_plm.decide.policy import PolicyConfig
+from edge_plm.loop.replay import build_replay
+from edge_plm.config.settings import Settings
 
 ON, OFF = "turn on the light", "turn off the light"
 ACT = PolicyConfig(act_threshold=0.0, ask_threshold=0.0)  # act on any ON/OFF prediction

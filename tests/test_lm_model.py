@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_plm.lm import kernels as lm_kernels, reference as lm_ref
-from edge_plm.lm.corpus import batches_from_docs
-from edge_plm.lm.model import SaffuLM
-from edge_plm.lm.warmstart import LMWarmStart, add_onehot
-from edge_plm.lm.subword import CharVocab
+from edge_plm.research.lm import kernels as lm_kernels, reference as lm_ref
+from edge_plm.research.lm.corpus import batches_from_docs
+from edge_plm.research.lm.model import SaffuLM
+from edge_plm.research.lm.warmstart import LMWarmStart, add_onehot
+from edge_plm.research.lm.subword import CharVocab
 from edge_plm.plm.warmstart import CooccurrenceStats, NegativeInputError
 
 from _lm_util import TEXT, randomize, tiny_config

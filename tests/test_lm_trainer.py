@@ -10,10 +10,10 @@ import pytest
 
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.lm.corpus import BatchStream, split_offsets
-from edge_plm.lm.checkpoint import LMPredictor, load_lm
-from edge_plm.lm.subword import CharVocab
-from edge_plm.lm.trainer import Trainer
+from edge_plm.research.lm.corpus import BatchStream, split_offsets
+from edge_plm.research.lm.checkpoint import LMPredictor, load_lm
+from edge_plm.research.lm.subword import CharVocab
+from edge_plm.research.lm.trainer import Trainer
 
 from _lm_util import TEXT, tiny_config, write_corpus
 
@@ -112,7 +112,7 @@ def test_char_tokenizer_round_trips():
 
 def test_bpe_tokenizer_round_trips(tmp_path):
     pytest.importorskip("tokenizers")
-    from edge_plm.lm.subword import BPEVocab, tokenizer_from_json
+    from edge_plm.research.lm.subword import BPEVocab, tokenizer_from_json
 
     tok = BPEVocab.train(lambda: [TEXT] * 3, 300)
     for text in (TEXT, "Unseen wörds — ünïcode ✓\n\n"):

@@ -10,7 +10,7 @@ import pytest
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.model import SwitchModel
-from edge_plm.plm.optim import SGD, Adam, clip_by_global_norm, make_optimizer
+from edge_plm.research.optim import SGD, Adam, clip_by_global_norm, make_optimizer
 
 from _plm_util import batch, random_net
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from edge_plm.policy import (
+from edge_plm.decide.policy import (
     Action, Decision, LabelSource, Policy, PolicyError, Prediction, SimulatedFlip,
     SimulatedPerson, decide,
 )
-from edge_plm.settings import PolicyConfig
+from edge_plm.config.settings import PolicyConfig
 
 CFG = PolicyConfig(act_threshold=0.8, ask_threshold=0.4, ask_window_s=8.0, override_window_s=10.0)
 ON, OFF, NOOP = Action.ON, Action.OFF, Action.NOOP

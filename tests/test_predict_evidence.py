@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from edge_plm.switch.model import SwitchModel
-from edge_plm.settings import ConfigError, parse
+from edge_plm.config.settings import ConfigError, parse
 
 
 def one_label_model() -> SwitchModel:

@@ -15,7 +15,7 @@ from gpiozero.pins.mock import MockFactory
 
 from edge_plm.device import MAIN_RELAY, Devices, RelayConfig
 from edge_plm.device.restore import restored_state
-from edge_plm.settings import GpioConfig, Settings, problems
+from edge_plm.config.settings import GpioConfig, Settings, problems
 from edge_plm.store import SCHEMA_VERSION, ReplayStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +148,7 @@ CHILD = r"""
 import os, signal, sys
 from gpiozero.pins.mock import MockFactory
 from edge_plm.device import Devices
-from edge_plm.settings import GpioConfig
+from edge_plm.config.settings import GpioConfig
 from edge_plm.store import ReplayStore
 
 db, point = sys.argv[1], sys.argv[2]

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from edge_plm.service import Notifier
+from edge_plm.loop.service import Notifier
 from kit import FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,11 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from edge_plm.plm import saffu
+from edge_plm.research import saffu
 from edge_plm.plm.bitcipher import bit_cipher
 from edge_plm.plm.cache import ComparisonCache
-from edge_plm.charnet.config import CharNetConfig as SwitchConfig
-from edge_plm.charnet.network import PARAM_NAMES, Batch
+from edge_plm.research.charnet.config import CharNetConfig as SwitchConfig
+from edge_plm.research.charnet.network import PARAM_NAMES, Batch
 
 from _plm_util import batch, random_net, random_sequences
 

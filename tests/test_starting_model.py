@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_plm.learner import LearnerConfig
+from edge_plm.learning.learner import LearnerConfig
 from edge_plm.switch.model import SwitchModel
-from edge_plm.settings import ConfigError, ModelConfig, parse
-from edge_plm.starting_model import StartError, resolve, shipped_path
+from edge_plm.config.settings import ConfigError, ModelConfig, parse
+from edge_plm.config.starting_model import StartError, resolve, shipped_path
 from kit import PHRASES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ def test_a_damaged_starting_model_is_a_one_line_error(tmp_path, monkeypatch):
 def test_a_device_with_versions_does_not_need_its_starting_model(tmp_path, own_start):
     """Once the database has a saved version, the service starts from it even if the
     starting-model file has gone (a path that was moved); without any it must exist."""
-    from edge_plm.learner import Learner
+    from edge_plm.learning.learner import Learner
     from edge_plm.store import ReplayStore
 
     start = tmp_path / "start.npz"

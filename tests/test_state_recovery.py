@@ -10,12 +10,12 @@ import stat
 import pytest
 from _data_util import cli
 
-from edge_plm import inspection as q
-from edge_plm import learning_state as state
-from edge_plm.replay import SessionLine, run_session
-from edge_plm.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
+from edge_plm.commands import inspection as q
+from edge_plm.learning import state
+from edge_plm.loop.replay import SessionLine, run_session
+from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
 from edge_plm.switch.model import SwitchModel
-from edge_plm.policy import Action
+from edge_plm.decide.policy import Action
 from edge_plm.store import ReplayStore
 from kit import PHRASES as KIT_PHRASES, FakeClock, make_replay
 

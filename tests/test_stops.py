@@ -1,4 +1,4 @@
-"""Clean stops: SIGTERM/SIGINT set a flag (edge_plm.stopping) that `run`, the loop and `replay`
+"""Clean stops: SIGTERM/SIGINT set a flag (edge_plm.loop.stopping) that `run`, the loop and `replay`
 check at safe points; they save what was learned, put the relay in its stop state, exit 0, and
 drive nothing after the signal."""
 
@@ -14,11 +14,11 @@ import threading
 import time
 from pathlib import Path
 
-from edge_plm import stopping
-from edge_plm.controller import text_utterance
-from edge_plm.learning_state import unlearned_in_active
-from edge_plm.replay import build_replay
-from edge_plm.settings import Settings
+from edge_plm.loop import stopping
+from edge_plm.loop.controller import text_utterance
+from edge_plm.learning.state import unlearned_in_active
+from edge_plm.loop.replay import build_replay
+from edge_plm.config.settings import Settings
 from edge_plm.store import ReplayStore
 from edge_plm.voice.audio import TextSource
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 import sqlite_utils
 
-from edge_plm.policy import Action, LabelSource
+from edge_plm.decide.policy import Action, LabelSource
 from edge_plm.store import (BUSY_TIMEOUT_MS, BusyError,
     SCHEMA_VERSION, NotFoundError, ReplayStore, SchemaError, StoreError, clean_text,
     row_to_interaction, schema_version,

@@ -248,7 +248,7 @@ def _break_an_index(path) -> None:
 
 def test_a_copy_that_fails_integrity_check_is_refused_and_not_left_behind(store, rows,
                                                                           tmp_path):
-    from edge_plm import inspection
+    from edge_plm.commands import inspection
 
     store.close()
     _break_an_index(store.path)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from edge_plm.cli import app
 from edge_plm.switch.model import SwitchModel
-from edge_plm.switch_training import SwitchTrainConfig, SwitchTrainer, gradient_epoch
+from edge_plm.commands.switch_training import SwitchTrainConfig, SwitchTrainer, gradient_epoch
 from kit import PHRASES
 
 ROWS = [*PHRASES, ("heard nothing", None)]  # a row without a label: observed, not learned
@@ -110,7 +110,7 @@ def test_trainer_time_budget_zero_keeps_the_warm_start(tmp_path, files):
 def test_export_lines_holdout_left_out_and_unlabelled_observed(tmp_path):
     """Lines as `edge-plm export --format jsonl` writes them: the device's holdout rows are not
     learned (the device judges an imported model on them), null labels are observed."""
-    from edge_plm.switch_training import read_training_lines
+    from edge_plm.commands.switch_training import read_training_lines
 
     rows = [{"text": "lamp on", "label": "ON", "id": 1, "holdout": False},
             {"text": "lamp off", "label": "OFF", "id": 2, "holdout": True},

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import sqlite_utils
 
-from edge_plm.controller import text_utterance
-from edge_plm.policy import Action, Decision, LabelSource, Policy, Prediction
-from edge_plm.replay import (SessionError, SpokenAnswers, build_replay, read_session, run_session,
+from edge_plm.loop.controller import text_utterance
+from edge_plm.decide.policy import Action, Decision, LabelSource, Policy, Prediction
+from edge_plm.loop.replay import (SessionError, SpokenAnswers, build_replay, read_session, run_session,
                              spoken_input)
-from edge_plm.settings import ConfigError, PolicyConfig, Settings, parse
+from edge_plm.config.settings import ConfigError, PolicyConfig, Settings, parse
 from edge_plm.store import ReplayStore
 from edge_plm.store.schema import migrate
-from edge_plm.talkback import Talkback, confirmation_text, prompt_text
+from edge_plm.voice.talkback import Talkback, confirmation_text, prompt_text
 from edge_plm.voice.answers import GrammarAnswers, answer_jsgf, classify_answer
 from edge_plm.voice.asr import PocketSphinxASR
 from edge_plm.voice.echo import EchoGuard
@@ -327,7 +327,7 @@ def test_talkback_without_an_output_device_plays_nothing():
 
 # --- doctor --------------------------------------------------------------------------------------
 def test_doctor_checks_speech_only_when_talkback_is_on(tmp_path):
-    from edge_plm import doctor
+    from edge_plm.commands import doctor
 
     s = Settings()
     assert s.talkback.enabled is False
@@ -347,7 +347,7 @@ def test_doctor_checks_speech_only_when_talkback_is_on(tmp_path):
 
 
 def test_the_service_builds_talkback_only_when_on(tmp_path):
-    from edge_plm.service import CannotStart, _talkback
+    from edge_plm.loop.service import CannotStart, _talkback
 
     s = Settings()
     s.paths.state_dir = str(tmp_path)
@@ -401,7 +401,7 @@ def test_replay_cli_with_voice_answers_adds_its_keys(tmp_path):
 
 
 def test_with_several_devices_the_question_names_the_device_and_the_answer_is_for_it(tmp_path, sphinx):
-    from edge_plm.settings import DeviceConfig
+    from edge_plm.config.settings import DeviceConfig
 
     devices = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
                DeviceConfig("fan", [], relay_pin=23, switch_pin=24)]

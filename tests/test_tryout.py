@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_plm.tryout import audio_paths
+from edge_plm.loop.tryout import audio_paths
 from edge_plm.voice.audio import AudioError
 
 ROOT = Path(__file__).resolve().parent.parent

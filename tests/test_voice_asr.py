@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_plm.settings import AsrConfig
+from edge_plm.config.settings import AsrConfig
 from edge_plm.voice.asr import AsrError, PocketSphinxASR, TextASR, Transcript, VoskASR, make_asr
 from edge_plm.voice.audio import TextSource, Utterance, WavSource, read_wav
 from edge_plm.voice.endpoint import Endpointer

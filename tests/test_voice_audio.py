@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_plm.settings import AudioConfig
+from edge_plm.config.settings import AudioConfig
 from edge_plm.voice.audio import (
     AudioError, MicrophoneSource, TextSource, WavSource, read_wav, resample, write_wav)
 from edge_plm.voice.endpoint import Endpointer, block_dbfs

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_plm.replay import build_replay, read_session, run_session
-from edge_plm.settings import AudioConfig, Settings, problems
+from edge_plm.loop.replay import build_replay, read_session, run_session
+from edge_plm.config.settings import AudioConfig, Settings, problems
 from edge_plm.voice.asr import AsrError, PocketSphinxASR
 from edge_plm.voice.audio import read_wav
 from edge_plm.voice.endpoint import Dropped, Endpointer, Segment, Speech

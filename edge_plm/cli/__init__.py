@@ -21,8 +21,8 @@ import os
 import sys
 
 # first: `run`, `replay` and `demo` stop cleanly on SIGTERM/SIGINT from here on, also during
-# the imports below (edge_plm.stopping)
-from edge_plm.stopping import install_early
+# the imports below (edge_plm.loop.stopping)
+from edge_plm.loop.stopping import install_early
 
 install_early(sys.argv)
 

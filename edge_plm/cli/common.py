@@ -23,9 +23,9 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 from typer.core import TyperGroup
 
-from edge_plm import inspection as q
+from edge_plm.commands import inspection as q
 from edge_plm.switch.config import CONFIGS
-from edge_plm.lm.config import LM_CONFIGS
+from edge_plm.research.lm.config import LM_CONFIGS
 from edge_plm.store import LABELS, StoreError
 
 try:  # typer >= 0.20 runs a copy of click of its own
@@ -158,7 +158,7 @@ class OneLineFormatter(logging.Formatter):
 def describe(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) for an exception that reached `main`."""
     from edge_plm.jsonl import JsonlError  # noqa: PLC0415
-    from edge_plm.settings import ConfigError  # noqa: PLC0415
+    from edge_plm.config.settings import ConfigError  # noqa: PLC0415
 
     if isinstance(exc, ConfigError):
         return 2, f"configuration: {one_line(exc)}"
@@ -183,15 +183,15 @@ def describe(exc: BaseException) -> tuple[int, str]:
 def _known_errors() -> tuple[type[BaseException], ...]:
     """Error types whose message is meant for a person (each module's own error class)."""
     out: list[type[BaseException]] = []
-    for module, name in (("edge_plm.replay", "SessionError"),
-                         ("edge_plm.evaluation", "EvalDataError"),
-                         ("edge_plm.inspection", "UserError"),
+    for module, name in (("edge_plm.loop.replay", "SessionError"),
+                         ("edge_plm.learning.evaluation", "EvalDataError"),
+                         ("edge_plm.commands.inspection", "UserError"),
                          ("edge_plm.voice.asr", "AsrError"),
                          ("edge_plm.voice.audio", "AudioError"),
                          ("edge_plm.voice.models", "ModelError"),
                          ("edge_plm.device.pins", "PinFactoryError"),
                          ("edge_plm.device.person_switch", "PersonSwitchConfigError"),
-                         ("edge_plm.plots", "PlotUnavailable"),
+                         ("edge_plm.commands.plots", "PlotUnavailable"),
                          ("edge_plm.plm.checkpoint", "CheckpointError")):
         mod = sys.modules.get(module)  # only modules already imported can have raised it
         if mod is not None and isinstance(getattr(mod, name, None), type):
@@ -229,7 +229,7 @@ def log_to(stream, level: int = logging.INFO) -> None:
 # --- settings and the database --------------------------------------------------------------
 def load_settings(config: Optional[Path]):
     """The settings from `config` (or the usual lookup); a bad config is ``error: ...``."""
-    from edge_plm.settings import ConfigError, load  # noqa: PLC0415
+    from edge_plm.config.settings import ConfigError, load  # noqa: PLC0415
 
     try:
         return load(config)

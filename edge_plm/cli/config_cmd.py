@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from edge_plm import settings as settings_mod
+from edge_plm.config import settings as settings_mod
 from edge_plm.cli.common import ConfigOpt, ForceOpt, exists_refused, fail
 from edge_plm.cli.root import app
-from edge_plm.config_file import default_config_toml
+from edge_plm.config.file import default_config_toml
 
 config_app = typer.Typer(help="Configuration file: commented defaults, validation.",
                          no_args_is_help=True)

@@ -6,8 +6,8 @@ Every command takes ``--db PATH`` (default: the configured state dir's database)
 notes go to stderr). They work while the service runs: reads use a read-only connection with
 a busy timeout, writes wait for the service's transactions. A missing database, a newer schema
 or an unknown id is an ``error: ...`` line on stderr and exit code 1 (2 for a bad argument),
-never a traceback. The queries themselves are in `edge_plm.inspection`; what `label` and
-`forget` change is in `edge_plm.labelling`.
+never a traceback. The queries themselves are in `edge_plm.commands.inspection`; what `label` and
+`forget` change is in `edge_plm.commands.labelling`.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from edge_plm import inspection as q
+from edge_plm.commands import inspection as q
 from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt,
                                  ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
                                  console, database_path, exists_refused, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
                                  load_settings, opened, print_json, quiet_logging, time_option)
 from edge_plm.cli.root import app
-from edge_plm.device_inspection import device_record, outcomes_of
+from edge_plm.commands.device_inspection import device_record, outcomes_of
 from edge_plm.store import LABELS
-from edge_plm.transcript import printable
+from edge_plm.voice.transcript import printable
 
 
 def did(row) -> str:
@@ -146,7 +146,7 @@ def _line(r) -> str:
 def _log_table(rows, devices: dict | None = None):
     from rich.table import Table  # noqa: PLC0415
 
-    from edge_plm.device_inspection import short  # noqa: PLC0415
+    from edge_plm.commands.device_inspection import short  # noqa: PLC0415
 
     devices = devices or {}
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
@@ -263,7 +263,7 @@ def stats_command(
     """Per-class counts, holdout balanced accuracy per model version, questions per day, wrong
     actions, latency percentiles."""
     if plot is not None:  # before any work: a plot that cannot be written is refused first
-        from edge_plm.plots import PlotPathError, PlotUnavailable, check_plot_path  # noqa: PLC0415
+        from edge_plm.commands.plots import PlotPathError, PlotUnavailable, check_plot_path  # noqa: PLC0415
 
         try:
             check_plot_path(plot)
@@ -286,7 +286,7 @@ def stats_command(
 
 
 def _plot(curve: dict, plot: Path, db_path: Path) -> None:
-    from edge_plm.plots import plot_learning  # noqa: PLC0415
+    from edge_plm.commands.plots import plot_learning  # noqa: PLC0415
 
     try:
         plot_learning(curve, plot, title=f"Learning on the device ({db_path.name}, "
@@ -399,7 +399,7 @@ def label_command(
     label of a holdout interaction changes what models are judged on; nothing is learned
     from it.
     """
-    from edge_plm.labelling import relabel  # noqa: PLC0415
+    from edge_plm.commands.labelling import relabel  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
         result = relabel(store, settings, path, interaction, action.value, rebuild=rebuild,
@@ -462,7 +462,7 @@ def forget_command(
     a new active version without them, gate "forget"; their words leave its vocabularies);
     --rebuild instead re-learns a model from what remains. Every other kept checkpoint is
     rewritten without them. Backups made before (`db backup` copies) are not reached."""
-    from edge_plm.labelling import audio_count, forget  # noqa: PLC0415
+    from edge_plm.commands.labelling import audio_count, forget  # noqa: PLC0415
 
     t_before = time_option(before, "--before")
     if as_json and not yes:

@@ -27,7 +27,7 @@ def doctor(
         "--warm-cache", help="First compile the Numba kernels into the cache (what install.sh does).")] = False,
 ) -> None:
     """Check that this machine can run the service; say how to fix what cannot."""
-    from edge_plm import doctor as doctor_mod  # noqa: PLC0415 - keeps `edge-plm --help` fast
+    from edge_plm.commands import doctor as doctor_mod  # noqa: PLC0415 - keeps `edge-plm --help` fast
 
     logging.getLogger("edge_plm").setLevel(logging.ERROR)  # the checks report; no log chatter
     if warm_cache:

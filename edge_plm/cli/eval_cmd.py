@@ -29,7 +29,7 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Start from an empty model (or --init CKPT), learn TRAIN online, score TEST after each budget."""
-    from edge_plm.evaluation import (EvalDataError, devices_of, load_init, parse_budgets, read_labelled_jsonl,
+    from edge_plm.learning.evaluation import (EvalDataError, devices_of, load_init, parse_budgets, read_labelled_jsonl,
                                      run_eval)
 
     no_config_name(config)

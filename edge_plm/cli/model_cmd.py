@@ -1,12 +1,12 @@
 """`edge-plm model list|show|rollback|rebuild|import|export`: the model versions in the replay buffer.
 
-Versions are made by the `Learner` (edge_plm/learner.py, docs/loop.md): every accepted
+Versions are made by the `Learner` (edge_plm/learning/learner.py, docs/loop.md): every accepted
 candidate is a checkpoint + an ``active`` row, rolled-back candidates have no checkpoint.
 ``rollback`` makes an older saved version active and ``rebuild`` re-learns a new active
-version from the database alone (edge_plm/versions.py), ``import`` makes a new active version
+version from the database alone (edge_plm/learning/versions.py), ``import`` makes a new active version
 from a checkpoint trained elsewhere (`edge-plm train switch`; it must not score below the
 active one on the holdout unless --force) and ``export`` copies a version's checkpoint out
-(edge_plm/model_transfer.py). A running service loads a new active version by itself (it
+(edge_plm/commands/model_transfer.py). A running service loads a new active version by itself (it
 checks the database before predicting).
 """
 
@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from edge_plm import inspection as q
+from edge_plm.commands import inspection as q
 from edge_plm.cli.common import (RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt, ForceOpt, JsonOpt,
                                  console, fail, fmt_ba, grid, opened, print_json)
 from edge_plm.cli.root import app
@@ -145,7 +145,7 @@ def rollback_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Make an older saved version the active one (its checkpoint must load)."""
-    from edge_plm.versions import rollback  # noqa: PLC0415
+    from edge_plm.learning.versions import rollback  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
         result = rollback(store, settings, path, version, checkpoints)
@@ -170,7 +170,7 @@ def rebuild_command(
     minus rolled-back windows) and make it the active version."""
     from rich.console import Console  # noqa: PLC0415
 
-    from edge_plm.versions import rebuild  # noqa: PLC0415
+    from edge_plm.learning.versions import rebuild  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
         with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
@@ -199,9 +199,9 @@ def import_command(
     """A checkpoint trained elsewhere as a new active version: checked (configuration,
     vocabulary, format), scored on the holdout next to the active model, refused when it
     scores lower (unless --force); its origin is recorded in the version's metrics."""
-    from edge_plm.model_transfer import ImportRefused, import_checkpoint  # noqa: PLC0415
+    from edge_plm.commands.model_transfer import ImportRefused, import_checkpoint  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
-    from edge_plm.versions import learner_setup  # noqa: PLC0415
+    from edge_plm.learning.versions import learner_setup  # noqa: PLC0415
 
     with opened(db, config, write=True, create=True) as (store, settings, path):  # a new device too
         try:
@@ -238,7 +238,7 @@ def export_command(
 ) -> None:
     """Copy a saved version's checkpoint out (it loads with `eval --init`, `model.start`,
     `model import`)."""
-    from edge_plm.model_transfer import export_checkpoint  # noqa: PLC0415
+    from edge_plm.commands.model_transfer import export_checkpoint  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
 
     with opened(db, config) as (store, settings, path):

@@ -1,6 +1,6 @@
 """`edge-plm run` (the service), `edge-plm replay` (docs/design.md §4) and `edge-plm demo`.
 
-Thin commands: the service is `edge_plm.service`, the replay harness `edge_plm.replay`.
+Thin commands: the service is `edge_plm.loop.service`, the replay harness `edge_plm.loop.replay`.
 Logs go to stdout for `run` (journald) and to stderr for `replay`/`demo`, so that
 ``replay --json`` prints exactly one JSON object on stdout.
 """
@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from edge_plm import stopping
+from edge_plm.loop import stopping
 from edge_plm.cli.common import ConfigOpt, SeedOpt, fail, load_settings, log_to
 from edge_plm.cli.root import app
 
@@ -41,12 +41,12 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
                 gap: GapOpt = 3.0) -> None:
     """The service: microphone + GPIO from the config, until SIGTERM/SIGINT (--audio: WAV
     files on simulated pins, until the last file's question is answered)."""
-    with stopping.handling() as stop:  # installed since the CLI's entry (edge_plm.stopping)
+    with stopping.handling() as stop:  # installed since the CLI's entry (edge_plm.loop.stopping)
         if stop.is_set():  # stopped while the CLI was importing: skip the slow imports too
             log_to(sys.stdout)
             log.info("%s during start-up: stopping", stop.reason())
             return
-        from edge_plm.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
+        from edge_plm.loop.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
 
         if more and not audio:
             fail(f"unexpected argument {more[0]}: audio files go after --audio", 2)
@@ -68,7 +68,7 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
 
 
 def _audio_files(paths: list[Path]) -> list[Path]:
-    from edge_plm.tryout import audio_paths  # noqa: PLC0415
+    from edge_plm.loop.tryout import audio_paths  # noqa: PLC0415
     from edge_plm.voice.audio import AudioError  # noqa: PLC0415
 
     try:
@@ -91,7 +91,7 @@ def _replay_settings(start: str | None, config: Path | None = None):
     are not used: the replay has its own database and simulated pins)."""
     from dataclasses import replace
 
-    from edge_plm.settings import ConfigError, Settings, load, validate
+    from edge_plm.config.settings import ConfigError, Settings, load, validate
 
     if config is not None:
         try:
@@ -105,7 +105,7 @@ def _replay_settings(start: str | None, config: Path | None = None):
         s = replace(s, model=replace(s.model, start=start))
     try:
         validate(s)
-        from edge_plm.starting_model import resolve
+        from edge_plm.config.starting_model import resolve
 
         resolve(s.model.start)
     except (ConfigError, LookupError) as exc:
@@ -115,9 +115,9 @@ def _replay_settings(start: str | None, config: Path | None = None):
 
 def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, settings=None,
             stop=None):
-    from edge_plm.replay import build_replay, replay_asr, run_session, session_span_s, uses_talkback
+    from edge_plm.loop.replay import build_replay, replay_asr, run_session, session_span_s, uses_talkback
     from edge_plm.plm.checkpoint import CheckpointError
-    from edge_plm.settings import Settings
+    from edge_plm.config.settings import Settings
 
     from edge_plm.store import StorageError
     from edge_plm.voice.speech import SpeechError
@@ -158,8 +158,8 @@ def replay_command(
 ) -> None:
     """Run a logged session through the real loop with a simulated person (mock GPIO)."""
     log_to(sys.stderr, logging.WARNING)
-    from edge_plm.replay import SessionError, check_devices, read_session, session_devices
-    from edge_plm.settings import device_configs
+    from edge_plm.loop.replay import SessionError, check_devices, read_session, session_devices
+    from edge_plm.config.settings import device_configs
 
     settings = _replay_settings(start, config)
     try:
@@ -214,7 +214,7 @@ def _print_summary(console, result, versions, title: str, parts: int = 4) -> Non
 def demo_db() -> Path:
     """Where `demo` keeps its database by default: ``<state dir>/demo/edge-plm.db``, apart
     from the device's own database (the demo's labels must not train the owner's model)."""
-    from edge_plm.settings import default_state_dir
+    from edge_plm.config.settings import default_state_dir
 
     return default_state_dir() / "demo" / "edge-plm.db"
 
@@ -246,7 +246,7 @@ def demo_command(
     from rich.console import Console
     from rich.progress import Progress
 
-    from edge_plm.replay import read_session
+    from edge_plm.loop.replay import read_session
 
     settings = _replay_settings(start)
     console = Console()

@@ -2,7 +2,7 @@
 
 - ``train switch`` trains a switch model (the device's own configurations, potato / orange) on a
   labelled JSONL file: explicit warm start, then gradient epochs with frozen and thawed
-  embeddings and early stopping on ``--val`` (edge_plm/switch_training.py). It writes
+  embeddings and early stopping on ``--val`` (edge_plm/commands/switch_training.py). It writes
   ``OUT/checkpoint.npz`` in the device's checkpoint format (`edge-plm model import` takes it).
 - ``train lm`` trains the SAFFU language model on a text corpus (warm -> freeze -> thaw).
 
@@ -50,7 +50,7 @@ def switch_command(
     """Warm start + gradient training of a switch model -> OUT/checkpoint.npz (a device checkpoint)."""
     no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
-    from edge_plm.switch_training import SwitchTrainConfig, SwitchTrainer, TrainDataError
+    from edge_plm.commands.switch_training import SwitchTrainConfig, SwitchTrainer, TrainDataError
 
     if steps is not None and steps < 0 or time_budget is not None and time_budget < 0:
         fail("--steps and --time-budget must be >= 0", 2)
@@ -101,8 +101,8 @@ def lm_command(
     """Language model: explicit warm start, then Adam with frozen embeddings, then thawed embeddings."""
     no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
-    from edge_plm.lm.config import get_lm_config
-    from edge_plm.lm.trainer import Trainer
+    from edge_plm.research.lm.config import get_lm_config
+    from edge_plm.research.lm.trainer import Trainer
 
     if steps is None and time_budget is None:
         fail("give --steps and/or --time-budget", 2)
@@ -122,7 +122,7 @@ def lm_command(
 
 def _lm_overrides(model_config: str, items: list[str]) -> dict:
     """``--set KEY=VALUE`` items as typed fields of the language-model configuration."""
-    from edge_plm.lm.config import LM_CONFIGS, LMConfig
+    from edge_plm.research.lm.config import LM_CONFIGS, LMConfig
 
     overrides = {}
     fields = {f.name: f.type for f in LMConfig.__dataclass_fields__.values()}

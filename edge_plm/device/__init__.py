@@ -2,7 +2,7 @@
 
 `Devices.from_config(GpioConfig, devices=...)` builds them on one pin factory (real GPIO when
 present, gpiozero's MockFactory otherwise, see `pins.make_pin_factory`). Each configured device
-(``[[devices]]``, `edge_plm.settings.device_configs`) is a named relay with its own person's
+(``[[devices]]``, `edge_plm.config.settings.device_configs`) is a named relay with its own person's
 switch (its teacher) and optionally its own LED; without ``devices`` there is one device named
 `MAIN_RELAY` from the ``[gpio]`` pins, exactly as before. ``devices.relay`` and
 ``devices.switch`` are the first device's. Further named relays without a switch can be given
@@ -27,7 +27,7 @@ from edge_plm.device.pins import PinFactoryError, make_pin_factory
 from edge_plm.device.relay import Clock, Relay, RelayClosed, RelayConfig
 from edge_plm.device.restore import RelayStateStore, restore_relays
 from edge_plm.device.person_switch import FlipEvent, PersonSwitch, PersonSwitchConfig, PersonSwitchConfigError
-from edge_plm.settings import DEFAULT_DEVICE, DeviceConfig, GpioConfig
+from edge_plm.config.settings import DEFAULT_DEVICE, DeviceConfig, GpioConfig
 
 log = logging.getLogger(__name__)
 

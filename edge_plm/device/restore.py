@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from edge_plm.device.relay import Relay
-from edge_plm.settings import RELAY_RESTORE as POLICIES
+from edge_plm.config.settings import RELAY_RESTORE as POLICIES
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from edge_plm.switch.config import SwitchConfig
 from edge_plm.switch.tokenizer import RESERVED, CharTokenizer
 from edge_plm.switch.unitnet import UnitNet
 
-MODEL_FORMAT = 2  # 1: the character SwitchNet (edge_plm/charnet/); 2: the unit network (since 2026-12-01 with the word attention)
+MODEL_FORMAT = 2  # 1: the character SwitchNet (edge_plm/research/charnet/); 2: the unit network (since 2026-12-01 with the word attention)
 
 
 def save_model(model, path: str | Path, extra: dict | None = None) -> Path:

@@ -7,7 +7,7 @@ noise mixed in; BENCHMARKS.md "Talk-back (issue 21)"):
     answer phrases (and a short filler loop, so other speech can come out as neither) and reads
     its words the same way, except "on" / "off" (see `GrammarAnswers.classify`).
 The loop uses the grammar first and the transcript when the grammar hears no answer
-(`edge_plm.talkback.Talkback.answer`).
+(`edge_plm.voice.talkback.Talkback.answer`).
 
 Rules (whole words, case-insensitive):
   * yes words: yes, yeah, yep, yup, sure, okay, ok, please, "do it", "go ahead";
@@ -119,7 +119,7 @@ class GrammarAnswers:
     def classify(self, samples: np.ndarray, asked: str | None = None) -> bool | None:
         """The answer in `samples`; "on" / "off" in the grammar's words do not count: the
         grammar hears "off" as "on" too often (benchmarks/bench_answers.py), so such answers
-        are left to the transcript (`edge_plm.talkback.Talkback.answer`)."""
+        are left to the transcript (`edge_plm.voice.talkback.Talkback.answer`)."""
         return classify_answer(self.words(samples), asked, states=False)
 
 

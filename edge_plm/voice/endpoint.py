@@ -119,7 +119,7 @@ class Endpointer:
     def from_config(cls, audio_config, sample_rate: int | None = None) -> Endpointer:
         """Build from `settings.AudioConfig` (optionally at a capture rate other than its own);
         `AudioError` for what `config check` refuses (`settings.audio_problems`)."""
-        from edge_plm.settings import audio_problems  # noqa: PLC0415
+        from edge_plm.config.settings import audio_problems  # noqa: PLC0415
 
         c = audio_config
         found = [p for p in audio_problems(c) if not p.startswith("audio.source")]

@@ -1,0 +1,117 @@
+"""Moving switch models between a device and a desktop (`edge-plm model import|export`).
+
+``import_checkpoint`` makes a checkpoint trained elsewhere (`edge-plm train switch`) a new
+model version of this device, after checking that the device can run it and scoring it on the
+holdout slice next to the active model (refused when worse, unless ``force``). The round trip
+and what an imported model cannot do (take single rows back out): docs/deploy.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig
+from edge_plm.learning.state import match_examples
+from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.switch.config import CONFIGS
+from edge_plm.switch.model import SwitchModel
+from edge_plm.store import ReplayStore
+
+# the fields that shape the network's arrays: a checkpoint must agree on all of them
+# the fields that decide what a unit id means and how many there are (the unit network)
+STRUCTURE = ("unit_cap", "unit_min_n", "unit_max_n", "bigram_weight", "sound_weight", "word_weight",
+             "support_min_n", "unit_tf", "ngram_mass", "ngram_power", "sound_max_len",
+             # ... and what a word id means and the attention's shape
+             "attention", "attention_widths", "word_cap", "word_bits", "query_words")
+
+
+class ImportRefused(Exception):
+    """The imported model scores below the active one on the holdout (and no ``force``)."""
+
+
+def check_compatible(model: SwitchModel, path: str | Path) -> None:
+    """CheckpointError unless `model` is a switch model of a known configuration with that
+    configuration's structure."""
+    name = model.config.name
+    if name not in CONFIGS:
+        raise CheckpointError(f"{path} is a model of configuration {name!r}, which this edge-plm does not run "
+                              f"(known: {', '.join(CONFIGS)})")
+    want, have = asdict(CONFIGS[name]), asdict(model.config)
+    diff = [f"{k}={have[k]!r} (needs {want[k]!r})" for k in STRUCTURE if tuple_(have[k]) != tuple_(want[k])]
+    if diff:
+        raise CheckpointError(f"{path} has another {name} structure: {', '.join(diff)}")
+
+
+def tuple_(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def sha256_of(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _ba(s: HoldoutScore | None) -> float | None:
+    return None if s is None else s.balanced_accuracy
+
+
+def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
+                      path: str | Path, force: bool = False) -> dict:
+    """Import `path` as the new active version; returns what happened (see module doc)."""
+    path = Path(path)
+    model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
+    check_compatible(model, path)
+    model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
+    learner = Learner.open(store, cfg, checkpoints_dir)
+    previous = learner.version
+    cand = learner.score(model)
+    base = learner.score(learner.model)
+    result = {"source": str(path.resolve()), "source_sha256": sha256_of(path), "previous": previous,
+              "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
+              "previous_balanced_accuracy": _ba(base), "forced": False, "version": None,
+              "config": model.config.name, "config_changed": model.config.name != learner.model.config.name,
+              "model_config_setting": cfg.config}
+    worse = (cand.balanced_accuracy is not None and base.balanced_accuracy is not None
+             and cand.balanced_accuracy < base.balanced_accuracy)
+    if worse and not force:
+        raise ImportRefused(
+            f"{path} scores {cand.balanced_accuracy:.3f} balanced accuracy on the holdout ({cand.n} rows), "
+            f"below the active model {previous or '(the starting model)'} at {base.balanced_accuracy:.3f}; "
+            "nothing imported (--force imports it anyway)")
+    result["forced"] = bool(worse)
+    metrics = {"gate": "import", "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
+               "parent_balanced_accuracy": _ba(base), "source": result["source"],
+               "source_sha256": result["source_sha256"], "forced": result["forced"],
+               "trained_by": model.meta.get("trained_by"), "training": model.meta.get("training"),
+               "interactions": [None, None], "labels_in_window": 0}
+    keys = match_examples(store, model, cfg.holdout_fraction)
+    metrics["labels_matched"] = result["labels_matched"] = len(keys)
+    result["version"] = learner.adopt(model, metrics, keys)
+    return result
+
+
+def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwrite: bool = False) -> dict:
+    """Copy the checkpoint of saved `version` to `out` after checking that it loads; an
+    existing file is replaced only with `overwrite` (else `FileExistsError`)."""
+    matches = [v for v in store.model_versions() if v.version == version]
+    if not matches:
+        raise LookupError(f"no model version {version!r} (see `edge-plm model list`)")
+    v = matches[0]
+    if not v.path:
+        raise LookupError(f"model version {version} has no checkpoint (rolled-back candidates are never saved)")
+    model = SwitchModel.load(v.path)
+    out = Path(out)
+    if out.is_dir():
+        out = out / f"{version}.npz"
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out} exists; not overwritten (use --force)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(v.path, out)
+    return {"version": version, "out": str(out), "config": model.config.name,
+            "labelled": model.n_examples, "sha256": sha256_of(out), "bytes": out.stat().st_size}

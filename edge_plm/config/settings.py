@@ -1,0 +1,552 @@
+"""Configuration: one TOML file over built-in defaults.
+
+Lookup order (first that exists wins, unless a path is given explicitly):
+  $EDGE_PLM_CONFIG, ~/.config/edge-plm/config.toml (user), /etc/edge-plm/config.toml (service).
+State (database, checkpoints, models) lives under `paths.state_dir`: /var/lib/edge-plm for the
+service (systemd's $STATE_DIRECTORY), else the XDG data dir (~/.local/share/edge-plm).
+
+Every section is a dataclass; unknown keys are an error (a typo must not be silently ignored).
+A key's one-line help is its field's ``metadata["help"]`` (`setting`); `edge_plm.config.file`
+writes it next to the key in the generated config file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """The configuration file is unreadable or holds an invalid value."""
+
+
+def setting(default: Any, text: str) -> Any:
+    """A config key with its built-in default and the one-line help shown in the generated
+    config file (``metadata["help"]``). A list default is copied for every instance."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": text})
+    return field(default=default, metadata={"help": text})
+
+
+def help_of(f: dataclasses.Field) -> str:
+    """The help text of a config key ("" when it has none)."""
+    return f.metadata.get("help", "")
+
+
+def default_state_dir() -> Path:
+    if os.environ.get("STATE_DIRECTORY"):  # set by systemd's StateDirectory=
+        return Path(os.environ["STATE_DIRECTORY"].split(":")[0])
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "edge-plm"
+
+
+@dataclass
+class PathsConfig:
+    state_dir: str = setting("", "empty: $STATE_DIRECTORY (the service: /var/lib/edge-plm), "
+                                      "else $XDG_DATA_HOME/edge-plm (~/.local/share/edge-plm)")
+    database: str = setting("", "empty: <state_dir>/edge-plm.db")
+    models_dir: str = setting("", "empty: <state_dir>/models (installed ASR models)")
+    checkpoints_dir: str = setting("", "empty: <state_dir>/checkpoints")
+    keep_audio: bool = setting(False, "privacy: audio is not kept unless configured")
+    log_transcripts: bool = setting(False, "privacy: transcripts in the log at INFO (DEBUG always shows them)")
+    audio_dir: str = setting("", "empty: <state_dir>/audio")
+
+    def state(self) -> Path:
+        return Path(self.state_dir) if self.state_dir else default_state_dir()
+
+    def database_path(self) -> Path:
+        return Path(self.database) if self.database else self.state() / "edge-plm.db"
+
+    def models_path(self) -> Path:
+        return Path(self.models_dir) if self.models_dir else self.state() / "models"
+
+    def checkpoints_path(self) -> Path:
+        return Path(self.checkpoints_dir) if self.checkpoints_dir else self.state() / "checkpoints"
+
+    def audio_path(self) -> Path:
+        return Path(self.audio_dir) if self.audio_dir else self.state() / "audio"
+
+
+@dataclass
+class AudioConfig:
+    source: str = setting("microphone", "microphone | text (WAV files: edge-plm replay)")
+    device: str = setting("", "sounddevice device name or index; empty = system default")
+    sample_rate: int = setting(16000, "rate the ASR sees; capture at another rate is resampled")
+    block_ms: int = 30
+    vad: str = setting("webrtc", "webrtc | energy ; how a block is judged speech (benchmarks/bench_endpoint.py)")
+    vad_aggressiveness: int = setting(2, "webrtc VAD: 0 (keeps most) .. 3 (drops most non-speech)")
+    vad_floor_margin_db: float = setting(8.0, "speech must also be this far above the running noise floor; 0 = off")
+    energy_threshold_db: float = setting(-40.0, "dBFS above which a block counts as speech (vad = energy)")
+    silence_tail_ms: int = setting(300, "end the utterance after this much silence")
+    max_utterance_ms: int = 8000
+    min_utterance_ms: int = 200
+
+
+@dataclass
+class AsrConfig:
+    backend: str = setting("auto", "auto | vosk | pocketsphinx | text ; auto = vosk if a model is installed")
+    vosk_model: str = setting("", "model directory (or a name under paths.models_dir)")
+    vosk_grammar: list[str] = setting([], "optional phrase list")
+    language: str = "en"
+    max_transcript_chars: int = setting(500, "longer transcripts are cut (logged warning); 0 = no cap")
+
+
+#: What the relay does after the safe state on start (``gpio.relay_restore``).
+RELAY_RESTORE = ("last", "off", "on")
+
+
+@dataclass
+class GpioConfig:
+    pin_factory: str = setting("auto", "auto (GPIOZERO_PIN_FACTORY, else real GPIO; run refuses none) "
+                                       "| mock | lgpio | rpigpio | pigpio | native (gpiozero pin factories)")
+    relay_pin: int = 17
+    relay_active_high: bool = True
+    relay_safe_state: bool = setting(False, "state on stop and crash, and first on start")
+    relay_restore: str = setting("last", "after the safe state on start: last (the state recorded "
+                                         "before the restart) | off | on")
+    switch_pin: int = 27
+    switch_mode: str = setting("toggle", "toggle | momentary")
+    switch_pull_up: bool = True
+    switch_bounce_ms: int = 50
+    led_pin: int = setting(22, '"I\'m not sure" signal; -1 disables')
+    buzzer_pin: int = setting(-1, "optional active buzzer: two short beeps when asking; -1 = none")
+    min_toggle_interval_ms: int = setting(1000, "relay rate limit")
+
+
+#: The name of the one device built from ``[gpio]`` when no ``[[devices]]`` is configured: the
+#: name its relay has always been recorded under (``relay_state``), so existing databases keep
+#: restoring it.
+DEFAULT_DEVICE = "main"
+
+
+@dataclass
+class DeviceConfig:
+    """One ``[[devices]]`` entry: a named relay with its own switch (its teacher)."""
+
+    name: str = setting("", "what the person calls it, e.g. \"lamp\" (unique, case-insensitive)")
+    aliases: list[str] = setting([], "other names it answers to, e.g. [\"light\", \"big light\"]")
+    relay_pin: int = -1
+    relay_active_high: bool = True
+    relay_restore: str = setting("last", "after the safe state on start: last | off | on")
+    switch_pin: int = setting(-1, "this device's own switch: its flips label utterances for it")
+    switch_mode: str = setting("toggle", "toggle | momentary")
+    switch_pull_up: bool = True
+    switch_bounce_ms: int = 50
+    led_pin: int = setting(-1, "its own \"I'm not sure\" LED; -1: the shared gpio.led_pin blinks "
+                               "the device's number")
+
+
+@dataclass
+class PolicyConfig:
+    act_threshold: float = setting(0.80, "confidence at or above which the device acts")
+    ask_threshold: float = setting(0.35, "between ask and act: ask; below: ignore (treated as NOOP)")
+    ask_window_s: float = 8.0
+    override_window_s: float = 10.0
+    # after ASK / IGNORE with no flip, label NOOP only if the model gave the relay's current
+    # state less than this probability (else no label: "no flip" cannot tell S from NOOP)
+    ambiguity_floor: float = 0.2
+    # a transcript whose words outside filler words ("the", "uh", "it"...) hold fewer letters is
+    # junk: never acted on, never labelled ON/OFF (edge_plm/decide/content.py, docs/policy.md)
+    min_content_letters: int = 4
+
+
+@dataclass
+class ModelConfig:
+    config: str = "potato"
+    # where learning starts: "switch-en" (the shipped English starting model, understands
+    # common on/off commands from the first word), "empty", or a switch-model checkpoint path
+    start: str = "switch-en"
+    seed: int = 0
+    holdout_fraction: float = 0.2
+    holdout_min: int = setting(10, "holdout rows needed before a candidate is judged at all")
+    version_every: int = setting(10, "learned labels between candidate versions, at least "
+                                         "(or version_growth of the labels the model holds, if more)")
+    # ... or this share of the labels the model holds, when more: the cost of versioning per
+    # label (checkpoint + holdout pass, both proportional to the model) stays constant
+    version_growth: float = 0.05
+    # a candidate is rolled back only if its holdout balanced accuracy is lower than the
+    # active version's by more than this (small holdouts are noisy: one row moves it a lot)
+    rollback_margin: float = 0.03
+    # act/ask decisions may add the household's label frequencies raised to this power to the
+    # model's logits before its confidence is calibrated (0 = off, the default: the calibration
+    # is fitted on the household's own held-out rows, which carry its class mix; BENCHMARKS.md)
+    prior_strength: float = 0.0
+    # ... and weigh the distribution by the evidence behind it: with n labels, p' = (n p + k/3)
+    # / (n + k), k pseudo-labels that know nothing, so a model taught a handful of labels does not
+    # act on them alone (0 = off; 3: from an empty model the households' wrong actions fall from
+    # 44 to 21 of about 1,000 actions; a starting model's thousands of labels make it a no-op;
+    # BENCHMARKS.md)
+    evidence_prior: float = 3.0
+    # checkpoint retention: the active version, its parent and the newest `keep_checkpoints`
+    # saved versions keep their files; older files are deleted (the rows stay, marked pruned),
+    # and more are pruned, oldest first, while the directory holds more than
+    # `checkpoints_max_mb` (the active version and its parent are never pruned)
+    keep_checkpoints: int = 5
+    checkpoints_max_mb: float = 64.0
+
+
+@dataclass
+class TalkbackConfig:
+    enabled: bool = setting(False, "say the question out loud when asking and take a spoken "
+                                   "yes/no as the label (off: LED/buzzer only; docs/policy.md)")
+    backend: str = setting("espeak-ng", "espeak-ng | piper | none ; the speech output")
+    voice: str = setting("en-us", "espeak-ng voice (espeak-ng --voices)")
+    rate_wpm: int = setting(175, "espeak-ng speaking rate, words per minute")
+    piper_model: str = setting("", "piper voice model (.onnx, with its .onnx.json) for backend = piper")
+    output_device: str = setting("", "sounddevice output device name or index; empty = system default")
+    answers: str = setting("grammar", "grammar (pocketsphinx answer grammar over the audio, else "
+                                      "the transcript) | transcript (the transcript only)")
+    echo_guard_ms: int = setting(500, "after the device speaks, microphone input is dropped this long")
+    confirm: bool = setting(False, 'say what was done after acting ("On.")')
+    chime: bool = setting(False, "a short tone instead of words (question and confirmation)")
+
+
+@dataclass
+class Settings:
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    asr: AsrConfig = field(default_factory=AsrConfig)
+    gpio: GpioConfig = field(default_factory=GpioConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    # ``[[devices]]``: several named relays, each with its own switch (empty: one device, from
+    # ``[gpio]``; `device_configs`)
+    devices: list[DeviceConfig] = field(default_factory=list)
+    talkback: TalkbackConfig = field(default_factory=TalkbackConfig)
+    source: str = "<defaults>"  # where these settings came from
+
+
+def device_configs(s: Settings) -> list[DeviceConfig]:
+    """The configured devices: the ``[[devices]]`` entries, or (none given) one device named
+    `DEFAULT_DEVICE` from the ``[gpio]`` relay and switch keys."""
+    if s.devices:
+        return list(s.devices)
+    g = s.gpio
+    return [DeviceConfig(DEFAULT_DEVICE, [], g.relay_pin, g.relay_active_high, g.relay_restore,
+                         g.switch_pin, g.switch_mode, g.switch_pull_up, g.switch_bounce_ms, -1)]
+
+
+def candidate_paths() -> list[Path]:
+    paths = []
+    if os.environ.get("EDGE_PLM_CONFIG"):
+        paths.append(Path(os.environ["EDGE_PLM_CONFIG"]))
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    paths.append(Path(xdg) / "edge-plm" / "config.toml")
+    paths.append(Path("/etc/edge-plm/config.toml"))
+    return paths
+
+
+def _apply(section_obj, values: dict, where: str) -> None:
+    known = {f.name: f for f in dataclasses.fields(section_obj)}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+        expected = type(getattr(section_obj, key))
+        if expected is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, expected) and (expected is bool or not isinstance(value, bool))
+        if not ok:
+            raise ConfigError(
+                f"{where}.{key}: expected {expected.__name__}, got {type(value).__name__} ({value!r})"
+            )
+        setattr(section_obj, key, float(value) if expected is float else value)
+
+
+def parse(text: str, source: str = "<string>") -> Settings:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    settings = Settings(source=source)
+    for name, values in data.items():
+        if name == "devices":
+            settings.devices = _devices(values, source)
+            continue
+        section = getattr(settings, name, None)
+        if section is None or not dataclasses.is_dataclass(section) or not isinstance(values, dict):
+            raise ConfigError(f"{source}: unknown section [{name}]")
+        _apply(section, values, f"{source}: [{name}]")
+    validate(settings)
+    return settings
+
+
+def _devices(values: Any, source: str) -> list[DeviceConfig]:
+    """The ``[[devices]]`` array of tables."""
+    if not isinstance(values, list) or not all(isinstance(v, dict) for v in values):
+        raise ConfigError(f"{source}: devices must be an array of tables ([[devices]] entries)")
+    out = []
+    for i, entry in enumerate(values, 1):
+        d = DeviceConfig()
+        _apply(d, entry, f"{source}: [[devices]] #{i}")
+        if "aliases" in entry and not all(isinstance(a, str) for a in d.aliases):
+            raise ConfigError(f"{source}: [[devices]] #{i}.aliases: expected a list of strings")
+        out.append(d)
+    return out
+
+
+#: BCM GPIO numbers gpiozero can drive on a Raspberry Pi's 40-pin header (GPIO0..GPIO27).
+GPIO_PINS = range(0, 28)
+
+
+def _known_model_configs() -> list[str]:
+    from edge_plm.switch.config import CONFIGS  # noqa: PLC0415 - plain dataclasses, no kernels
+
+    return sorted(CONFIGS)
+
+
+def problems(s: Settings) -> list[str]:
+    """Every value in `s` that `run` could not use (empty: the settings are valid).
+
+    One function for `config check`, `run` and every command that loads a config (`load`
+    calls it), so that what `check` accepts is what the service can start with.
+    """
+    out = _non_finite(s)
+    if out:
+        return out  # the range checks below assume finite numbers
+    for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems,
+                 _device_problems):
+        out += step(s)
+    return out + _talkback_problems(s)
+
+
+#: The speech output backends (`edge_plm.voice.speech.BACKENDS`; plain names, no import).
+SPEECH_BACKENDS = ("espeak-ng", "piper", "none")
+
+
+def _talkback_problems(s: Settings) -> list[str]:
+    t, out = s.talkback, _Problems()
+    out.need(t.backend in SPEECH_BACKENDS,
+             f"talkback.backend must be one of {', '.join(SPEECH_BACKENDS)}, got {t.backend!r}")
+    out.need(t.answers in ("grammar", "transcript"),
+             f"talkback.answers must be one of grammar, transcript, got {t.answers!r}")
+    out.need(80 <= t.rate_wpm <= 450, f"talkback.rate_wpm must be in 80..450, got {t.rate_wpm}")
+    out.need(0 <= t.echo_guard_ms <= 5000,
+             f"talkback.echo_guard_ms must be in 0..5000, got {t.echo_guard_ms}")
+    out.need(t.backend != "piper" or bool(t.piper_model),
+             "talkback.piper_model must name a voice model file when talkback.backend = piper")
+    return out
+
+
+class _Problems(list):
+    """The messages of one validation step: `need` adds one when its condition fails."""
+
+    def need(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.append(message)
+
+
+def _non_finite(s: Settings) -> list[str]:
+    out = []
+    for name in ("paths", "audio", "asr", "gpio", "policy", "model"):
+        section = getattr(s, name)
+        for f in dataclasses.fields(section):
+            value = getattr(section, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                out.append(f"{name}.{f.name} must be a finite number, got {value}")
+    return out
+
+
+def _audio_problems(s: Settings) -> list[str]:
+    return audio_problems(s.audio)
+
+
+def audio_problems(a: AudioConfig) -> list[str]:
+    """The [audio] checks (also `Endpointer.from_config`'s)."""
+    out = _Problems()
+    out.need(a.source != "wav", "audio.source = 'wav' needs the files: `edge-plm run --audio FILE...` "
+                                "(or `edge-plm replay FILE`); the service listens to 'microphone' or 'text'")
+    out.need(a.source in ("microphone", "wav", "text"),
+             "audio.source must be 'microphone' or 'text'")
+    out.need(a.sample_rate > 0, f"audio.sample_rate must be > 0, got {a.sample_rate}")
+    out.need(0 < a.block_ms <= 1000, f"audio.block_ms must be in 1..1000, got {a.block_ms}")
+    out.need(a.energy_threshold_db <= 0,
+             f"audio.energy_threshold_db is in dBFS and must be <= 0, got {a.energy_threshold_db}")
+    out.need(a.silence_tail_ms >= 0, f"audio.silence_tail_ms must be >= 0, got {a.silence_tail_ms}")
+    out.need(a.vad in ("energy", "webrtc"), f"audio.vad must be 'energy' or 'webrtc', got {a.vad!r}")
+    out.need(a.vad_floor_margin_db >= 0, f"audio.vad_floor_margin_db must be >= 0, got {a.vad_floor_margin_db}")
+    out.need(0 <= a.vad_aggressiveness <= 3,
+             f"audio.vad_aggressiveness must be 0..3, got {a.vad_aggressiveness}")
+    out.need(a.vad != "webrtc" or a.block_ms in (10, 20, 30),
+             f"audio.vad = 'webrtc' needs audio.block_ms of 10, 20 or 30, got {a.block_ms}")
+    out.need(a.max_utterance_ms > 0, f"audio.max_utterance_ms must be > 0, got {a.max_utterance_ms}")
+    out.need(0 <= a.min_utterance_ms < a.max_utterance_ms,
+             f"audio.min_utterance_ms must be >= 0 and below audio.max_utterance_ms "
+             f"({a.max_utterance_ms}), got {a.min_utterance_ms}")
+    return out
+
+
+def _asr_problems(s: Settings) -> list[str]:
+    out = _Problems()
+    out.need(s.asr.backend in ("auto", "vosk", "pocketsphinx", "text"),
+             "asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
+    out.need(s.asr.max_transcript_chars >= 0,
+             f"asr.max_transcript_chars must be >= 0 (0: no cap), got {s.asr.max_transcript_chars}")
+    return out
+
+
+def _gpio_problems(s: Settings) -> list[str]:
+    g, out = s.gpio, _Problems()
+    lo, hi = GPIO_PINS[0], GPIO_PINS[-1]
+    for name, optional in (("relay_pin", False), ("switch_pin", False), ("led_pin", True),
+                           ("buzzer_pin", True)):
+        pin = getattr(g, name)
+        if optional and pin == -1:
+            continue
+        out.need(pin in GPIO_PINS, f"gpio.{name} must be a BCM GPIO number {lo}..{hi}"
+                                   f"{' or -1 (none)' if optional else ''}, got {pin}")
+    used: dict[int, str] = {}
+    for name in ("relay_pin", "switch_pin", "led_pin", "buzzer_pin"):
+        pin = getattr(g, name)
+        if pin == -1:
+            continue
+        if pin in used:
+            out.append(f"gpio.{used[pin]} and gpio.{name} are both pin {pin}; each needs its own")
+        used.setdefault(pin, name)
+    out.need(g.switch_mode in ("toggle", "momentary"), "gpio.switch_mode must be 'toggle' or 'momentary'")
+    out.need(g.switch_bounce_ms >= 0, f"gpio.switch_bounce_ms must be >= 0, got {g.switch_bounce_ms}")
+    out.need(g.min_toggle_interval_ms >= 0,
+             f"gpio.min_toggle_interval_ms must be >= 0, got {g.min_toggle_interval_ms}")
+    out.need(g.relay_restore in RELAY_RESTORE,
+             f"gpio.relay_restore must be one of {', '.join(RELAY_RESTORE)}, got {g.relay_restore!r}")
+    return out
+
+
+def _device_problems(s: Settings) -> list[str]:
+    """``[[devices]]``: names unique (case-insensitive, aliases included) and non-empty, pins
+    valid and distinct across devices and the shared LED / buzzer."""
+    if not s.devices:
+        return []
+    from edge_plm.switch.tokenizer import normalize  # noqa: PLC0415 - text only, no kernels
+
+    out, lo, hi = _Problems(), GPIO_PINS[0], GPIO_PINS[-1]
+    names: dict[str, str] = {}
+    used: dict[int, str] = {p: f"gpio.{k}" for k in ("led_pin", "buzzer_pin")
+                            if (p := getattr(s.gpio, k)) != -1}
+    for i, d in enumerate(s.devices, 1):
+        where = f"devices[{i}] ({d.name!r})" if d.name.strip() else f"devices[{i}]"
+        for phrase in (d.name, *d.aliases):
+            key = " ".join(normalize(phrase).split())
+            if not key:
+                out.append(f"{where}: a name or alias needs a letter or digit, got {phrase!r}")
+            elif key in names:
+                out.append(f"{where}: the name {phrase!r} is already {names[key]}'s "
+                           "(names and aliases must be unique, case-insensitive)")
+            else:
+                names[key] = repr(d.name)
+        for key, optional in (("relay_pin", False), ("switch_pin", False), ("led_pin", True)):
+            pin = getattr(d, key)
+            if optional and pin == -1:
+                continue
+            if pin not in GPIO_PINS:
+                out.append(f"{where}.{key} must be a BCM GPIO number {lo}..{hi}"
+                           f"{' or -1 (none)' if optional else ''}, got {pin}")
+            elif pin in used:
+                out.append(f"{where}.{key} is pin {pin}, already {used[pin]}; each needs its own")
+            else:
+                used[pin] = f"{where}.{key}"
+        out.need(d.switch_mode in ("toggle", "momentary"),
+                 f"{where}.switch_mode must be 'toggle' or 'momentary', got {d.switch_mode!r}")
+        out.need(d.switch_bounce_ms >= 0, f"{where}.switch_bounce_ms must be >= 0, got {d.switch_bounce_ms}")
+        out.need(d.relay_restore in RELAY_RESTORE, f"{where}.relay_restore must be one of "
+                                                   f"{', '.join(RELAY_RESTORE)}, got {d.relay_restore!r}")
+    return out
+
+
+def _policy_problems(s: Settings) -> list[str]:
+    return policy_problems(s.policy)
+
+
+def policy_problems(p: PolicyConfig) -> list[str]:
+    """The [policy] checks (also `Policy`'s: it refuses exactly these)."""
+    out = _Problems()
+    out.need(all(math.isfinite(v) for v in (p.ask_threshold, p.act_threshold, p.ambiguity_floor,
+                                            p.ask_window_s, p.override_window_s)),
+             "policy: thresholds and windows must be finite numbers")
+    out.need(0.0 <= p.ask_threshold <= p.act_threshold <= 1.0,
+             "policy: need 0 <= ask_threshold <= act_threshold <= 1, got ask_threshold "
+             f"{p.ask_threshold}, act_threshold {p.act_threshold}")
+    out.need(0.0 <= p.ambiguity_floor <= 1.0,
+             f"policy.ambiguity_floor must be in [0, 1], got {p.ambiguity_floor}")
+    out.need(p.min_content_letters >= 0,
+             f"policy.min_content_letters must be >= 0, got {p.min_content_letters}")
+    out.need(p.ask_window_s > 0, f"policy.ask_window_s must be > 0, got {p.ask_window_s}")
+    out.need(p.override_window_s > 0,
+             f"policy.override_window_s must be > 0, got {p.override_window_s}")
+    return out
+
+
+def _model_problems(s: Settings) -> list[str]:
+    m, out = s.model, _Problems()
+    known = _known_model_configs()
+    out.need(m.config in known, f"model.config {m.config!r} is not a known model configuration "
+                                f"(known: {', '.join(known)})")
+    out.need(m.seed >= 0, f"model.seed must be >= 0, got {m.seed}")
+    out.need(0.0 <= m.holdout_fraction < 1.0,
+             f"model.holdout_fraction must be in [0, 1), got {m.holdout_fraction}")
+    out.need(m.holdout_min >= 1 and m.version_every >= 1,
+             "model.holdout_min and model.version_every must be >= 1")
+    out.need(m.rollback_margin >= 0, f"model.rollback_margin must be >= 0, got {m.rollback_margin}")
+    out.need(0.0 <= m.version_growth <= 1.0,
+             f"model.version_growth must be in [0, 1], got {m.version_growth}")
+    out.need(m.keep_checkpoints >= 2,
+             "model.keep_checkpoints must be >= 2 (the active version and its parent)")
+    out.need(m.checkpoints_max_mb > 0, f"model.checkpoints_max_mb must be > 0, got {m.checkpoints_max_mb}")
+    out.need(m.prior_strength >= 0 and m.evidence_prior >= 0,
+             "model.prior_strength and model.evidence_prior must be >= 0")
+    start = _start_problem(m) if m.config in known else None  # else: the config is the problem
+    if start:
+        out.append(start)
+    return out
+
+
+def validate(s: Settings) -> None:
+    """Raise `ConfigError` naming every invalid value (see `problems`)."""
+    found = problems(s)
+    if found:
+        raise ConfigError(f"{s.source}: " + "; ".join(found))
+
+
+def _start_problem(m: ModelConfig) -> str | None:
+    """model.start names a shipped model of model.config, "empty", or an existing file (whether
+    it loads is checked when it is loaded)."""
+    from edge_plm.config.starting_model import StartError, check_config, resolve  # noqa: PLC0415
+
+    if not m.start.strip():
+        return 'model.start must be "switch-en", "empty" or a checkpoint path'
+    try:
+        check_config(m.start, m.config)
+        resolve(m.start)  # a shipped model installed, a path an existing file
+    except StartError as exc:
+        return str(exc)
+    return None
+
+
+def load(path: str | Path | None = None) -> Settings:
+    """Read settings from `path`, or from the first existing candidate file, or defaults."""
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path}")
+        return parse(read_config_text(path), str(path))
+    for candidate in candidate_paths():
+        if candidate.exists():
+            return parse(read_config_text(candidate), str(candidate))
+    return Settings()
+
+
+def read_config_text(path: Path) -> str:
+    """The file's text; a directory, an unreadable file or bytes that are not UTF-8 (TOML is
+    UTF-8) are a `ConfigError`."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (TOML files are UTF-8): byte "
+                          f"0x{exc.object[exc.start]:02x} at offset {exc.start}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc

@@ -1,0 +1,353 @@
+"""Act / ask / ignore: the decision state machine and the label rules. No I/O, no gpiozero.
+
+The `Policy` takes events (an utterance's prediction, the relay's state, switch flips, the
+passage of time) and returns decisions and labels; the controller does the I/O. Times are plain
+float seconds from whatever clock the controller uses. `decide` is the decision table; the label
+rules (which outcome gives which label, from which source) are in `Policy.on_flip`,
+`Policy.on_answer` (a spoken yes/no, talk-back), `Policy.tick` and `Policy._no_flip`. The
+tables, the reasons for each rule and the replays that chose them are in docs/policy.md.
+
+`SimulatedPerson` produces the flips a real person would make (used by ``edge-plm replay``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+
+from edge_plm import actions
+from edge_plm.config.settings import PolicyConfig, policy_problems
+
+
+class _Action(str, Enum):
+    """What an utterance asks of the switch: one member per action of `edge_plm.actions`."""
+
+    @classmethod
+    def from_state(cls, on: bool) -> Action:
+        """The action that drives the relay to `on` (ON for True, OFF for False)."""
+        return cls(actions.for_state(on))
+
+    @property
+    def state(self) -> bool | None:
+        """The relay state this action asks for (None: leave the relay as it is, NOOP)."""
+        return actions.RELAY_STATE[self.value]
+
+
+#: The actions of the registry as an enum: ``Action.ON``, ``Action.OFF``, ``Action.NOOP``.
+Action = _Action("Action", [(a, a) for a in actions.ACTIONS], module=__name__, qualname="Action")
+Action.__doc__ = "What an utterance asks of the switch (the actions of `edge_plm.actions`)."
+
+
+class Decision(str, Enum):
+    ACT = "act"
+    ASK = "ask"
+    IGNORE = "ignore"
+
+
+class LabelSource(str, Enum):
+    ASKED = "asked"
+    OVERRIDE = "override"
+    CONFIRMED = "confirmed"
+    MANUAL = "manual"
+    SPOKEN = "spoken"  # a spoken yes/no inside the ask window (talk-back, `Policy.on_answer`)
+
+
+class PolicyError(RuntimeError):
+    """An event arrived that the policy's state does not allow (a controller bug)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's best action, its confidence in [0, 1] and (optionally) the whole distribution.
+
+    The distribution is needed by the no-flip label rules (the probability of the action the
+    relay already matches); without it they fall back to a bound from `confidence` alone.
+    """
+
+    action: Action
+    confidence: float
+    distribution: Mapping[Action, float] | None = None
+    # why the transcript is junk (``edge_plm.decide.content``): never acted on, never labelled ON/OFF
+    junk: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.action, Action):
+            object.__setattr__(self, "action", Action(self.action))
+        if not _is_prob(self.confidence):
+            raise ValueError(f"confidence must be a number in [0, 1], got {self.confidence!r}")
+        if self.distribution is not None:
+            dist = {Action(k): v for k, v in dict(self.distribution).items()}
+            bad = {k.value: v for k, v in dist.items() if not _is_prob(v)}
+            if bad:
+                raise ValueError(f"distribution values must be numbers in [0, 1], got {bad}")
+            object.__setattr__(self, "distribution", MappingProxyType(dist))
+
+    def prob_bound(self, action: Action) -> float:
+        """p(action) from the distribution; without one, the most it can be given the top
+        action's confidence (``confidence`` for the top action, else ``1 - confidence``)."""
+        if self.distribution is not None:
+            return float(self.distribution.get(action, 0.0))
+        return self.confidence if action is self.action else 1.0 - self.confidence
+
+
+def _is_prob(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0.0 <= value <= 1.0)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The outcome of one closed interaction: its label (or None) and how it was obtained."""
+
+    key: Hashable  # the controller's interaction id
+    decision: Decision
+    label: Action | None
+    source: LabelSource | None
+    ts: float  # when the label was decided
+    reason: str  # one human-readable line for logs and `edge-plm log`
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the controller must do after an utterance."""
+
+    decision: Decision
+    drive: Action | None  # ON/OFF: drive the relay to this state (ACT only), else None
+    ask: bool  # signal "I'm not sure" until this interaction resolves
+    deadline: float  # when this interaction's window expires
+    closed: list[Resolution]  # earlier interactions closed by this utterance
+
+
+@dataclass
+class OpenInteraction:
+    """The interaction whose window is open."""
+
+    key: Hashable
+    decision: Decision
+    prediction: Prediction
+    relay_before: bool
+    opened: float
+    deadline: float
+    applied: bool = True  # False when the relay refused the ACT (rate limit)
+    answer: bool | None = None  # ASK: the person's spoken yes (True) / no (False), if any
+    answered_at: float | None = None
+
+
+def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
+    """The decision table (docs/policy.md), as a pure function: a predicted NOOP (the model
+    believes it is not a command) and a junk transcript are ignored — no blink; a likely command
+    is acted on at ``act_threshold``, asked about from ``ask_threshold``, else ignored."""
+    if prediction.junk or prediction.action.state is None:
+        return Decision.IGNORE
+    c = prediction.confidence
+    if c >= cfg.act_threshold:
+        return Decision.ACT
+    return Decision.ASK if c >= cfg.ask_threshold else Decision.IGNORE
+
+
+class Policy:
+    """One interaction window at a time; every event method returns what it resolved."""
+
+    def __init__(self, cfg: PolicyConfig) -> None:
+        found = policy_problems(cfg)  # the checks of `config check`: one rule for both
+        if found:
+            raise ValueError("; ".join(found))
+        self.cfg = cfg
+        self._open: OpenInteraction | None = None
+
+    @property
+    def open(self) -> OpenInteraction | None:
+        """The interaction waiting for the person's reaction, if any."""
+        return self._open
+
+    @property
+    def deadline(self) -> float | None:
+        """When the open window expires (call `tick` after it), or None."""
+        return self._open.deadline if self._open else None
+
+    def on_utterance(self, key: Hashable, prediction: Prediction, relay_on: bool,
+                     now: float) -> Step:
+        """Decide for a new utterance; closes (expired or superseded) earlier interactions."""
+        closed = self.tick(now)
+        if self._open is not None and self._open.answer is not None:
+            closed.append(self._answered(self._open))
+        elif self._open is not None:
+            closed.append(self._resolve(None, None, now, "superseded by a new utterance "
+                                        "before its window ended"))
+        decision = decide(prediction, self.cfg)
+        window = self.cfg.ask_window_s if decision is Decision.ASK else self.cfg.override_window_s
+        self._open = OpenInteraction(key, decision, prediction, bool(relay_on), now, now + window)
+        drive = prediction.action if decision is Decision.ACT else None
+        return Step(decision, drive, decision is Decision.ASK, now + window, closed)
+
+    def action_refused(self, key: Hashable) -> None:
+        """The relay refused the ACT of interaction `key` (rate limit): nothing was switched."""
+        if self._open is None or self._open.key != key or self._open.decision is not Decision.ACT:
+            raise PolicyError(f"action_refused({key!r}): no open ACT interaction with that key")
+        self._open.applied = False
+
+    def on_flip(self, desired: bool, now: float) -> list[Resolution]:
+        """The person used the switch and wants the relay `desired`; returns what it resolved."""
+        resolved = self.tick(now)
+        o = self._open
+        if o is None:
+            return resolved  # plain manual use: labels nothing
+        flipped = Action.from_state(desired)
+        if o.decision is Decision.ASK:
+            resolved.append(self._resolve(flipped, LabelSource.ASKED, now,
+                                          f"asked; person flipped to {flipped.value}"))
+        elif o.decision is Decision.IGNORE or not o.applied:
+            why = "ignored" if o.decision is Decision.IGNORE else "action refused by rate limit"
+            resolved.append(self._resolve(flipped, LabelSource.MANUAL, now,
+                                          f"{why}; person flipped to {flipped.value}"))
+        else:
+            resolved.append(self._after_act(o, flipped, now))
+        return resolved
+
+    def on_answer(self, yes: bool, now: float) -> list[Resolution]:
+        """A spoken yes/no to the open ask (talk-back); returns what `tick` resolved.
+
+        The answer is kept on the interaction and becomes its label (source ``spoken``) when
+        the window ends or a new utterance supersedes it; a flip before then wins (`on_flip`).
+        No open ask, or one already answered: the answer labels nothing.
+        """
+        resolved = self.tick(now)
+        o = self._open
+        if o is None or o.decision is not Decision.ASK or o.answer is not None:
+            return resolved
+        o.answer, o.answered_at = bool(yes), now
+        return resolved
+
+    def _answered(self, o: OpenInteraction) -> Resolution:
+        """The label of an answered ask: yes -> the asked action; no -> "not that": of the
+        other state and NOOP, the no-flip rule's choice (`_no_flip`) when the relay is in the
+        other state, NOOP when it already was in the asked one (a person who wanted the other
+        state flips, and the flip wins)."""
+        at = o.answered_at if o.answered_at is not None else o.deadline
+        action = o.prediction.action
+        if o.answer:
+            return self._resolve(action, LabelSource.SPOKEN, at,
+                                 f"asked {action.value}; person said yes")
+        if action.state == o.relay_before:
+            return self._resolve(Action.NOOP, LabelSource.SPOKEN, at, f"asked {action.value} "
+                                 "while already in that state; person said no")
+        return self._no_flip(o, LabelSource.SPOKEN, at, f"asked {action.value}; person said no")
+
+    def _after_act(self, o: OpenInteraction, flipped: Action, now: float) -> Resolution:
+        action = o.prediction.action
+        if flipped is action:
+            return self._resolve(action, LabelSource.CONFIRMED, now,
+                                 f"acted {action.value}; person flipped to the same state")
+        if action.state != o.relay_before:  # the act changed the relay: the flip reverts it
+            return self._resolve(Action.NOOP, LabelSource.OVERRIDE, now,
+                                 f"acted {action.value}; person reverted to {flipped.value}")
+        return self._resolve(flipped, LabelSource.OVERRIDE, now,
+                             f"relay already {action.value}; person flipped to {flipped.value}")
+
+    def tick(self, now: float) -> list[Resolution]:
+        """Close the open interaction if its window has expired (``now > deadline``)."""
+        o = self._open
+        if o is None or now <= o.deadline:
+            return []
+        at = o.deadline
+        action = o.prediction.action
+        if o.decision is Decision.ASK:
+            if o.answer is not None:
+                return [self._answered(o)]
+            if action.state is not None and action.state == o.relay_before:
+                return [self._resolve(None, None, at, f"asked about {action.value} while "
+                                      "already in that state; no flip: ambiguous")]
+            return [self._no_flip(o, LabelSource.ASKED, at, "asked")]
+        if o.decision is Decision.IGNORE:
+            return [self._no_flip(o, LabelSource.CONFIRMED, at, "ignored")]
+        if not o.applied:
+            return [self._resolve(None, None, at, "action refused by rate limit; no flip")]
+        if action.state == o.relay_before:
+            return [self._resolve(None, None, at, f"acted {action.value} while already in that "
+                                  "state; left alone: ambiguous")]
+        return [self._resolve(action, LabelSource.CONFIRMED, at,
+                              f"acted {action.value}; left alone")]
+
+    def _no_flip(self, o: OpenInteraction, source: LabelSource, at: float,
+                 what: str) -> Resolution:
+        """ASK / IGNORE left alone: NOOP only if the model found the relay's state unlikely.
+
+        With the relay in S the person had no reason to flip for a wish of S either, so the
+        outcome is "S or NOOP"; NOOP is recorded only when p(S) < ``ambiguity_floor``.
+        """
+        s = Action.from_state(o.relay_before)
+        p_s = o.prediction.prob_bound(s)
+        p_noop = o.prediction.distribution.get(Action.NOOP) if o.prediction.distribution is not None else None
+        if p_s < self.cfg.ambiguity_floor:
+            return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
+                                 f"and p({s.value})={p_s:.2f} < {self.cfg.ambiguity_floor}")
+        if p_noop is not None and p_noop >= p_s:
+            # the two labels consistent with "no flip" are S and NOOP: take the one the model
+            # finds at least as likely, ties to NOOP (most of what a device hears is not a
+            # command). Without this an empty model (1/3 each) never gets a NOOP label.
+            return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
+                                 f"and p(NOOP)={p_noop:.2f} >= p({s.value})={p_s:.2f}")
+        return self._resolve(None, None, at, f"{what}; no flip while {s.value}: ambiguous "
+                             f"(p({s.value})={p_s:.2f} >= {self.cfg.ambiguity_floor})")
+
+    def close(self, now: float) -> list[Resolution]:
+        """Shut down: expire what has expired, close the rest without a label."""
+        resolved = self.tick(now)
+        if self._open is not None and self._open.answer is not None:
+            resolved.append(self._answered(self._open))
+        elif self._open is not None:
+            resolved.append(self._resolve(None, None, now, "closed at shutdown"))
+        return resolved
+
+    def _resolve(self, label: Action | None, source: LabelSource | None, ts: float,
+                 reason: str) -> Resolution:
+        o = self._open
+        if o is None:
+            raise PolicyError("no open interaction to resolve")
+        self._open = None
+        if o.prediction.junk and label is not None and label.state is not None:
+            # a flip after garble labels nothing: "the" must never become a command
+            return Resolution(o.key, o.decision, None, None, ts,
+                              f"{reason}; {o.prediction.junk}: not learned as a command")
+        return Resolution(o.key, o.decision, label, source, ts, reason)
+
+
+@dataclass(frozen=True)
+class SimulatedFlip:
+    """A flip the simulated person makes at time `at`, wanting the relay `desired`."""
+
+    at: float
+    desired: bool
+
+
+@dataclass(frozen=True)
+class SimulatedPerson:
+    """A person who wants `wants` and fixes what the device got wrong after `reaction_s`.
+
+    The person wants the relay to end in: ON for ON, OFF for OFF, and for NOOP whatever it was
+    before they spoke. After the device acted, asked or ignored, if the relay is not in that
+    state they flip the switch once to it; when it is right they do nothing. (So when asked
+    for what the relay already does, they do nothing: a flip could only make it wrong.)
+    """
+
+    reaction_s: float = 1.5
+
+    def __post_init__(self) -> None:
+        if not self.reaction_s > 0:
+            raise ValueError("reaction_s must be > 0")
+
+    @staticmethod
+    def wanted_state(wants: Action, before: bool) -> bool:
+        """The relay state the person wants after saying something meaning `wants`."""
+        return before if wants.state is None else wants.state
+
+    def react(self, wants: Action, before: bool, after: bool, now: float) -> list[SimulatedFlip]:
+        """Flips the person makes, given the relay state before the utterance and after the
+        device's response (`now` is when the device responded)."""
+        target = self.wanted_state(Action(wants), before)
+        if after == target:
+            return []
+        return [SimulatedFlip(now + self.reaction_s, target)]

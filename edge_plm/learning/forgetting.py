@@ -1,0 +1,129 @@
+"""What `forget` does to the model files besides the active one (docs/loop.md, "What `forget`
+reaches on disk"): after the rows are deleted, no kept checkpoint may hold a forgotten example
+or a unit/word string of forgotten text.
+
+- `kept_texts`: the transcripts of the rows that stay (their strings stay in the vocabularies).
+- `rewrite_kept`: every other version's checkpoint file is loaded, the forgotten examples it
+  holds are taken out (`SwitchModel.forget_examples`), its vocabularies scrubbed
+  (`SwitchModel.scrub`) and it is written again in place (atomically), with its version
+  record (SHA-256, examples, labels learned) updated: it stays a rollback target without
+  them. A file that
+  does not load or does not match its record is deleted instead and its version marked
+  (``metrics.forget_removed``): `model list` shows it "removed by forget", `model rollback` to
+  it refuses. Rewriting costs about a checkpoint load, check and save each (3-4 s for a
+  2,000-interaction device on a loaded 2-core machine), whatever the number forgotten.
+- `other_copies`: SQLite files next to the database (backups made by `db backup` into the
+  state directory): `forget` does not change them and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from edge_plm.learning import trust
+from edge_plm.learning import state
+from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.store import ReplayStore
+from edge_plm.switch.model import SwitchModel
+
+log = logging.getLogger("edge_plm.learning.learner")
+
+#: what `model_file.save_model` writes into a checkpoint's metadata itself (the rest: extra)
+_OWN_META = {"kind", "model_format", "config", "vocabulary", "seed", "counters",
+             "format_version", "sha256"}
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def kept_texts(store: ReplayStore, exclude: set[int] = frozenset()) -> list[str]:
+    """The transcripts of every stored row not in `exclude` (labelled or not)."""
+    return [r.transcript for r in store.interactions(oldest_first=True)
+            if r.id not in exclude and r.transcript and r.transcript.strip()]
+
+
+def forget_removed(v: Any) -> str | None:
+    """Why `forget` deleted the checkpoint of version `v` (None: it did not)."""
+    return (getattr(v, "metrics", None) or {}).get("forget_removed")
+
+
+def rewrite_kept(store: ReplayStore, directory: Path, forgotten: set[int], texts: list[str],
+                 skip: set[str] = frozenset()) -> dict[str, list[str]]:
+    """Rewrite (or remove) every kept checkpoint except the versions in `skip` so that none
+    holds an example of the interactions `forgotten` or a string no text of `texts` uses.
+    Returns ``{"rewritten": [...], "removed": [...], "clean": [...]}`` (version names)."""
+    out: dict[str, list[str]] = {"rewritten": [], "removed": [], "clean": []}
+    if directory.exists():
+        state.clean_debris(store, directory)  # half-written files may hold the old text too
+    for v in store.model_versions():
+        if (v.version in skip or not v.path or state.is_pruned(v) or v.status == "candidate"
+                or not Path(v.path).exists()):
+            continue
+        with state.checkpoint_lock(Path(v.path).parent):
+            try:
+                trust.check_file(v)
+                model = SwitchModel.load(v.path)
+                trust.check_model(v, model)
+            except CheckpointError as exc:
+                _remove(store, v, f"it did not load or match its record ({exc}), so it could "
+                                  "not be rewritten without the forgotten interactions")
+                out["removed"].append(v.version)
+                continue
+            if _rewrite(store, v, model, forgotten, texts):
+                out["rewritten"].append(v.version)
+            else:
+                out["clean"].append(v.version)
+    if out["rewritten"] or out["removed"]:
+        log.info("forget: checkpoints rewritten without the forgotten interactions: %s; "
+                 "removed: %s", ", ".join(out["rewritten"]) or "none",
+                 ", ".join(out["removed"]) or "none")
+    return out
+
+
+def _rewrite(store: ReplayStore, v: Any, model: SwitchModel, forgotten: set[int],
+             texts: list[str]) -> bool:
+    """Take the forgotten examples and strings out of `model` (version `v`) and write it
+    back; False when it held neither (the file is left as it was)."""
+    keys = {int(i): int(k) for i, k in (model.meta.get("interaction_keys") or [])}
+    held = [keys.pop(i) for i in sorted(forgotten) if i in keys]
+    held = [k for k in held if k not in model.removed]
+    model.forget_examples(held)
+    gone = model.scrub(texts)
+    if not held and not any(gone.values()):
+        return False
+    extra = {k: val for k, val in model.meta.items() if k not in _OWN_META}
+    extra["interaction_keys"] = sorted([i, k] for i, k in keys.items())
+    path = model.save(v.path, extra=extra)
+    store.set_rewritten(v.version, **trust.record_of(path, model), metrics={
+        **(v.metrics or {}), "forget_rewritten": {
+            "at": time.time(), "examples_removed": len(held), "units_scrubbed": gone["units"],
+            "words_scrubbed": gone["words"]}})
+    return True
+
+
+def _remove(store: ReplayStore, v: Any, why: str) -> None:
+    Path(v.path).unlink(missing_ok=True)
+    store.set_model_metrics(v.version, {**(v.metrics or {}), "pruned": True,
+                                        "forget_removed": why})
+    log.warning("forget: the checkpoint of model version %s was deleted: %s", v.version, why)
+
+
+def other_copies(db_path: Path) -> list[Path]:
+    """SQLite files in the database's directory other than the database and its -wal/-shm
+    (e.g. `db backup` copies put there): `forget` does not reach them."""
+    db_path = Path(db_path)
+    found = []
+    for p in sorted(db_path.parent.iterdir()) if db_path.parent.is_dir() else []:
+        if p.name in (db_path.name, db_path.name + "-wal", db_path.name + "-shm") or not p.is_file():
+            continue
+        try:
+            with open(p, "rb") as f:
+                if f.read(16) == SQLITE_MAGIC:
+                    found.append(p)
+        except OSError:
+            continue
+    return found
+
+
+__all__ = ["forget_removed", "kept_texts", "other_copies", "rewrite_kept"]

@@ -1,0 +1,260 @@
+"""The learner off the utterance path: a worker thread, fed by a queue, runs every `Learner` call
+(labels, unlabelled transcripts, versions and the gate, forget requests, polling the store),
+and publishes a snapshot of the model after its changes; predictions read the latest snapshot.
+
+The database stays the source of truth: a label reaches the store (`ReplayStore.set_label`)
+before it is queued, so a kill loses at most the learning of queued labels, which the next
+start re-learns from the database (`Learner.reconcile`). How it fits the loop: docs/loop.md
+("The learner worker").
+
+Two modes. Asynchronous (`edge-plm run`): prediction never waits for learning; the snapshot
+is a copy (`clone_model`), swapped in one reference assignment, so it is never half-updated.
+Synchronous (replays, `edge-plm eval`, tests): every call runs at once on the caller's thread
+and prediction reads the live model itself, so results are exactly reproducible.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from edge_plm.learning import devices as device_learning
+from edge_plm.learning.learner import Learner, LabelOutcome
+from edge_plm.switch.model import SwitchModel, SwitchPrediction
+
+log = logging.getLogger(__name__)
+
+Task = Callable[[Learner], Any]
+ErrorHandler = Callable[[str, BaseException], None]
+
+
+def clone_model(model: SwitchModel) -> SwitchModel:
+    """An independent copy of `model` for a snapshot (`copy.deepcopy`: nothing it holds is
+    shared with the original, so learning on one never changes the other). On a starting
+    model that learned 200 labels (1,503 examples) it took 20 ms and a pickle round trip
+    25 ms; learning one label 3.4 ms (`benchmarks/bench_relay_first.py --clone-cost`)."""
+    return copy.deepcopy(model)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A model as the worker published it, with the version it descends from."""
+
+    model: SwitchModel
+    version: str | None
+
+
+class _Stop:
+    """The queue's last item: the worker ends after it."""
+
+
+def _log_event(outcome: LabelOutcome | None) -> None:
+    if outcome is not None and outcome.event is not None:
+        e = outcome.event
+        log.info("model version %s: %s (%s)", e.version, e.status, e.reason)
+
+
+class LearnerWorker:
+    """Runs `learner` off the utterance path (``synchronous=False``) or inline (``True``).
+
+    ``on_error(what, exc)`` is told of a task that failed on the worker thread (the loop
+    counts storage failures; anything else is logged with its traceback and the worker
+    goes on). ``idle_poll_s``: how often an idle worker polls the store (`Learner.poll`,
+    itself rate-limited by ``sync_every_s``/``forget_check_s``)."""
+
+    def __init__(self, learner: Learner, synchronous: bool = True,
+                 on_error: ErrorHandler | None = None, idle_poll_s: float = 0.25,
+                 clone: Callable[[SwitchModel], SwitchModel] = clone_model) -> None:
+        self.learner = learner
+        self.synchronous = synchronous
+        self.on_error = on_error
+        self.idle_poll_s = idle_poll_s
+        self._clone = clone
+        self._lock = threading.RLock()  # one learner call at a time
+        self._queue: queue.Queue = queue.Queue()
+        self._dirty = False  # the live model changed since the last snapshot
+        self._closed = False
+        self.published = 0  # snapshots published (after the first)
+        self._snapshot = Snapshot(learner.model, learner.version)
+        self._thread: threading.Thread | None = None
+        if not synchronous:
+            self._snapshot = Snapshot(clone(learner.model), learner.version)
+            self._thread = threading.Thread(target=self._work, name="edge-plm-learner",
+                                            daemon=True)
+            self._thread.start()
+
+    # --- the utterance path ---------------------------------------------------------------
+    def predict(self, text: str) -> SwitchPrediction:
+        """The prediction of the latest snapshot (synchronous: of the live model, after the
+        learner's rate-limited poll, exactly as `Learner.predict`)."""
+        if self.synchronous:
+            with self._lock:
+                return self.learner.predict(text)
+        cfg = self.learner.cfg
+        return self._snapshot.model.predict(text, prior_strength=cfg.prior_strength,
+                                            evidence_prior=cfg.evidence_prior)
+
+    def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
+        """Each configured device's prediction (`device_learning.predict_devices`), from the
+        same model as `predict` (one device: `predict` itself)."""
+        devices = self.learner.devices
+        if len(devices) == 1:
+            return {devices[0].name: self.predict(text)}
+        if self.synchronous:
+            with self._lock:
+                return device_learning.predict_devices(self.learner, text)
+        cfg = self.learner.cfg
+        return self._snapshot.model.predict_devices(text, devices,
+                                                    prior_strength=cfg.prior_strength,
+                                                    evidence_prior=cfg.evidence_prior)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """What predictions read now."""
+        if self.synchronous:
+            return Snapshot(self.learner.model, self.learner.version)
+        return self._snapshot
+
+    @property
+    def version(self) -> str | None:
+        """The model version predictions come from."""
+        return self.snapshot.version
+
+    # --- off the path ---------------------------------------------------------------------
+    def label(self, interaction_id: int, text: str, label: str, source: str | None,
+              device_labels: dict[str, str] | None = None) -> None:
+        """Learn a stored label (`Learner.on_label`; it may make a version)."""
+        self.submit(lambda lr: _log_event(lr.on_label(interaction_id, text, label, source=source,
+                                                      device_labels=device_labels)),
+                    f"label of interaction {interaction_id}")
+
+    def observe(self, text: str) -> None:
+        """An unlabelled transcript (`Learner.observe`)."""
+        self.submit(lambda lr: lr.observe(text), "unlabelled transcript")
+
+    def poll(self) -> None:
+        """Synchronous: the learner's rate-limited store checks now (a failure is logged,
+        never raised: the loop goes on). Asynchronous: nothing (the worker polls by itself
+        every ``idle_poll_s`` and after its tasks)."""
+        if self.synchronous:
+            try:
+                self.submit(lambda lr: lr.poll(), "store poll")
+            except Exception:
+                log.exception("learner poll failed; continuing")
+
+    def submit(self, task: Task, what: str = "learner task") -> None:
+        """Run ``task(learner)``: at once (synchronous; its exceptions propagate) or queued
+        for the worker, in order."""
+        if self.synchronous:
+            with self._lock:
+                task(self.learner)
+            return
+        if self._closed:
+            raise RuntimeError("the learner worker is closed")
+        self._queue.put((task, what))
+
+    def call(self, task: Task) -> Any:
+        """Run ``task(learner)`` after everything queued before it and return its result
+        (its exception is raised here)."""
+        if self.synchronous or self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                return self._changed(task(self.learner))
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def run(lr: Learner) -> None:
+            try:
+                box["value"] = task(lr)
+            except BaseException as exc:  # handed to the caller below
+                box["error"] = exc
+            finally:
+                done.set()
+
+        self._queue.put((run, "call"))
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def drain(self) -> None:
+        """Wait until every queued task has run and its snapshot is published."""
+        if not self.synchronous:
+            self._queue.join()
+
+    def close(self) -> None:
+        """Drain the queue, save the labels learned since the last version
+        (`Learner.checkpoint_pending`) and stop the thread. Idempotent; the service's stop
+        path calls it (through `Controller.stop`)."""
+        if self._closed:
+            return
+        try:
+            self.call(lambda lr: lr.checkpoint_pending())
+        finally:
+            self._closed = True
+            if self._thread is not None:
+                self._queue.put((_Stop, "stop"))
+                self._thread.join()
+
+    # --- the worker thread ----------------------------------------------------------------
+    def _changed(self, result: Any) -> Any:
+        self._dirty = True
+        if not self.synchronous:
+            self._publish()
+        return result
+
+    def _work(self) -> None:
+        while True:
+            try:
+                task, what = self._queue.get(timeout=self.idle_poll_s)
+            except queue.Empty:
+                self._run(lambda lr: lr.poll() and self._mark(), "store poll")
+                self._publish()
+                continue
+            try:
+                if task is _Stop:
+                    return
+                self._run(task, what)
+                self._dirty = True
+                self._run(lambda lr: lr.poll() and self._mark(), "store poll")
+                if self._queue.empty():
+                    self._publish()
+            finally:
+                self._queue.task_done()
+
+    def _mark(self) -> None:
+        self._dirty = True
+
+    def _run(self, task: Task, what: str) -> None:
+        with self._lock:
+            try:
+                task(self.learner)
+            except Exception as exc:
+                if self.on_error is not None:
+                    self.on_error(what, exc)
+                else:
+                    log.exception("learner worker: %s failed; continuing", what)
+
+    def _publish(self) -> None:
+        """A copy of the live model becomes what predictions read (one reference swap). If
+        the copy fails (out of memory), predictions keep the previous snapshot and the next
+        change tries again."""
+        if not self._dirty:
+            return
+        with self._lock:
+            try:
+                snap = Snapshot(self._clone(self.learner.model), self.learner.version)
+            except Exception:
+                log.exception("learner worker: could not publish a model snapshot; "
+                              "predictions keep the previous one")
+                return
+            self._dirty = False
+        self._snapshot = snap
+        self.published += 1
+
+
+__all__ = ["LearnerWorker", "Snapshot", "clone_model"]

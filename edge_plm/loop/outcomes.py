@@ -1,0 +1,170 @@
+"""The controller's per-device helpers: what it records, drives and signals per device.
+
+The interaction's own row holds the *lead* device's prediction, decision and action
+(`lead_device`): the device the utterance most confidently asks to switch, else the first one.
+With one device that is the device itself, so the row holds exactly what it always held, and no
+per-device rows are written. With several, each device's outcome goes to
+``interaction_devices`` (`edge_plm.store.devices`) and `DeviceResult` carries it to the caller
+(``Outcome.devices``, replays and their counts). `drive_and_ask` drives the relays the policies
+decided on and asks about the devices in doubt; `light_out` puts the ask signals out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from edge_plm.learning.devices import device_names, set_devices
+from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Resolved, Steps
+from edge_plm.decide.policy import Action, Decision, Prediction
+from edge_plm.config.settings import Settings, device_configs
+from edge_plm.store.base import StorageError
+
+if TYPE_CHECKING:
+    from edge_plm.device import Devices
+    from edge_plm.learning.learner import Learner
+    from edge_plm.store import ReplayStore
+    from edge_plm.switch.model import SwitchPrediction
+
+log = logging.getLogger("edge_plm.loop.controller")
+
+
+@dataclass(frozen=True)
+class DeviceResult:
+    """One device's part of an utterance's outcome."""
+
+    prediction: str
+    confidence: float
+    decision: Decision
+    action: Action | None  # the relay state driven (an ACT that reached the relay)
+
+
+def _clamp(p: float) -> float:
+    return min(1.0, max(0.0, float(p)))
+
+
+def attach(settings: Settings, devices: Devices, learner: Learner) -> list[str]:
+    """The configured devices' names, in order, once `devices` are checked to be them; the
+    learner learns their names and aliases."""
+    configured = device_configs(settings)
+    if [d.name for d in configured] != devices.names:
+        raise ValueError(f"the devices {devices.names} are not the configured ones "
+                         f"{[d.name for d in configured]}")
+    set_devices(learner, device_names(configured))
+    return devices.names
+
+
+def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None) -> dict[str, Prediction]:
+    """Each device's model prediction as the policy's `Prediction` (values clamped to [0, 1])."""
+    out = {}
+    for name, p in preds.items():
+        dist = {a: _clamp(v) for a, v in (p.distribution or {}).items()}
+        out[name] = Prediction(Action(p.action), _clamp(p.confidence), dist or None, junk)
+    return out
+
+
+def drive_and_ask(devices: Devices, policies: DevicePolicies, iid: int, steps: Steps, now: float,
+                  stopping: bool) -> dict[str, Action]:
+    """Drive the relays the steps ask for (a refusal, by the rate limit or because the loop is
+    `stopping`, is told to that device's policy) and signal the devices in doubt; returns the
+    states driven, by device."""
+    driven: dict[str, Action] = {}
+    several = len(policies.names) > 1
+    for name, drive in steps.drives.items():
+        where = f" ({name})" if several else ""
+        if stopping:
+            policies.action_refused(name, iid)
+            log.info("interaction %d: stopping, relay%s not driven %s", iid, where, drive.value)
+        elif devices.drive(drive.value, name, now=now):
+            driven[name] = drive
+        else:
+            policies.action_refused(name, iid)
+            log.warning("interaction %d: relay%s refused %s (rate limit)", iid, where, drive.value)
+    for name in steps.asks:
+        devices.ask(name if several else None)
+    return driven
+
+
+def light_out(devices: Devices, policies: DevicePolicies, resolutions: list[DeviceResolution]) -> None:
+    """An asked window closed: its signal goes out (several devices: that device's; the shared
+    LED moves on to a device still in doubt, and everything goes out when none is)."""
+    asked = [r.device for r in resolutions if r.resolution.decision is Decision.ASK]
+    if not asked or not devices.led.asking:
+        return
+    if len(policies.names) > 1:
+        for name in asked:
+            devices.done(name)
+        still = [n for n, o in policies.open.items() if o.decision is Decision.ASK]
+        for name in still:  # the shared LED moves on to the next device in doubt
+            devices.ask(name, beep=False)
+        if still:
+            return
+    devices.done()
+
+
+def lead_device(preds: Mapping[str, SwitchPrediction]) -> str:
+    """The device whose predicted ON / OFF is the most confident (a tie: the earlier one);
+    the first device when none is predicted ON or OFF."""
+    names = list(preds)
+    commands = [n for n in names if preds[n].action != "NOOP"]
+    if not commands:
+        return names[0]
+    return max(commands, key=lambda n: (preds[n].confidence, -names.index(n)))
+
+
+def record_predictions(store: ReplayStore, iid: int, preds: Mapping[str, SwitchPrediction]) -> None:
+    """Each device's prediction of interaction `iid` (several devices only)."""
+    if len(preds) < 2:
+        return
+    store.add_device_outcomes(iid, {n: {"prediction": p.action, "confidence": _clamp(p.confidence),
+                                        "distribution": {a: _clamp(v) for a, v in (p.distribution or {}).items()}
+                                        or None}
+                                    for n, p in preds.items()})
+
+
+def record_decisions(store: ReplayStore, iid: int, steps: Steps, driven: Mapping[str, Action]) -> None:
+    """Each device's decision and what was driven (several devices only)."""
+    if len(steps.steps) < 2:
+        return
+    store.update_device_outcomes(iid, {n: {"decision": s.decision.value,
+                                           "action": driven[n].value if n in driven else None}
+                                       for n, s in steps.steps.items()})
+
+
+def record_label(store: ReplayStore, dr: DeviceResolution, ts: float, n_devices: int) -> None:
+    """A device's label of an utterance (several devices; none: only the command's is kept)."""
+    r = dr.resolution
+    if n_devices < 2 or r.label is None or r.source is None:
+        return
+    store.set_device_label(int(r.key), dr.device, r.label.value, r.source.value, ts=ts)
+
+
+def record_labels(controller: Any, resolutions: list[DeviceResolution]) -> list[Resolved]:
+    """Each device's label as its window closes (several devices; a device label that cannot
+    be stored is counted as a storage failure, the utterance still resolves); returns the
+    utterances now resolved for every device (`DevicePolicies.completed`)."""
+    done: list[Resolved] = []
+    for dr in resolutions:
+        r = dr.resolution
+        try:
+            record_label(controller.store, dr, controller._wall() - (controller._clock() - r.ts),
+                         len(controller.names))
+        except StorageError as exc:
+            controller._storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
+        except Exception:  # e.g. the row was deleted meanwhile
+            log.exception("could not store the label of interaction %s for %r", r.key, dr.device)
+        done += controller.policies.completed([dr])
+    return done
+
+
+def results(preds: Mapping[str, SwitchPrediction], steps: Steps,
+            driven: Mapping[str, Action]) -> dict[str, DeviceResult]:
+    """Every device's `DeviceResult` of one utterance."""
+    return {n: DeviceResult(preds[n].action, _clamp(preds[n].confidence), s.decision, driven.get(n))
+            for n, s in steps.steps.items()}
+
+
+__all__ = ["DeviceResult", "attach", "drive_and_ask", "lead_device", "light_out", "policy_predictions",
+           "record_decisions", "record_label", "record_labels", "record_predictions", "results"]
