@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from edge_plm.actions import ACTIONS as LABELS
+from edge_plm.errors import EdgePlmError
 
 
-class JsonlError(ValueError):
+class JsonlError(EdgePlmError, ValueError):
     """A JSON-lines file is missing or has a bad line."""
 
 

@@ -226,3 +226,58 @@ def test_status_json_still_works_on_a_good_database(tmp_path):
     proc = cli("status", "--db", str(db), "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["interactions"]["total"] == 1
+
+
+#: error classes defined in edge_plm that are not a person's to fix: reaching the CLI, they are
+#: reported as internal errors (a bug), so they do not inherit from EdgePlmError
+NOT_FOR_A_PERSON = {
+    "edge_plm.decide.policy.PolicyError",  # the state machine was driven out of order
+    "edge_plm.plm.warmstart.NegativeInputError",  # the warm start's assumptions (fails loudly)
+}
+#: person-facing errors whose names do not end in "Error"
+ALSO_FOR_A_PERSON = ("edge_plm.commands.model_transfer.ImportRefused", "edge_plm.loop.service.CannotStart",
+                     "edge_plm.commands.plots.PlotUnavailable")
+
+
+def _package_errors() -> dict[str, type]:
+    import importlib
+    import pkgutil
+
+    import edge_plm
+
+    found = {}
+    for info in pkgutil.walk_packages(edge_plm.__path__, "edge_plm."):
+        if info.name.endswith("__main__"):
+            continue
+        mod = importlib.import_module(info.name)
+        for name, obj in vars(mod).items():
+            if (isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == info.name
+                    and name.endswith("Error") and not name.startswith("_")):
+                found[f"{info.name}.{name}"] = obj
+    return found
+
+
+def test_every_error_a_person_sees_is_an_edge_plm_error():
+    """`describe` shows the message of an EdgePlmError: each module's own error class is one,
+    with the built-in base it always had (existing `except ValueError` etc. still catch it)."""
+    import importlib
+
+    from edge_plm.cli.common import describe
+    from edge_plm.errors import EdgePlmError
+
+    errors = _package_errors()
+    assert {"edge_plm.loop.replay.SessionError", "edge_plm.plm.checkpoint.CheckpointError",
+            "edge_plm.voice.asr_base.AsrError", "edge_plm.store.base.StoreError"} <= set(errors)
+    assert NOT_FOR_A_PERSON <= set(errors)  # an exclusion that no longer exists comes off the list
+    assert sorted(n for n, cls in errors.items()
+                  if n not in NOT_FOR_A_PERSON and not issubclass(cls, EdgePlmError)) == []
+    for path in ALSO_FOR_A_PERSON:
+        module, _, name = path.rpartition(".")
+        errors[path] = getattr(importlib.import_module(module), name)
+        assert issubclass(errors[path], EdgePlmError), path
+    for name, cls in errors.items():
+        if name not in NOT_FOR_A_PERSON:
+            code, line = describe(cls.__new__(cls))
+            assert not line.startswith("internal error"), name
+    assert issubclass(errors["edge_plm.plm.checkpoint.CheckpointError"], ValueError)
+    assert describe(errors["edge_plm.decide.policy.PolicyError"]("x"))[1].startswith("internal error")

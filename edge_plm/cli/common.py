@@ -24,6 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from edge_plm.commands import inspection as q
+from edge_plm.errors import EdgePlmError
 from edge_plm.switch.config import CONFIGS
 from edge_plm.research.lm.config import LM_CONFIGS
 from edge_plm.store import LABELS, StoreError
@@ -156,13 +157,15 @@ class OneLineFormatter(logging.Formatter):
 
 
 def describe(exc: BaseException) -> tuple[int, str]:
-    """(exit code, one-line message) for an exception that reached `main`."""
-    from edge_plm.jsonl import JsonlError  # noqa: PLC0415
+    """(exit code, one-line message) for an exception that reached `main`.
+
+    An `EdgePlmError` (each module's own error class inherits from it) is meant for a person:
+    its message, exit code 1 (2 for a configuration error)."""
     from edge_plm.config.settings import ConfigError  # noqa: PLC0415
 
     if isinstance(exc, ConfigError):
         return 2, f"configuration: {one_line(exc)}"
-    if isinstance(exc, (StoreError, JsonlError)):
+    if isinstance(exc, EdgePlmError):
         return 1, one_line(exc)
     if isinstance(exc, sqlite3.Error):
         return 1, f"database: {one_line(exc)}"
@@ -173,30 +176,8 @@ def describe(exc: BaseException) -> tuple[int, str]:
         return 1, f"{where}{exc.strerror or one_line(exc)}"
     if isinstance(exc, MemoryError):
         return 1, "out of memory"
-    known = _known_errors()
-    if isinstance(exc, known):
-        return 1, one_line(exc)
     return 1, (f"internal error: {type(exc).__name__}: {one_line(exc)} "
                "(run with --debug for the traceback)")
-
-
-def _known_errors() -> tuple[type[BaseException], ...]:
-    """Error types whose message is meant for a person (each module's own error class)."""
-    out: list[type[BaseException]] = []
-    for module, name in (("edge_plm.loop.replay", "SessionError"),
-                         ("edge_plm.learning.evaluation", "EvalDataError"),
-                         ("edge_plm.commands.inspection", "UserError"),
-                         ("edge_plm.voice.asr", "AsrError"),
-                         ("edge_plm.voice.audio", "AudioError"),
-                         ("edge_plm.voice.models", "ModelError"),
-                         ("edge_plm.device.pins", "PinFactoryError"),
-                         ("edge_plm.device.person_switch", "PersonSwitchConfigError"),
-                         ("edge_plm.commands.plots", "PlotUnavailable"),
-                         ("edge_plm.plm.checkpoint", "CheckpointError")):
-        mod = sys.modules.get(module)  # only modules already imported can have raised it
-        if mod is not None and isinstance(getattr(mod, name, None), type):
-            out.append(getattr(mod, name))
-    return tuple(out)
 
 
 # --- logging --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from edge_plm.errors import EdgePlmError
 from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
                             ReplayStore, SchemaError, StoreError, copy_database,
                             passes_quick_check, private_dir, read_only_fs)
@@ -33,7 +34,7 @@ LATENCY_PARTS = ("audio", "asr", "model", "actuator", "total")
 PERCENTILES = (50, 90, 95, 99)
 
 
-class UserError(RuntimeError):
+class UserError(EdgePlmError, RuntimeError):
     """A problem the person can fix (missing database, bad argument, unknown id...)."""
 
 

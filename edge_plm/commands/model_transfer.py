@@ -19,6 +19,7 @@ from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.config import CONFIGS
 from edge_plm.switch.model import SwitchModel
 from edge_plm.store import ReplayStore
+from edge_plm.errors import EdgePlmError
 
 # the fields that shape the network's arrays: a checkpoint must agree on all of them
 # the fields that decide what a unit id means and how many there are (the unit network)
@@ -28,7 +29,7 @@ STRUCTURE = ("unit_cap", "unit_min_n", "unit_max_n", "bigram_weight", "sound_wei
              "attention", "attention_widths", "word_cap", "word_bits", "query_words")
 
 
-class ImportRefused(Exception):
+class ImportRefused(EdgePlmError):
     """The imported model scores below the active one on the holdout (and no ``force``)."""
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from edge_plm.errors import EdgePlmError
+
 INSTALL_HINT = "pip install 'edge-plm[plot]'  (or: pip install matplotlib)"
 
 
-class PlotUnavailable(RuntimeError):
+class PlotUnavailable(EdgePlmError, RuntimeError):
     """matplotlib is not installed."""
 
 
@@ -24,7 +26,7 @@ def require_matplotlib() -> None:
                               f"{INSTALL_HINT}") from None
 
 
-class PlotPathError(ValueError):
+class PlotPathError(EdgePlmError, ValueError):
     """The plot cannot be written there (a format matplotlib cannot write, no such directory)."""
 
 

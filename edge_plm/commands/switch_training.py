@@ -37,12 +37,13 @@ from edge_plm.jsonl import JsonlError, read_objects
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.model import LABEL_INDEX, SwitchModel
 from edge_plm.switch.tokenizer import ACTIONS
+from edge_plm.errors import EdgePlmError
 
 PHASE = "frozen"  # the epoch records' phase: refinement with the embeddings as they are
 LOG_NAME = "train_log.json"
 
 
-class TrainDataError(ValueError):
+class TrainDataError(EdgePlmError, ValueError):
     """A training or validation file is missing or has a bad line."""
 
 

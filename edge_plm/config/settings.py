@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge_plm.errors import EdgePlmError
 
-class ConfigError(ValueError):
+
+class ConfigError(EdgePlmError, ValueError):
     """The configuration file is unreadable or holds an invalid value."""
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edge_plm.errors import EdgePlmError
+
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
 SHIPPED = {"switch-en": "potato"}  # shipped starting models and their configuration
 EMPTY = "empty"
 
 
-class StartError(LookupError):
+class StartError(EdgePlmError, LookupError):
     """``model.start`` names no usable starting model (a LookupError: the CLI's data commands
     report it as a one-line error like any missing thing)."""
 

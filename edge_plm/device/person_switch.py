@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 from gpiozero import Button, Factory
 
+from edge_plm.errors import EdgePlmError
+
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
@@ -68,7 +70,7 @@ class PersonSwitchConfig:
     initial_desired: bool = False
 
 
-class PersonSwitchConfigError(ValueError):
+class PersonSwitchConfigError(EdgePlmError, ValueError):
     """The switch configuration is invalid (e.g. an unknown mode)."""
 
 

@@ -27,6 +27,8 @@ from importlib.metadata import entry_points
 from gpiozero import Factory
 from gpiozero.pins.mock import MockFactory
 
+from edge_plm.errors import EdgePlmError
+
 log = logging.getLogger(__name__)
 
 #: gpiozero's preference order for real hardware (see gpiozero.Device._default_pin_factory).
@@ -35,7 +37,7 @@ AUTO_ORDER: tuple[str, ...] = ("lgpio", "rpigpio", "pigpio", "native")
 ENV_VAR = "GPIOZERO_PIN_FACTORY"
 
 
-class PinFactoryError(RuntimeError):
+class PinFactoryError(EdgePlmError, RuntimeError):
     """The requested pin factory is unknown or cannot be loaded on this machine."""
 
 

@@ -28,9 +28,10 @@ from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.calibration import expected_calibration_error
 from edge_plm.switch.model import SwitchModel
+from edge_plm.errors import EdgePlmError
 
 
-class EvalDataError(ValueError):
+class EvalDataError(EdgePlmError, ValueError):
     """A JSONL file is missing or has a bad line."""
 
 

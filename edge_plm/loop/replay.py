@@ -32,6 +32,7 @@ from edge_plm.voice.asr import AsrBackend, PocketSphinxASR
 from edge_plm.voice.audio import Utterance
 from edge_plm.voice.endpoint import Endpointer
 from edge_plm.voice.stream import stream_recording
+from edge_plm.errors import EdgePlmError
 
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ Clock = Callable[[], float]
 
 
 # --- session replay ---------------------------------------------------------------------------
-class SessionError(ValueError):
+class SessionError(EdgePlmError, ValueError):
     """A session file is missing or has a bad line."""
 
 

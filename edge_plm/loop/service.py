@@ -24,6 +24,7 @@ from edge_plm.store import ReplayStore, StorageError, private_dir
 from edge_plm.voice.asr import AsrError, make_asr
 from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
 from edge_plm.voice.endpoint import Endpointer
+from edge_plm.errors import EdgePlmError
 
 log = logging.getLogger("edge_plm.loop.service")
 
@@ -31,7 +32,7 @@ log = logging.getLogger("edge_plm.loop.service")
 _CANNOT_RUN = (AsrError, AudioError, PinFactoryError, StartError, CheckpointError)
 
 
-class CannotStart(Exception):
+class CannotStart(EdgePlmError):
     """The service cannot run with these settings; `code` is the exit code (2: a bad setting)."""
 
     def __init__(self, message: str, code: int = 1) -> None:

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_plm.errors import EdgePlmError
+
 FORMAT_VERSION = 1
 META_KEY = "__meta__"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(EdgePlmError, ValueError):
     """A checkpoint cannot be read: missing, truncated, damaged or incompatible."""
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from edge_plm.errors import EdgePlmError
 
-class StoreError(RuntimeError):
+
+class StoreError(EdgePlmError, RuntimeError):
     """The replay buffer cannot be opened or used."""
 
 

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge_plm.errors import EdgePlmError
 
-class AsrError(Exception):
+
+class AsrError(EdgePlmError):
     """An ASR backend could not be created or could not decode; the message says why."""
 
 

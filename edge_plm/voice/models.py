@@ -22,6 +22,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from edge_plm.errors import EdgePlmError
+
 log = logging.getLogger(__name__)
 
 MAX_UNPACKED_BYTES = 4 * 1024**3  # refuse archives that claim to unpack to more (zip bombs)
@@ -29,7 +31,7 @@ _TMP_PREFIX = ".install-"
 Members = list[tuple[zipfile.ZipInfo, PurePosixPath]]  # each member with its vetted path
 
 
-class ModelError(Exception):
+class ModelError(EdgePlmError):
     """A model archive could not be downloaded, verified or installed; the message says why."""
 
 

@@ -19,13 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_plm.errors import EdgePlmError
+
 log = logging.getLogger(__name__)
 
 TARGET_RATE = 16000
 DEFAULT_MAX_SECONDS = 600.0  # a WAV longer than this is refused (memory on a 2 GB board)
 
 
-class AudioError(Exception):
+class AudioError(EdgePlmError):
     """Audio could not be read, converted or captured; the message says which file/device and why."""
 
 

@@ -27,13 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.voice.pcm import TARGET_RATE, AudioError, read_wav, resample, write_wav
+from edge_plm.errors import EdgePlmError
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("espeak-ng", "piper", "none")
 
 
-class SpeechError(RuntimeError):
+class SpeechError(EdgePlmError, RuntimeError):
     """A speech backend could not be created or could not synthesise; the message says why."""
 
 
