@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -247,15 +246,6 @@ class SwitchTrainer:
                           "seconds": st["seconds"]}
         _write_json(self.out / LOG_NAME, log)
         return log
-
-
-def copy_checkpoint(src: str | Path, dst: str | Path) -> Path:
-    """Copy a checkpoint after checking that it loads (a model file, not just any .npz)."""
-    SwitchModel.load(src)
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
-    return dst
 
 
 __all__ = ["CheckpointError", "SwitchTrainConfig", "SwitchTrainer", "TrainDataError", "gradient_epoch",

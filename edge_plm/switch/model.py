@@ -38,12 +38,6 @@ from edge_plm.switch.units import UnitVocab
 from edge_plm.switch.words import WordVocab
 
 LABEL_INDEX = INDEX  # action name -> class index
-
-
-def softmax(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max())
-    return e / e.sum()
-
 MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
 MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
 
