@@ -423,11 +423,12 @@ def batch_structure(net, keys: list[int]) -> SaffuBatch:
         net._struct, net._struct_keys = SaffuBatch([], net.att.widths, net.att.offsets), []
         n = 0
     if len(keys) > n:
-        net._struct.extend([_example(net, k) for k in keys[n:]])
+        net._struct.extend([example_arrays(net, k) for k in keys[n:]])
         net._struct_keys = list(keys)
     return net._struct
 
-def _example(net, key: int) -> tuple:
+def example_arrays(net, key: int) -> tuple:
+    """Example ``key``'s arrays as a ``SaffuBatch`` holds them."""
     ids = net.rows[key][0]
     word_ids, pos, mm, v = net.placed[key]
     return ids, pos, mm, v * net.idf(ids)[mm] if net.config.idf_power else v, word_ids

@@ -20,7 +20,7 @@ def calibrated(model, scores: np.ndarray, support: float) -> tuple[int, np.ndarr
     """(top action, distribution): the calibrated confidence on the top action, the rest
     shared by the other actions in the network's proportions."""
     n_act = len(ACTIONS)
-    present = model.net.class_counts > 0.5
+    present = model.class_counts > 0.5
     if support <= 0.0 or present.sum() < 2:
         return INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
     f, top = calibration_features(model, scores, support)
@@ -51,7 +51,7 @@ def heldout_row(model, transcript: str, label: str) -> tuple[np.ndarray, bool] |
     if model.remembered(transcript) is not None:
         return None
     scores, support = model.raw(transcript)
-    if support <= 0.0 or (model.net.class_counts > 0.5).sum() < 2:
+    if support <= 0.0 or (model.class_counts > 0.5).sum() < 2:
         return None
     f, top = calibration_features(model, scores, support)
     return f, ACTIONS[top] == label

@@ -43,7 +43,11 @@ class SwitchConfig:
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
-    owner_weight: float = 3.0  # on a starting model, each of the owner's labels counts this many of its examples
+    # a label refines on itself and at most this many earlier examples (class-balanced, seeded):
+    # an update costs the same at any history (0: every example, full batch)
+    replay_rows: int = 128
+    # the owner's part counts n / (n + owner_backoff) after n owner labels (switch/owner.py)
+    owner_backoff: float = 100.0
     # the SAFFU block over word positions (switch/attention.py, switch/words.py)
     attention: bool = True  # False: uniform pooling (W = 0), the network without attention
     attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B

@@ -4,8 +4,15 @@ A transcript is a dialogue ``USER: <transcript> <sep> DEVICE:``; the prediction 
 distribution over the action tokens (`edge_plm.actions`) that may follow ``DEVICE:``. The
 network is ``unitnet.UnitNet`` over the collision-free units of ``switch/units.py`` (docs/method.md).
 ``learn`` adds the interaction to the explicit statistics, re-solves the explicit layer and
-runs a bounded number of full-batch refinement steps (``refine``), all deterministic: the same
-interactions in the same order give the same model, byte for byte.
+runs a bounded number of refinement steps on it and a bounded replay sample of earlier examples
+(``owner.replay_keys``), all deterministic: the same interactions in the same order give the
+same model, byte for byte.
+
+A device's model has two parts once it starts (``mark_start``): ``start``, the starting model,
+frozen (it holds what prediction needs, not its examples' statistics), and ``net``, the owner's
+part, learned from the owner's labels alone; the prediction is their back-off mixture
+(``switch/owner.py``). A model with no starting model (an empty start, the desktop trainer) is
+``net`` alone.
 
 Corrections stick: the model remembers which labelled examples had each exact (normalised)
 transcript. A transcript heard again is decided by the latest label the person gave it, not by
@@ -25,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
-from edge_plm.switch import confidence, model_devices, model_file
+from edge_plm.switch import confidence, model_devices, model_file, owner
 from edge_plm.switch import scrub as scrubbing
 from edge_plm.switch.query import query_evidence
 from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
@@ -38,6 +45,7 @@ from edge_plm.switch.units import UnitVocab
 from edge_plm.switch.words import WordVocab
 
 LABEL_INDEX = INDEX  # action name -> class index
+
 MEMORY_DOUBT = 0.1  # pseudo-count of "anything" next to n agreeing labels of an exact transcript
 MEMORY_CONFLICT_SHARE = 0.6  # weight of the latest label when labels of a transcript disagree
 
@@ -66,9 +74,10 @@ class SwitchModel:
     memory: dict[str, list[int]] = field(default_factory=dict, repr=False)  # transcript -> keys
     words: WordVocab | None = None  # the attention's tokens (None: the config has no attention)
     calib: Calibrator = field(default_factory=Calibrator, repr=False)  # the confidence's map
-    # examples with keys below this came with the starting model; the owner's later ones weigh
-    # config.owner_weight each (0: no starting model, every example weighs 1)
+    # examples with keys below this came with the starting model (0: no starting model); they
+    # are behind the frozen ``start``, the owner's later ones are ``net``'s
     prior_examples: int = 0
+    start: UnitNet | None = field(default=None, repr=False, compare=False)  # the frozen starting part
     _query_bags: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
     device_evidence: DeviceEvidence = field(default_factory=DeviceEvidence, repr=False, compare=False)  # model_devices.py
     name_query = cached_property(model_devices.name_query)
@@ -155,17 +164,33 @@ class SwitchModel:
         else:
             scores, support = self.raw(transcript)
             if prior_strength:
-                scores = scores + prior_strength * np.log(self.net.class_counts + 1.0)
+                scores = scores + prior_strength * np.log(self.class_counts + 1.0)
             i, y = self.calibrated(scores, support)
         if evidence_prior:
-            n = float(self.net.class_counts.sum())
+            n = float(self.class_counts.sum())
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
         return SwitchPrediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
     def raw(self, transcript: str) -> tuple[np.ndarray, float]:
         """(logits, support): the network's logits for the transcript and its labelled support."""
         ids, w, unknown, placed = self.placed(transcript, grow=False)
-        return self.net.logits(ids, w, placed), self.net.support(ids, w, unknown, self.units.long_mask(ids))
+        long = self.units.long_mask(ids)
+        own = self.net.logits(ids, w, placed)
+        if self.start is None:
+            return own, self.net.support(ids, w, unknown, long)
+        scores = owner.mixed_scores(self.start.logits(ids, w, placed), own, self.net.class_counts > 0.5,
+                                    self.owner_share())
+        return scores, self.net.support(ids, w, unknown, long, also=self.start)
+
+    def owner_share(self) -> float:
+        """How much the owner's part counts in the mixture (``owner.owner_share``)."""
+        return owner.owner_share(len(self.net.rows), self.config.owner_backoff)
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        """Labelled examples per action, of both parts."""
+        cc = self.net.class_counts
+        return cc if self.start is None else cc + self.start.class_counts
 
     def calibrated(self, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
         """(top action, calibrated distribution) of the network's logits (``confidence.py``)."""
@@ -222,32 +247,37 @@ class SwitchModel:
         self.examples.append((seq, y))
         self.device_evidence.add_text(self.text_of(key).split())
         ids, w, _, placed = self.placed(transcript, grow=True)
-        self.net.add(key, ids, w, y, placed, self.example_weight(key))
+        self.net.add(key, ids, w, y, placed)
         self.net.solve()
         self.update_query()
         self.net.warm_refresh(key, self.config.attention_refresh)
         self.memory.setdefault(normalize(transcript), []).append(key)
-        loss = self.net.refine(self.refine_budget())
+        loss = self.refine_label(key)
         self.update_query()  # what predictions (and a reload) compare with
         return loss
 
-    def example_weight(self, key: int) -> float:
-        """How much example ``key`` counts: the owner's labels (learned after the starting
-        model) weigh ``owner_weight``, the starting model's 1 (so the owner's labels win)."""
-        return self.config.owner_weight if 0 < self.prior_examples <= key else 1.0
+    def refine_label(self, key: int) -> float | None:
+        """The refinement one label pays for: ``refine_budget()`` steps on example ``key`` and
+        its replay sample (``owner.replay_keys``; every example while they are few)."""
+        keys = owner.replay_keys(self.net.by_label, key, self.config.replay_rows, self.seed)
+        return self.net.refine(self.refine_budget(), keys)
 
     def mark_start(self) -> None:
         """This model is where a device (or ``eval --init``) starts: every example it holds is
-        the starting model's; every later one is the owner's (``example_weight``)."""
+        the starting model's, frozen as ``start``; every later one is the owner's, learned
+        into a new ``net`` of its own (module docstring)."""
         if self.prior_examples == 0 and self.examples:
             self.prior_examples = len(self.examples)
+            self.start = UnitNet.frozen(self.config, self.words, self.net.frozen_state())
+            self.net = UnitNet(self.config, self.words)
+            self.update_query()
 
     def refine_budget(self) -> int:
-        """Refinement steps after one label: ``refine_steps``, fewer when the examples are many
-        (at most ``refine_rows`` example-passes), at least one. Counted in steps, not time, so
-        the result is deterministic."""
+        """Refinement steps after one label: ``refine_steps``, fewer when the examples refined
+        on (the replay sample) are many (at most ``refine_rows`` example-passes), at least one.
+        Counted in steps, not time, so the result is deterministic."""
         c = self.config
-        n = max(len(self.net.rows), 1)
+        n = max(min(len(self.net.rows), c.replay_rows + 1 if c.replay_rows > 0 else len(self.net.rows)), 1)
         return max(1, min(c.refine_steps, c.refine_rows // n)) if c.refine_steps > 0 else 0
 
     def refine(self, steps: int) -> float | None:
@@ -271,6 +301,8 @@ class SwitchModel:
             raise KeyError(f"no example with key {key} (the model holds keys 0..{len(self.examples) - 1})")
         if key in self.removed:
             raise KeyError(f"example {key} was forgotten")
+        if key < self.prior_examples and self.start is not None:
+            raise KeyError(f"example {key} is the starting model's (frozen); only the owner's examples change")
         return key
 
     def relabel(self, key: int, label: str) -> bool:
@@ -291,7 +323,7 @@ class SwitchModel:
         self.net.solve()
         self.update_query()
         self.net.warm_refresh(key, self.config.attention_refresh)
-        self.net.refine(self.refine_budget())
+        self.refine_label(key)
         self.update_query()
         return True
 

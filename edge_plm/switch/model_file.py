@@ -1,9 +1,12 @@
 """Switch-model checkpoint files: what ``SwitchModel.save`` writes and ``SwitchModel.load``
-reads (docs/method.md, "Checkpoints"). The statistics are sums over the stored examples and are
-recomputed on load; the attention's statistics and the calibration's rows are stored, and so
-are the per-device labels of examples learned for several devices ("devices.labels", absent in
-checkpoints without them, which load as before). The vocabularies are JSON lists in id order; a
-tombstoned (scrubbed) unit or word is ``null``."""
+reads (docs/method.md, "Checkpoints"). A load reads what prediction needs rather than deriving it
+again: the frozen starting part's solved arrays ("start.*"), and each of the owner's examples'
+units and word positions ("rows.*", so the statistics are plain sums over stored arrays, with no
+text processed again). A checkpoint without "rows.*" (the shipped starting model, older files)
+has its examples' units derived from their text, as before. The attention's statistics and the
+calibration's rows are stored, and so are the per-device labels of examples learned for several
+devices ("devices.labels", absent in checkpoints without them). The vocabularies are JSON lists
+in id order; a tombstoned (scrubbed) unit or word is ``null``."""
 
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
     examples (character ids + labels), the unit vocabulary, delta and b. The statistics
     are sums over the examples and are recomputed on load."""
     arrays = model.net.state_arrays()
+    arrays.update(_rows_arrays(model.net))
+    if model.start is not None:
+        arrays.update({f"start.{k}": v for k, v in model.start.frozen_state().items()})
     lengths = np.array([len(s) for s, _ in model.examples], dtype=np.int64)
     arrays["examples.ids"] = np.array([t for s, _ in model.examples for t in s], dtype=np.int64)
     arrays["examples.lengths"] = lengths
@@ -86,21 +92,39 @@ def load_model(cls, path: str | Path):
         model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
         model.removed = {int(k) for k in arrays["examples.removed"].tolist()}
         model.prior_examples = int(meta["counters"].get("prior_examples", 0))
-        if any(t < len(RESERVED) and j not in (0, len(s) - 2, len(s) - 1)
-               for s, _ in model.examples for j, t in enumerate(s)):
-            raise ValueError("an example holds a reserved token inside its transcript")
+        _check_reserved(ids, lengths)
         if words is not None and "words.vocabulary" not in arrays:  # written before attention
             words.register(model.text_of(k) for k in model.live_keys())
+        if "start.base" in arrays:
+            model.start = UnitNet.frozen(config, words, {k[6:]: v for k, v in arrays.items() if k.startswith("start.")})
+        stored = _stored_rows(arrays, config.attention)
+        migrate = model.prior_examples > 0 and model.start is None  # written before the two parts
+        start_net = UnitNet(config, words) if migrate else None
         for key in model.live_keys():
             text = model.text_of(key)
-            f_ids, w, _, placed = model.placed(text, grow=False)
-            model.net.add(key, f_ids, w, model.examples[key][1], placed, model.example_weight(key))
+            if key < model.prior_examples and not migrate:  # behind the frozen starting part
+                pass
+            elif key in stored:
+                f_ids, w, placed = stored[key]
+                model.net.add(key, f_ids, w, model.examples[key][1], placed)
+            else:
+                f_ids, w, _, placed = model.placed(text, grow=False)
+                (start_net if migrate and key < model.prior_examples else model.net).add(
+                    key, f_ids, w, model.examples[key][1], placed)
             model.memory.setdefault(text, []).append(key)
             model.device_evidence.add_text(text.split())
         if "devices.labels" in arrays:  # examples labelled per device (several devices)
             model.device_evidence.load_json(json.loads(arrays["devices.labels"].tobytes().decode()))
         model.net.solve()
-        model.net.load_state(arrays)
+        if migrate:  # the stored network was fitted on every example: it becomes the starting part
+            start_net.solve()
+            start_net.load_state(arrays)
+            model.net, own = start_net, model.net  # its query: the evidence of the net it was
+            model.update_query()
+            model.net = own
+            model.start = UnitNet.frozen(config, words, start_net.frozen_state())
+        else:
+            model.net.load_state(arrays)
         model.update_query()  # with the loaded delta, as after the last learn
         if "attention.dW" not in arrays:  # a checkpoint written before attention: warm-start it
             model.net.warm_all()
@@ -116,3 +140,54 @@ def load_model(cls, path: str | Path):
             raise
         raise CheckpointError(f"{path}: incompatible checkpoint: {exc}") from exc
     return model
+
+
+def _check_reserved(ids: np.ndarray, lengths: np.ndarray) -> None:
+    """No reserved token inside a transcript (its first and last two tokens are the dialogue's)."""
+    if not len(ids):
+        return
+    start = np.repeat(np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    pos = np.arange(len(ids)) - start
+    end = np.repeat(lengths, lengths)
+    inside = (pos != 0) & (pos != end - 2) & (pos != end - 1)
+    if (inside & (ids < len(RESERVED))).any():
+        raise ValueError("an example holds a reserved token inside its transcript")
+
+
+ROW_PARTS = ("ids", "w", "word_ids", "ent_pos", "ent_m", "ent_v")
+
+
+def _rows_arrays(net: UnitNet) -> dict[str, np.ndarray]:
+    """Each example of ``net``: its units and weights and, with attention, its word ids and
+    unit occurrences (``UnitVocab.positioned``), concatenated, with the keys and lengths."""
+    keys = sorted(net.rows)
+    parts = {name: [] for name in ROW_PARTS}
+    for k in keys:
+        ids, w, _, _ = net.rows[k]
+        placed = net.placed.get(k) if net.att is not None else None
+        word_ids, pos, mm, v = placed if placed is not None else (np.zeros(0, np.int64),) * 3 + (np.zeros(0),)
+        for name, a in zip(ROW_PARTS, (ids, w, word_ids, pos, mm, v)):
+            parts[name].append(a)
+    out = {"rows.keys": np.array(keys, dtype=np.int64)}
+    for name, kind in zip(ROW_PARTS, (np.int64, np.float64, np.int64, np.int64, np.int64, np.float64)):
+        out[f"rows.{name}.len"] = np.array([len(a) for a in parts[name]], dtype=np.int64)
+        out[f"rows.{name}"] = np.concatenate(parts[name]).astype(kind) if keys else np.zeros(0, kind)
+    return out
+
+
+def _stored_rows(arrays: dict[str, np.ndarray], attention: bool) -> dict[int, tuple]:
+    """key -> (ids, weights, placed or None) of the examples ``_rows_arrays`` stored."""
+    if "rows.keys" not in arrays:
+        return {}
+    keys = arrays["rows.keys"].tolist()
+    cut = {}
+    for name in ROW_PARTS:
+        lengths = arrays[f"rows.{name}.len"]
+        if len(lengths) != len(keys) or int(lengths.sum()) != len(arrays[f"rows.{name}"]):
+            raise ValueError(f"checkpoint rows array {name!r} does not match its lengths")
+        cut[name] = np.split(arrays[f"rows.{name}"], np.cumsum(lengths)[:-1]) if keys else []
+    out = {}
+    for i, key in enumerate(keys):
+        ids, w, word_ids, pos, mm, v = (cut[name][i] for name in ROW_PARTS)
+        out[int(key)] = (ids, w, (word_ids, pos, mm, v) if attention else None)
+    return out

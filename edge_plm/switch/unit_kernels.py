@@ -91,3 +91,12 @@ def batch_loss_grad_numba(indptr, indices, values, labels, sw, U, bias, mask, dU
 
 
 BACKENDS = {"numba": batch_loss_grad_numba, "numpy": batch_loss_grad_numpy}
+
+
+def csr(ids: list[np.ndarray], values: list[np.ndarray], labels: np.ndarray, sw: np.ndarray) -> tuple:
+    """(indptr, indices, values, labels, sample weights) of examples given as unit ids and
+    their input values each: the CSR batch the kernels read."""
+    indptr = np.concatenate([[0], np.cumsum([len(i) for i in ids], dtype=np.int64)]).astype(np.int64)
+    indices = np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, np.int64)
+    vals = np.concatenate(values).astype(np.float64) if values else np.zeros(0)
+    return indptr, indices, vals, labels, sw

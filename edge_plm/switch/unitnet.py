@@ -68,8 +68,13 @@ class UnitNet:
         # F = df = B = delta = 0 and zero gradient, so the solve and refinement skip them
         self.n_active = 0
         self._batch = None  # CSR of the labelled rows, rebuilt when they change
+        self._sample = None  # (keys, batch, units) of the last replay sample (``sample_batch``)
         self._struct: SaffuBatch | None = None  # the attention batch's structure, grown by new labels
         self._struct_keys: list[int] = []
+        self.by_label: list[list[int]] = [[] for _ in range(N_ACTIONS)]  # keys of each action, in order
+        # a frozen net (the starting model's part, ``frozen_state``): its labelled examples are
+        # not held, only what prediction reads; this many of them are behind the statistics
+        self.frozen_rows = 0
 
     # -- statistics ------------------------------------------------------------------------
 
@@ -89,6 +94,7 @@ class UnitNet:
                 raise ValueError("the attention network needs each example's word positions")
             self.placed[key] = placed
         self.rows[key] = (ids, weights, int(label), l2_normalise(weights))
+        self.by_label[int(label)].append(key)
         self.ex_weight[key] = float(weight)
         if ids.size:
             self.n_active = max(self.n_active, int(ids.max()) + 1)
@@ -96,6 +102,7 @@ class UnitNet:
 
     def remove(self, key: int) -> None:
         ids, w, label, _ = self.rows.pop(key)
+        self.by_label[label].remove(key)
         self._count(ids, w, label, -1.0, self.ex_weight.pop(key))
         self._struct = None
         if self.att is not None:
@@ -106,6 +113,9 @@ class UnitNet:
         ids, w, old, x = self.rows[key]
         self._count(ids, w, old, -1.0, self.ex_weight[key])
         self.rows[key] = (ids, w, int(label), x)
+        self.by_label[old].remove(key)
+        self.by_label[int(label)].append(key)
+        self.by_label[int(label)].sort()
         self._count(ids, w, int(label), 1.0, self.ex_weight[key])
 
     def _count(self, ids: np.ndarray, w: np.ndarray, label: int, sign: float, weight: float) -> None:
@@ -121,7 +131,7 @@ class UnitNet:
             np.maximum(self.df, 0.0, out=self.df)
             np.maximum(self.class_counts, 0.0, out=self.class_counts)
             np.maximum(self.class_mass, 0.0, out=self.class_mass)
-        self._batch = None
+        self._batch = self._sample = None
 
     def solve(self) -> None:
         """B from the statistics (cheap: a log over the labelled units)."""
@@ -144,7 +154,7 @@ class UnitNet:
     def set_query(self, weights: np.ndarray) -> None:
         """The query's weights over the query words (their labelled evidence, >= 0)."""
         self.query_weights = np.asarray(weights, dtype=np.float64)
-        self._batch = None
+        self._batch = self._sample = None
 
     def warm(self, key: int) -> None:
         """Gather example ``key``'s attention statistics (``attention.gather``)."""
@@ -169,7 +179,7 @@ class UnitNet:
         p = self.config.idf_power
         if not p:
             return np.ones(len(ids))
-        return (np.log((1.0 + len(self.rows)) / (1.0 + self.df[ids])) + 1.0) ** p
+        return (np.log((1.0 + len(self.rows) + self.frozen_rows) / (1.0 + self.df[ids])) + 1.0) ** p
 
     def inputs(self, ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """x: the L2-normalised unit weights (times their idf when ``idf_power`` > 0)."""
@@ -198,39 +208,56 @@ class UnitNet:
         U = self.config.logit_scale * self.base[ids] + self.delta[ids]
         return x @ U + self.bias + self.mask()
 
-    def support(self, ids: np.ndarray, weights: np.ndarray, unknown: float, long: np.ndarray | None = None) -> float:
+    def support(self, ids: np.ndarray, weights: np.ndarray, unknown: float, long: np.ndarray | None = None,
+                also: "UnitNet | None" = None) -> float:
         """Share of the transcript's support-counting unit weight (``long``: words and longer
         n-grams; ``unknown``: that weight of units without an id) whose units occur in
-        labelled examples."""
+        labelled examples (of this net or of ``also``)."""
         w = weights if long is None else weights * long
         total = float(w.sum()) + unknown
         if total <= 0:
             return 0.0
-        return float(w[self.df[ids] > 0.5].sum()) / total
+        seen = self.df[ids] > 0.5
+        if also is not None:
+            seen |= also.df[ids] > 0.5
+        return float(w[seen].sum()) / total
 
     # -- refinement ------------------------------------------------------------------------
 
     def batch(self):
         """Every labelled example for the kernels: without attention the CSR (indptr, indices,
         values, labels, sample weights) of their normalised unit weights; with attention a
-        ``SaffuBatch`` (the comparisons read with the current query). Rebuilt when they change."""
+        ``SaffuBatch`` (the comparisons read with the current query). Kept until they change."""
         if self._batch is None:
-            keys = sorted(self.rows)
-            labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
-            sw = self.sample_weights(labels, np.array([self.ex_weight[k] for k in keys]))
-            if self.att is not None:
-                self._batch = attention.batch_structure(self, keys).refresh(labels, sw, self.comparisons)
-                return self._batch
-            lens = np.array([len(self.rows[k][0]) for k in keys], dtype=np.int64)
-            indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-            indices = np.concatenate([self.rows[k][0] for k in keys] or [np.zeros(0, np.int64)]).astype(np.int64)
-            if self.config.idf_power:  # the idf moves with every label: normalise afresh
-                values = np.concatenate([self.inputs(self.rows[k][0], self.rows[k][1]) for k in keys]
-                                        or [np.zeros(0)]).astype(np.float64)
-            else:
-                values = np.concatenate([self.rows[k][3] for k in keys] or [np.zeros(0)]).astype(np.float64)
-            self._batch = (indptr, indices, values, labels, sw)
+            self._batch = self._make_batch(sorted(self.rows), incremental=True)
         return self._batch
+
+    def sample_batch(self, keys: list[int]) -> tuple[object, np.ndarray]:
+        """(batch, units) of the examples ``keys`` (a replay sample): the batch as ``batch``'s,
+        its unit indices renumbered 0.. over ``units``, the sorted unit ids it holds, so that
+        the kernels read and write only those rows of U (its cost is the sample's size, not
+        the history's). Kept until the examples or the query change."""
+        tag = tuple(keys)
+        if self._sample is None or self._sample[0] != tag:
+            b = self._make_batch(sorted(keys), incremental=False)
+            indices = b.indices if self.att is not None else b[1]
+            units, local = np.unique(indices, return_inverse=True)
+            if self.att is not None:
+                b.indices = local.astype(np.int64)
+            else:
+                b = (b[0], local.astype(np.int64), *b[2:])
+            self._sample = (tag, b, units)
+        return self._sample[1], self._sample[2]
+
+    def _make_batch(self, keys: list[int], incremental: bool):
+        labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
+        sw = self.sample_weights(labels, np.array([self.ex_weight[k] for k in keys]))
+        if self.att is not None:
+            struct = (attention.batch_structure(self, keys) if incremental else
+                      SaffuBatch([attention.example_arrays(self, k) for k in keys], self.att.widths, self.att.offsets))
+            return struct.refresh(labels, sw, self.comparisons)
+        values = [self.inputs(*self.rows[k][:2]) if self.config.idf_power else self.rows[k][3] for k in keys]
+        return unit_kernels.csr([self.rows[k][0] for k in keys], values, labels, sw)
 
     def sample_weights(self, labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Class-balanced weights (each action's examples weigh 1/3 in all; within an action in
@@ -243,40 +270,42 @@ class UnitNet:
         return w / w.sum()
 
     def objective(self, delta: np.ndarray | None = None, bias: np.ndarray | None = None,
-                  kernel: str | None = None, dW: np.ndarray | None = None
+                  kernel: str | None = None, dW: np.ndarray | None = None, keys: list[int] | None = None
                   ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray | None]:
-        """(loss, d loss / d delta[:n_active], d loss / d bias, d loss / d dW or None) of the
-        refinement objective (the gradient of the rows beyond n_active is l2 * delta there,
-        which is zero; dW is the attention's refinement, pulled toward its warm start)."""
+        """(loss, d loss / d delta[rows], d loss / d bias, d loss / d dW or None) of the
+        refinement objective. ``keys`` None: every example, rows = :n_active (the gradient of
+        the rows beyond is l2 * delta there, which is zero). ``keys``: the objective of those
+        examples (a replay sample), with the pull toward the explicit solution on the units
+        they hold, rows = ``sample_batch(keys)[1]`` (a sparse step: units the sample does not
+        hold are not pulled by it). dW is the attention's refinement, pulled toward its warm start."""
         c = self.config
-        n = self.n_active
-        delta = (self.delta if delta is None else delta)[:n]
+        b, rows = (self.batch(), slice(0, self.n_active)) if keys is None else self.sample_batch(keys)
+        delta = (self.delta if delta is None else delta)[rows]
         bias = self.bias if bias is None else bias
-        U = c.logit_scale * self.base[:n] + delta
+        U = c.logit_scale * self.base[rows] + delta
         lam = self.l2()
-        pull = self.unit_pull(n)
+        pull = self.unit_pull(rows)
         dD = lam * pull[:, None] * delta
         gW = None
         if self.att is not None:
             dWv = self.att.dW if dW is None else dW
             gW = c.attention_l2 * dWv
             fn = attention.BACKENDS[kernel or c.kernel]
-            loss, db = fn(self.batch(), U, bias, self.mask(), self.att.W0 + dWv, dD, gW)
+            loss, db = fn(b, U, bias, self.mask(), self.att.W0 + dWv, dD, gW)
             loss += 0.5 * c.attention_l2 * float(dWv @ dWv)
         else:
-            indptr, indices, values, labels, sw = self.batch()
             fn = unit_kernels.BACKENDS[kernel or c.kernel]
-            loss, db = fn(indptr, indices, values, labels, sw, U, bias, self.mask(), dD)
+            loss, db = fn(*b, U, bias, self.mask(), dD)
         loss += 0.5 * lam * (float((pull[:, None] * delta * delta).sum()) + float(bias @ bias))
         return loss, dD, db + lam * bias, gW
 
-    def unit_pull(self, n: int) -> np.ndarray:
-        """Per unit, the factor of the pull toward the explicit solution: df^-l2_df_power over
-        the labelled examples holding it (df at least 1; all ones when the power is 0)."""
+    def unit_pull(self, rows) -> np.ndarray:
+        """Per unit of ``rows`` (n: the first n units; a slice or unit ids), the factor of the pull toward the explicit
+        solution: df^-l2_df_power over the labelled examples holding it (df at least 1; all
+        ones when the power is 0)."""
+        df = self.df[:rows] if isinstance(rows, int) else self.df[rows]
         q = self.config.l2_df_power
-        if not q:
-            return np.ones(n)
-        return np.maximum(self.df[:n], 1.0) ** -q
+        return np.maximum(df, 1.0) ** -q if q else np.ones(len(df))
 
     def l2(self) -> float:
         """The pull toward the explicit solution: ``l2``, divided by n / l2_n0 once there are
@@ -287,19 +316,20 @@ class UnitNet:
         n = len(self.rows)
         return c.l2 * min(1.0, c.l2_n0 / n) if c.l2_n0 > 0 and n > 0 else c.l2
 
-    def refine(self, steps: int) -> float | None:
-        """``steps`` full-batch gradient steps (learning rate ``refine_lr``) on delta and b.
-        Returns the objective before the last step (None when there is nothing to fit)."""
+    def refine(self, steps: int, keys: list[int] | None = None) -> float | None:
+        """``steps`` gradient steps (learning rate ``refine_lr``) on delta and b over the
+        examples ``keys`` (None: full batch, every example). Returns the objective before the
+        last step (None when there is nothing to fit)."""
         if steps < 0:
             raise ValueError(f"steps must be >= 0, got {steps}")
         if len(self.rows) == 0 or steps == 0:
             return None
         lr = self.config.refine_lr
         loss = None
-        n = self.n_active
         for _ in range(steps):
-            loss, dD, db, gW = self.objective()
-            self.delta[:n] -= lr * dD
+            rows = slice(0, self.n_active) if keys is None else self.sample_batch(keys)[1]
+            loss, dD, db, gW = self.objective(keys=keys)
+            self.delta[rows] -= lr * dD
             self.bias -= lr * db
             if gW is not None:
                 self.att.dW -= self.config.attention_lr * gW
@@ -332,3 +362,42 @@ class UnitNet:
         self.delta[: len(delta)] = delta
         self.bias = np.array(bias, dtype=np.float64)
         self.n_active = max(self.n_active, len(delta))
+
+    # -- a frozen net: what prediction reads, without the examples ----------------------------
+
+    FROZEN = ("base", "delta", "bias", "df", "class_counts", "class_mass", "query_weights")
+
+    def frozen_state(self) -> dict[str, np.ndarray]:
+        """What a frozen copy of this net predicts with (the starting model's part of a device's
+        model, ``SwitchModel.mark_start``): the solved B, delta, b, the labelled-unit counts, the
+        query and the attention's W; not the examples (their statistics are not updated again)."""
+        n = self.n_active
+        out = {name: np.asarray(getattr(self, name)) for name in self.FROZEN}
+        out.update(base=self.base[:n], delta=self.delta[:n], df=self.df[:n],
+                   rows=np.array([len(self.rows) + self.frozen_rows], dtype=np.int64))
+        if self.att is not None:
+            out["attention.W"] = self.att.W0 + self.att.dW
+        return out
+
+    @classmethod
+    def frozen(cls, config: SwitchConfig, words, state: dict[str, np.ndarray]) -> "UnitNet":
+        """The net ``frozen_state`` describes: it predicts exactly as the net it was taken
+        from did; it holds no example, so it is never refined or re-solved."""
+        net = cls(config, words)
+        n = len(state["base"])
+        if n > config.unit_cap or state["delta"].shape != (n, N_ACTIONS) or state["df"].shape != (n,):
+            raise ValueError(f"frozen net arrays do not fit the configuration ({n} units, cap {config.unit_cap})")
+        for name in ("base", "delta", "df"):
+            getattr(net, name)[:n] = state[name]
+        for name in ("bias", "class_counts", "class_mass"):
+            if state[name].shape != (N_ACTIONS,):
+                raise ValueError(f"frozen net array {name!r} has shape {state[name].shape}")
+            setattr(net, name, np.array(state[name], dtype=np.float64))
+        net.query_weights = np.array(state["query_weights"], dtype=np.float64)
+        net.n_active, net.frozen_rows = n, int(state["rows"][0])
+        if net.att is not None:
+            W = np.asarray(state["attention.W"], dtype=np.float64)
+            if W.shape != (net.att.size,):
+                raise ValueError(f"frozen attention W has shape {W.shape}, config needs ({net.att.size},)")
+            net.att.W0, net.att.dW = W, np.zeros_like(W)
+        return net
