@@ -5,6 +5,14 @@ online-update ms per configuration, measured over the switch-dev train file fed 
 Usage (from the repo root):
     python3 benchmarks/bench_latency.py [--data ../shared/data] [--configs potato,orange] [--limit N]
         [--init potato=models/switch-en.npz,orange=runs/orange/checkpoint.npz] [--memory]
+    python3 benchmarks/bench_latency.py --history 0,500,2000,5000 [--init potato=models/switch-en.npz]
+
+--history: a device's cost at each number of owner labels on top of its starting model: the
+owner's labels are lines of models/data/ (Home Assistant intents, templates) in a fixed
+shuffled order, learned untimed up to each level; then 100 predict+learn of switch-dev-train
+lines are timed, three-device prediction (``predict_devices``: lamp, fan, plug) is timed, and the
+checkpoint the model writes is loaded three times (wall seconds, best and median).
+Writes benchmarks/results/latency-history.json.
 
 --init starts a configuration from a checkpoint (as a device with ``model.start``) instead of an
 empty model. --memory also measures, per configuration in a fresh child process: the resident memory after
@@ -88,6 +96,74 @@ def measure(config: str, rows: list[dict], init: str | None = None) -> dict:
             "total_s": total}
 
 
+def history(config: str, init: str | None, pool: list[dict], timed: list[dict], levels: list[int]) -> dict:
+    import tempfile  # noqa: PLC0415
+
+    from edge_plm.switch.addressing import DeviceName  # noqa: PLC0415
+
+    warm(config)
+    model = SwitchModel.load(init) if init else SwitchModel.empty(config)
+    model.mark_start()
+    devices = [DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("plug", ("socket",))]
+    owner, out = 0, []
+    for level in levels:
+        while owner < level:
+            row = pool[owner % len(pool)]
+            model.learn(row["text"], row["label"])
+            owner += 1
+        predict_ms, update_ms, three_ms = [], [], []
+        for row in timed:
+            t0 = time.perf_counter()
+            model.predict(row["text"])
+            t1 = time.perf_counter()
+            model.learn(row["text"], row["label"])
+            t2 = time.perf_counter()
+            model.predict_devices(row["text"], devices)
+            t3 = time.perf_counter()
+            predict_ms.append((t1 - t0) * 1e3)
+            update_ms.append((t2 - t1) * 1e3)
+            three_ms.append((t3 - t2) * 1e3)
+        owner += len(timed)
+        loads = []
+        with tempfile.TemporaryDirectory() as d:
+            path = model.save(Path(d) / "c.npz")
+            size = path.stat().st_size
+            for _ in range(3):
+                t0 = time.perf_counter()
+                SwitchModel.load(path)
+                loads.append(time.perf_counter() - t0)
+        out.append({"owner_labels": level, "predict_ms": pct(predict_ms), "update_ms": pct(update_ms),
+                    "predict_three_devices_ms": pct(three_ms), "load_s_best": min(loads),
+                    "load_s_median": float(np.median(loads)), "checkpoint_bytes": size})
+    base = out[0]["update_ms"]["median"]
+    for r in out:
+        r["update_ratio_to_first"] = r["update_ms"]["median"] / base if base > 0 else None
+    return {"config": config, "init": init, "levels": out}
+
+
+def history_main(args, inits: dict) -> None:
+    root = Path(__file__).resolve().parents[1]
+    pool = [r for name in ("ha-intents.jsonl", "templates.jsonl")
+            for r in load_jsonl(root / "models" / "data" / name)]
+    pool = [pool[i] for i in np.random.default_rng(0).permutation(len(pool))]  # a fixed order, labels mixed
+    timed = load_jsonl(args.data / "switch-dev-train.jsonl")[:100]
+    levels = [int(x) for x in args.history.split(",")]
+    payload = header()
+    payload["results"] = [history(c, inits.get(c), pool, timed, levels) for c in args.configs.split(",")]
+    path = write_result("latency-history", payload)
+    table = [[r["config"] + (f" from {Path(r['init']).name}" if r["init"] else ""), x["owner_labels"],
+              x["update_ms"]["median"], x["update_ms"]["p95"], x["update_ratio_to_first"],
+              x["predict_ms"]["median"], x["predict_three_devices_ms"]["median"], x["load_s_best"],
+              x["load_s_median"], f"{x['checkpoint_bytes']:,}"]
+             for r in payload["results"] for x in r["levels"]]
+    print(describe(payload))
+    print()
+    print(markdown_table(["config", "owner labels", "update ms median", "update ms p95", "update / first level",
+                          "predict ms median", "three devices predict ms median", "load s (best of 3)",
+                          "load s (median)", "checkpoint bytes"], table))
+    print(f"\nwritten {path}")
+
+
 MEMORY_CHILD = r"""
 import json, sys, tempfile, os
 from pathlib import Path
@@ -131,8 +207,11 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="use only the first N training examples")
     ap.add_argument("--init", default="", help="CONFIG=CKPT[,CONFIG=CKPT]: start that configuration from a checkpoint")
     ap.add_argument("--memory", action="store_true", help="peak RSS and checkpoint size per configuration")
+    ap.add_argument("--history", default="", help="N,N,...: cost at these numbers of owner labels (docstring)")
     args = ap.parse_args()
     inits = dict(item.split("=", 1) for item in args.init.split(",") if item)
+    if args.history:
+        return history_main(args, inits)
     rows = load_jsonl(args.data / "switch-dev-train.jsonl")
     if args.limit:
         rows = rows[: args.limit]

@@ -46,8 +46,9 @@ class SwitchConfig:
     # a label refines on itself and at most this many earlier examples (class-balanced, seeded):
     # an update costs the same at any history (0: every example, full batch)
     replay_rows: int = 128
-    # the owner's part counts n / (n + owner_backoff) after n owner labels (switch/owner.py)
-    owner_backoff: float = 100.0
+    # the owner's part counts n / (n + owner_backoff) after n owner labels (switch/owner.py);
+    # 1000 beat 100 and 400 on switch-dev, clean and ASR (BENCHMARKS.md, "Learns from its owner")
+    owner_backoff: float = 1000.0
     # the SAFFU block over word positions (switch/attention.py, switch/words.py)
     attention: bool = True  # False: uniform pooling (W = 0), the network without attention
     attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B

@@ -5,7 +5,7 @@ A device that starts from a starting model keeps that model as a frozen part (``
 and learns the owner's labels into a part of its own: the same units, words and network over the
 owner's examples alone. The prediction is a back-off mixture of the two distributions,
 
-    p = (1 - lam) p_start + lam p_owner,    lam = n / (n + owner_backoff)
+    p = (1 - lam) p_start + lam p_owner,    lam = n / (n + owner_backoff)    (owner_backoff 1000)
 
 with n the owner's labelled examples, so the owner's evidence wins as it grows instead of being
 outweighed by thousands of starting examples in one pooled fit (pooling lost to the owner's labels
