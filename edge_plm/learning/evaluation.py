@@ -99,7 +99,7 @@ def load_init(path: str | Path, model_config: str | None = None) -> SwitchModel:
         raise EvalDataError(f"--init: {exc}") from exc
     if model_config is not None and model.config.name != model_config:
         raise EvalDataError(f"--init: {path} is a {model.config.name} model, not {model_config}")
-    model.mark_start()  # the lines fed are the owner's: they weigh owner_weight each
+    model.mark_start()  # the lines fed are the owner's: they go to the owner's part (switch/owner.py)
     return model
 
 

@@ -162,7 +162,7 @@ def load_start(cfg: LearnerConfig) -> SwitchModel:
         raise StartError(f"model.start: {cfg.start} is a {model.config.name} model, "
                          f"but model.config is {cfg.config}")
     model.seed = cfg.seed
-    model.mark_start()  # the device's own labels weigh owner_weight each
+    model.mark_start()  # the device's own labels go to the owner's part (switch/owner.py)
     model.rng = np.random.default_rng(cfg.seed)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
     return model

@@ -102,15 +102,13 @@ def load_model(cls, path: str | Path):
         start_net = UnitNet(config, words) if migrate else None
         for key in model.live_keys():
             text = model.text_of(key)
-            if key < model.prior_examples and not migrate:  # behind the frozen starting part
-                pass
-            elif key in stored:
-                f_ids, w, placed = stored[key]
-                model.net.add(key, f_ids, w, model.examples[key][1], placed)
-            else:
-                f_ids, w, _, placed = model.placed(text, grow=False)
-                (start_net if migrate and key < model.prior_examples else model.net).add(
-                    key, f_ids, w, model.examples[key][1], placed)
+            net = model.net if key >= model.prior_examples else start_net  # None: behind the frozen part
+            if net is not None:
+                if key in stored:
+                    f_ids, w, placed = stored[key]
+                else:
+                    f_ids, w, _, placed = model.placed(text, grow=False)
+                net.add(key, f_ids, w, model.examples[key][1], placed)
             model.memory.setdefault(text, []).append(key)
             model.device_evidence.add_text(text.split())
         if "devices.labels" in arrays:  # examples labelled per device (several devices)

@@ -1,0 +1,165 @@
+"""The owner's part of a device's model (switch/owner.py): the frozen starting part, the back-off
+mixture, the bounded replay sample and the checkpoint that loads without re-reading text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge_plm.switch import owner
+from edge_plm.switch.model import SwitchModel
+
+START = [("turn on the light", "ON"), ("lights on please", "ON"), ("switch the lamp on", "ON"),
+         ("turn off the light", "OFF"), ("lights off", "OFF"), ("switch the lamp off", "OFF"),
+         ("what time is it", "NOOP"), ("play some music", "NOOP"), ("how is the weather", "NOOP")]
+OWNER = [("abracadabra", "ON"), ("lumos", "ON"), ("nox", "OFF"), ("darkness falls", "OFF"),
+         ("tell me a joke", "NOOP"), ("set a timer", "NOOP")]
+TEXTS = ["turn on the light", "abracadabra", "nox please", "what is the weather", "lumos maxima"]
+
+
+def _started() -> SwitchModel:
+    m = SwitchModel.empty("potato")
+    for t, y in START:
+        m.learn(t, y)
+    m.mark_start()
+    return m
+
+
+def test_mark_start_freezes_the_starting_part_and_predicts_as_before():
+    m = SwitchModel.empty("potato")
+    for t, y in START:
+        m.learn(t, y)
+    before = m.predict_many(TEXTS)
+    m.mark_start()
+    assert m.start is not None and len(m.net.rows) == 0 and m.prior_examples == len(START)
+    np.testing.assert_allclose(m.predict_many(TEXTS), before)  # no owner label: lam = 0
+
+
+def test_owner_labels_go_to_the_owners_part_only():
+    m = _started()
+    start_delta = m.start.delta.copy()
+    for t, y in OWNER:
+        m.learn(t, y)
+    assert sorted(m.net.rows) == list(range(len(START), len(START) + len(OWNER)))
+    np.testing.assert_array_equal(m.start.delta, start_delta)
+    with pytest.raises(KeyError, match="starting model"):
+        m.relabel(0, "OFF")
+    assert m.relabel(len(START), "OFF")  # an owner's example can change
+
+
+def test_the_mixture_moves_toward_the_owner_as_labels_grow():
+    m = _started()
+    assert m.owner_share() == 0.0
+    m.learn("abracadabra", "ON")
+    lam1 = m.owner_share()
+    for t, y in OWNER[1:]:
+        m.learn(t, y)
+    assert 0.0 < lam1 < m.owner_share() < 1.0
+    assert m.owner_share() == pytest.approx(len(OWNER) / (len(OWNER) + m.config.owner_backoff))
+
+
+def test_mixed_scores_keep_the_starting_part_for_actions_the_owner_never_labelled():
+    start = np.log(np.array([0.2, 0.3, 0.5]))
+    own = np.array([5.0, 0.0, -10.0])
+    present = np.array([True, False, False])  # the owner has labelled ON only
+    p = np.exp(owner.mixed_scores(start, own, present, 0.5))
+    assert p.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(p, [0.2, 0.3, 0.5])  # ON takes exactly the start's ON mass
+    p = np.exp(owner.mixed_scores(start, own, np.array([True, True, False]), 1.0))
+    assert p[2] == pytest.approx(0.5) and p[0] > 0.45
+    np.testing.assert_allclose(np.exp(owner.mixed_scores(start, own, present, 0.0)), [0.2, 0.3, 0.5])
+
+
+def test_replay_keys_are_bounded_balanced_and_deterministic():
+    by_label = [list(range(0, 300, 3)), list(range(1, 300, 3))[:5], list(range(2, 300, 3))]
+    assert owner.replay_keys([[0, 1], [2], []], 2, 128, 0) is None  # few: full batch
+    keys = owner.replay_keys(by_label, 299, 30, 7)
+    assert keys == owner.replay_keys(by_label, 299, 30, 7)
+    assert keys != owner.replay_keys(by_label, 296, 30, 7)
+    assert 299 in keys and len(keys) == 31 and keys == sorted(set(keys))
+    per = [sum(k in set(b) for k in keys) for b in by_label]
+    assert per[1] == 5  # the small action gives all it has, its unused share passes on
+    assert abs(per[0] - per[2]) <= 2
+
+
+def test_a_label_beyond_the_replay_size_costs_a_bounded_batch():
+    m = SwitchModel.empty("potato", replay_rows=8)
+    for i in range(30):
+        m.learn(f"word{i} on" if i % 2 else f"word{i} off", "ON" if i % 2 else "OFF")
+    keys = owner.replay_keys(m.net.by_label, 29, 8, m.seed)
+    assert len(keys) == 9
+    b, units = m.net.sample_batch(keys)
+    assert len(b) == 9 and len(units) < m.net.n_active
+
+
+def test_the_sample_objective_gradient_matches_finite_differences():
+    m = SwitchModel.empty("potato", replay_rows=4)
+    for t, y in START + OWNER:
+        m.learn(t, y)
+    net = m.net
+    keys = owner.replay_keys(net.by_label, len(START) + len(OWNER) - 1, 4, 0)
+    _, units = net.sample_batch(keys)
+    _, dD, db, _ = net.objective(keys=keys)
+    h = 1e-6
+    for r, j in [(0, 0), (len(units) // 2, 1), (len(units) - 1, 2)]:
+        Dp, Dm = net.delta.copy(), net.delta.copy()
+        Dp[units[r], j] += h
+        Dm[units[r], j] -= h
+        fd = (net.objective(delta=Dp, keys=keys)[0] - net.objective(delta=Dm, keys=keys)[0]) / (2 * h)
+        assert dD[r, j] == pytest.approx(fd, rel=1e-4, abs=1e-8)
+    for j in range(3):
+        bp, bm = net.bias.copy(), net.bias.copy()
+        bp[j] += h
+        bm[j] -= h
+        fd = (net.objective(bias=bp, keys=keys)[0] - net.objective(bias=bm, keys=keys)[0]) / (2 * h)
+        assert db[j] == pytest.approx(fd, rel=1e-4, abs=1e-8)
+
+
+def test_the_same_labels_in_the_same_order_give_the_same_model(tmp_path):
+    a, b = _started(), _started()
+    for m in (a, b):
+        m.config = m.net.config = m.start.config = m.config.with_(replay_rows=3)
+        for t, y in OWNER * 3:
+            m.learn(t, y)
+    np.testing.assert_array_equal(a.net.delta, b.net.delta)
+    assert a.save(tmp_path / "a.npz").read_bytes() == b.save(tmp_path / "b.npz").read_bytes()
+
+
+def test_a_checkpoint_loads_without_processing_text_again(tmp_path, monkeypatch):
+    m = _started()
+    for t, y in OWNER:
+        m.learn(t, y)
+    path = m.save(tmp_path / "c.npz")
+    from edge_plm.switch.units import UnitVocab
+
+    seen, real = [], UnitVocab.positioned
+
+    def record(self, text, grow):
+        seen.append(text)
+        return real(self, text, grow)
+
+    monkeypatch.setattr(UnitVocab, "positioned", record)
+    loaded = SwitchModel.load(path)
+    monkeypatch.undo()
+    assert not {t for t, _ in START + OWNER} & set(seen)  # (the query words' own bags are read)
+    assert loaded.start is not None and sorted(loaded.net.rows) == sorted(m.net.rows)
+    np.testing.assert_allclose(loaded.predict_many(TEXTS), m.predict_many(TEXTS))
+    m.learn("lumos", "ON")
+    loaded.learn("lumos", "ON")
+    np.testing.assert_allclose(loaded.predict_many(TEXTS), m.predict_many(TEXTS))
+
+
+def test_a_checkpoint_written_before_the_two_parts_is_split_at_the_start(tmp_path):
+    """An older device checkpoint: one network over every example, prior_examples set. It loads
+    with the starting model's examples as the frozen part and the owner's as the owner's part."""
+    m = SwitchModel.empty("potato")
+    for t, y in START:
+        m.learn(t, y)
+    m.prior_examples = len(START)  # as the old mark_start did: no frozen part
+    for t, y in OWNER:
+        m.learn(t, y)
+    path = m.save(tmp_path / "old.npz")
+    loaded = SwitchModel.load(path)
+    assert loaded.start is not None
+    assert sorted(loaded.net.rows) == list(range(len(START), len(START) + len(OWNER)))
+    assert loaded.predict("abracadabra").action == "ON"
