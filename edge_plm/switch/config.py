@@ -44,8 +44,9 @@ class SwitchConfig:
     refine_steps: int = 10  # full-batch refinement steps after each label
     refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
     # a label refines on itself and at most this many earlier examples (class-balanced, seeded):
-    # an update costs the same at any history (0: every example, full batch)
-    replay_rows: int = 128
+    # an update costs the same at any history (0: every example, full batch); 64 gave the
+    # curves of 128 on switch-dev at half the cost (BENCHMARKS.md, "Learns from its owner")
+    replay_rows: int = 64
     # the owner's part counts n / (n + owner_backoff) after n owner labels (switch/owner.py);
     # 1000 beat 100 and 400 on switch-dev, clean and ASR (BENCHMARKS.md, "Learns from its owner")
     owner_backoff: float = 1000.0
