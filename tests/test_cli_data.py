@@ -50,6 +50,21 @@ def test_status_json_and_text(demo_dir):
         assert word in text.stdout
 
 
+@pytest.mark.parametrize("command", [("status", "--json"), ("log",), ("stats", "--json"), ("model", "list")])
+def test_read_only_commands_do_not_load_the_model(demo_dir, monkeypatch, command):
+    """status counts the unlearned labels from the checkpoint's labels alone (``SwitchModel.held``)."""
+    from edge_plm.switch.model import SwitchModel
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a read-only command loaded the model")
+
+    monkeypatch.setattr(SwitchModel, "load", refuse)
+    result = cli(*command, "--db", demo_dir / "edge-plm.db")
+    assert result.exit_code == 0, result.output
+    if command[0] == "status":
+        assert json.loads(result.stdout)["model"]["unlearned_labels"] == 0
+
+
 # --- log ------------------------------------------------------------------------------------
 def test_log_json_filters(demo_dir):
     path = demo_dir / "edge-plm.db"

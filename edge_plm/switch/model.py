@@ -359,6 +359,15 @@ class SwitchModel:
         (``model_file.save_model``)."""
         return model_file.save_model(self, path, extra)
 
+    def held_labels(self) -> dict[int, int]:
+        """Live example key -> label index (as ``model_file.HeldLabels.held_labels``)."""
+        return {k: self.examples[k][1] for k in self.live_keys()}
+
+    @staticmethod
+    def held(path: str | Path) -> model_file.HeldLabels:
+        """The labels a checkpoint holds, without loading the model (``model_file.read_held``)."""
+        return model_file.read_held(path)
+
     @classmethod
     def load(cls, path: str | Path) -> "SwitchModel":
         """A model from its checkpoint; ``CheckpointError`` when it is not a usable one."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,43 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
     return checkpoint.save(path, arrays, meta)
 
 
+@dataclass(frozen=True)
+class HeldLabels:
+    """What a checkpoint holds of its labelled examples, read without building the model
+    (``SwitchModel.held``: the read-only commands count unlearned labels with it)."""
+
+    config: SwitchConfig
+    labels: np.ndarray  # label index of every example key
+    removed: frozenset[int]
+    meta: dict
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.labels) - len(self.removed)
+
+    def held_labels(self) -> dict[int, int]:
+        """Live example key -> label index."""
+        return {k: int(y) for k, y in enumerate(self.labels.tolist()) if k not in self.removed}
+
+
+def read_held(path: str | Path) -> HeldLabels:
+    """The labels a checkpoint holds (its checksums verified; ``CheckpointError`` otherwise)."""
+    arrays, meta = checkpoint.load(path)
+    if meta.get("kind") != "edge-plm switch model" or meta.get("model_format", 1) != MODEL_FORMAT:
+        raise CheckpointError(f"{path} is not a switch-model checkpoint this edge-plm reads")
+    try:
+        return HeldLabels(_config_of(meta), np.asarray(arrays["examples.labels"], dtype=np.int64),
+                          frozenset(int(k) for k in arrays["examples.removed"].tolist()), meta)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: incompatible checkpoint: {exc}") from exc
+
+
+def _config_of(meta: dict) -> SwitchConfig:
+    known = {f.name for f in dataclasses.fields(SwitchConfig)}
+    cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
+    return SwitchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()})
+
+
 def load_model(cls, path: str | Path):
     arrays, meta = checkpoint.load(path)
     if meta.get("kind") != "edge-plm switch model":
@@ -73,10 +111,7 @@ def load_model(cls, path: str | Path):
             f"network); this edge-plm reads format {MODEL_FORMAT}. Rebuild the model from the database's "
             f"labels (`edge-plm model rebuild`) or train a new one")
     try:
-        known = {f.name for f in dataclasses.fields(SwitchConfig)}
-        cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
-        cfg_dict = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()}
-        config = SwitchConfig(**cfg_dict)
+        config = _config_of(meta)
         tok = CharTokenizer.from_json(meta["vocabulary"])
         units = cls._vocab(config, json.loads(arrays["units.vocabulary"].tobytes().decode()))
         words = None
