@@ -64,8 +64,8 @@ def model_labels(model: Any, keys: dict[int, int]) -> dict[int, str]:
     """interaction id -> label the model holds for it (forgotten examples left out)."""
     from edge_plm.switch.tokenizer import ACTIONS  # noqa: PLC0415
 
-    held = model.held_labels()
-    return {iid: ACTIONS[held[k]] for iid, k in keys.items() if k in held}
+    live = set(model.live_keys())
+    return {iid: ACTIONS[model.examples[k][1]] for iid, k in keys.items() if k in live}
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def unlearned_in_active(store: ReplayStore, fraction: float) -> int | None:
     read). With no version at all, every learnable label counts."""
     from edge_plm.learning import trust  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
-    from edge_plm.switch.model import SwitchModel  # noqa: PLC0415
+    from edge_plm.switch.model_file import read_held  # noqa: PLC0415
 
     active = store.active_model_version()
     if active is None:
@@ -133,7 +133,7 @@ def unlearned_in_active(store: ReplayStore, fraction: float) -> int | None:
         return None
     try:
         trust.check_file(active)  # another file copied over it: what it holds is unknown
-        model = SwitchModel.held(active.path)  # its labels: the model is not built
+        model = read_held(active.path)  # its labels: the model is not built
         trust.check_model(active, model)
     except CheckpointError:
         return None

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.actions import ACTIONS, INDEX
-from edge_plm.switch import confidence, model_devices, model_file, owner
+from edge_plm.switch import confidence, frozen, model_devices, model_file, owner
 from edge_plm.switch import scrub as scrubbing
 from edge_plm.switch.query import query_evidence
 from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format this edge-plm reads and writes
@@ -252,15 +252,9 @@ class SwitchModel:
         self.update_query()
         self.net.warm_refresh(key, self.config.attention_refresh)
         self.memory.setdefault(normalize(transcript), []).append(key)
-        loss = self.refine_label(key)
+        loss = owner.refine_label(self, key)
         self.update_query()  # what predictions (and a reload) compare with
         return loss
-
-    def refine_label(self, key: int) -> float | None:
-        """The refinement one label pays for: ``refine_budget()`` steps on example ``key`` and
-        its replay sample (``owner.replay_keys``; every example while they are few)."""
-        keys = owner.replay_keys(self.net.by_label, key, self.config.replay_rows, self.seed)
-        return self.net.refine(self.refine_budget(), keys)
 
     def mark_start(self) -> None:
         """This model is where a device (or ``eval --init``) starts: every example it holds is
@@ -268,17 +262,13 @@ class SwitchModel:
         into a new ``net`` of its own (module docstring)."""
         if self.prior_examples == 0 and self.examples:
             self.prior_examples = len(self.examples)
-            self.start = UnitNet.frozen(self.config, self.words, self.net.frozen_state())
+            self.start = frozen.frozen_net(self.config, self.words, frozen.frozen_state(self.net))
             self.net = UnitNet(self.config, self.words)
             self.update_query()
 
     def refine_budget(self) -> int:
-        """Refinement steps after one label: ``refine_steps``, fewer when the examples refined
-        on (the replay sample) are many (at most ``refine_rows`` example-passes), at least one.
-        Counted in steps, not time, so the result is deterministic."""
-        c = self.config
-        n = max(min(len(self.net.rows), c.replay_rows + 1 if c.replay_rows > 0 else len(self.net.rows)), 1)
-        return max(1, min(c.refine_steps, c.refine_rows // n)) if c.refine_steps > 0 else 0
+        """Refinement steps after one label (``owner.refine_budget``)."""
+        return owner.refine_budget(self.config, len(self.net.rows))
 
     def refine(self, steps: int) -> float | None:
         """``steps`` more full-batch refinement steps over every labelled example (the desktop
@@ -323,7 +313,7 @@ class SwitchModel:
         self.net.solve()
         self.update_query()
         self.net.warm_refresh(key, self.config.attention_refresh)
-        self.refine_label(key)
+        owner.refine_label(self, key)
         self.update_query()
         return True
 
@@ -358,15 +348,6 @@ class SwitchModel:
         """Atomic checkpoint with everything needed to continue learning identically
         (``model_file.save_model``)."""
         return model_file.save_model(self, path, extra)
-
-    def held_labels(self) -> dict[int, int]:
-        """Live example key -> label index (as ``model_file.HeldLabels.held_labels``)."""
-        return {k: self.examples[k][1] for k in self.live_keys()}
-
-    @staticmethod
-    def held(path: str | Path) -> model_file.HeldLabels:
-        """The labels a checkpoint holds, without loading the model (``model_file.read_held``)."""
-        return model_file.read_held(path)
 
     @classmethod
     def load(cls, path: str | Path) -> "SwitchModel":

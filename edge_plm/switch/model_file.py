@@ -19,6 +19,7 @@ import numpy as np
 
 from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.switch import frozen
 from edge_plm.switch.config import SwitchConfig
 from edge_plm.switch.tokenizer import RESERVED, CharTokenizer
 from edge_plm.switch.unitnet import UnitNet
@@ -33,7 +34,7 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
     arrays = model.net.state_arrays()
     arrays.update(_rows_arrays(model.net))
     if model.start is not None:
-        arrays.update({f"start.{k}": v for k, v in model.start.frozen_state().items()})
+        arrays.update({f"start.{k}": v for k, v in frozen.frozen_state(model.start).items()})
     lengths = np.array([len(s) for s, _ in model.examples], dtype=np.int64)
     arrays["examples.ids"] = np.array([t for s, _ in model.examples for t in s], dtype=np.int64)
     arrays["examples.lengths"] = lengths
@@ -69,17 +70,16 @@ class HeldLabels:
     (``SwitchModel.held``: the read-only commands count unlearned labels with it)."""
 
     config: SwitchConfig
-    labels: np.ndarray  # label index of every example key
+    examples: list[tuple[tuple, int]]  # ((), label index) per example key, as ``SwitchModel.examples``
     removed: frozenset[int]
     meta: dict
 
     @property
     def n_examples(self) -> int:
-        return len(self.labels) - len(self.removed)
+        return len(self.examples) - len(self.removed)
 
-    def held_labels(self) -> dict[int, int]:
-        """Live example key -> label index."""
-        return {k: int(y) for k, y in enumerate(self.labels.tolist()) if k not in self.removed}
+    def live_keys(self) -> list[int]:
+        return [k for k in range(len(self.examples)) if k not in self.removed]
 
 
 def read_held(path: str | Path) -> HeldLabels:
@@ -88,7 +88,7 @@ def read_held(path: str | Path) -> HeldLabels:
     if meta.get("kind") != "edge-plm switch model" or meta.get("model_format", 1) != MODEL_FORMAT:
         raise CheckpointError(f"{path} is not a switch-model checkpoint this edge-plm reads")
     try:
-        return HeldLabels(_config_of(meta), np.asarray(arrays["examples.labels"], dtype=np.int64),
+        return HeldLabels(_config_of(meta), [((), int(y)) for y in arrays["examples.labels"].tolist()],
                           frozenset(int(k) for k in arrays["examples.removed"].tolist()), meta)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{path}: incompatible checkpoint: {exc}") from exc
@@ -130,34 +130,10 @@ def load_model(cls, path: str | Path):
         _check_reserved(ids, lengths)
         if words is not None and "words.vocabulary" not in arrays:  # written before attention
             words.register(model.text_of(k) for k in model.live_keys())
-        if "start.base" in arrays:
-            model.start = UnitNet.frozen(config, words, {k[6:]: v for k, v in arrays.items() if k.startswith("start.")})
-        stored = _stored_rows(arrays, config.attention)
-        migrate = model.prior_examples > 0 and model.start is None  # written before the two parts
-        start_net = UnitNet(config, words) if migrate else None
-        for key in model.live_keys():
-            text = model.text_of(key)
-            net = model.net if key >= model.prior_examples else start_net  # None: behind the frozen part
-            if net is not None:
-                if key in stored:
-                    f_ids, w, placed = stored[key]
-                else:
-                    f_ids, w, _, placed = model.placed(text, grow=False)
-                net.add(key, f_ids, w, model.examples[key][1], placed)
-            model.memory.setdefault(text, []).append(key)
-            model.device_evidence.add_text(text.split())
+        start_net = _add_examples(model, arrays)
         if "devices.labels" in arrays:  # examples labelled per device (several devices)
             model.device_evidence.load_json(json.loads(arrays["devices.labels"].tobytes().decode()))
-        model.net.solve()
-        if migrate:  # the stored network was fitted on every example: it becomes the starting part
-            start_net.solve()
-            start_net.load_state(arrays)
-            model.net, own = start_net, model.net  # its query: the evidence of the net it was
-            model.update_query()
-            model.net = own
-            model.start = UnitNet.frozen(config, words, start_net.frozen_state())
-        else:
-            model.net.load_state(arrays)
+        _settle(model, arrays, start_net)
         model.update_query()  # with the loaded delta, as after the last learn
         if "attention.dW" not in arrays:  # a checkpoint written before attention: warm-start it
             model.net.warm_all()
@@ -173,6 +149,65 @@ def load_model(cls, path: str | Path):
             raise
         raise CheckpointError(f"{path}: incompatible checkpoint: {exc}") from exc
     return model
+
+
+def _add_examples(model, arrays: dict[str, np.ndarray]) -> UnitNet | None:
+    """The examples into the model's statistics: the owner's part's from their stored units
+    ("rows.*"; derived from the text when absent), the frozen starting part's arrays as they
+    were saved; every example's transcript into the memory. Returns the net that gathers the
+    starting model's examples of a checkpoint written before the two parts (None otherwise)."""
+    config, words = model.config, model.words
+    if "start.base" in arrays:
+        model.start = frozen.frozen_net(config, words, {k[6:]: v for k, v in arrays.items() if k.startswith("start.")})
+    stored = _stored_rows(arrays, config.attention)
+    migrate = model.prior_examples > 0 and model.start is None
+    start_net = UnitNet(config, words) if migrate else None
+    for key in model.live_keys():
+        text = model.text_of(key)
+        net = model.net if key >= model.prior_examples else start_net  # None: behind the frozen part
+        if net is not None:
+            if key in stored:
+                f_ids, w, placed = stored[key]
+            else:
+                f_ids, w, _, placed = model.placed(text, grow=False)
+            net.add(key, f_ids, w, model.examples[key][1], placed)
+        model.memory.setdefault(text, []).append(key)
+        model.device_evidence.add_text(text.split())
+    return start_net
+
+
+def _settle(model, arrays: dict[str, np.ndarray], start_net: UnitNet | None) -> None:
+    """Solve the owner's part and load its refinement; a checkpoint written before the two
+    parts: its stored network, fitted on every example, becomes the frozen starting part."""
+    model.net.solve()
+    if start_net is None:
+        load_net_state(model.net, arrays)
+        return
+    start_net.solve()
+    load_net_state(start_net, arrays)
+    model.net, own = start_net, model.net  # its query: the evidence of the net it was
+    model.update_query()
+    model.net = own
+    model.start = frozen.frozen_net(model.config, model.words, frozen.frozen_state(start_net))
+
+
+def load_net_state(net: UnitNet, arrays: dict[str, np.ndarray]) -> None:
+    """delta, b and the attention's state of ``net`` from a checkpoint's arrays (``UnitNet.state_arrays``)."""
+    for name in ("units.delta", "units.bias"):
+        if name not in arrays:
+            raise KeyError(f"checkpoint lacks array {name!r}")
+    delta, bias = arrays["units.delta"], arrays["units.bias"]
+    if delta.ndim != 2 or delta.shape[1] != net.delta.shape[1] or delta.shape[0] > net.delta.shape[0]:
+        raise ValueError(f"checkpoint array 'units.delta' has shape {delta.shape}, config allows "
+                         f"at most {net.delta.shape}")
+    if bias.shape != net.bias.shape:
+        raise ValueError(f"checkpoint array 'units.bias' has shape {bias.shape}, config needs {net.bias.shape}")
+    if net.att is not None and "attention.dW" in arrays:  # else: warm-started from the examples
+        net.att.load_state(arrays)
+    net.delta[:] = 0.0
+    net.delta[: len(delta)] = delta
+    net.bias = np.array(bias, dtype=np.float64)
+    net.n_active = max(net.n_active, len(delta))
 
 
 def _check_reserved(ids: np.ndarray, lengths: np.ndarray) -> None:

@@ -67,3 +67,19 @@ def replay_keys(by_label: list[list[int]], new_key: int, size: int, seed: int) -
         out.extend(pool[j] for j in sorted(picked.tolist()))
         left -= take
     return sorted(out)
+
+
+def refine_budget(config, n_rows: int) -> int:
+    """Refinement steps after one label: ``refine_steps``, fewer when the examples refined on
+    (the replay sample) are many (at most ``refine_rows`` example-passes), at least one.
+    Counted in steps, not time, so the result is deterministic."""
+    c = config
+    n = max(min(n_rows, c.replay_rows + 1) if c.replay_rows > 0 else n_rows, 1)
+    return max(1, min(c.refine_steps, c.refine_rows // n)) if c.refine_steps > 0 else 0
+
+
+def refine_label(model, key: int) -> float | None:
+    """The refinement one label of ``model`` pays for: ``refine_budget`` steps on example
+    ``key`` and its replay sample (``replay_keys``; every example while they are few)."""
+    keys = replay_keys(model.net.by_label, key, model.config.replay_rows, model.seed)
+    return model.net.refine(refine_budget(model.config, len(model.net.rows)), keys)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge_plm.actions import N_ACTIONS
-from edge_plm.switch import attention, unit_kernels
+from edge_plm.switch import attention, batches, unit_kernels
 from edge_plm.switch.attention import SaffuBatch, WordAttention
 from edge_plm.switch.config import SwitchConfig
 from edge_plm.plm.warmstart import check_nonnegative
@@ -229,7 +229,7 @@ class UnitNet:
         values, labels, sample weights) of their normalised unit weights; with attention a
         ``SaffuBatch`` (the comparisons read with the current query). Kept until they change."""
         if self._batch is None:
-            self._batch = self._make_batch(sorted(self.rows), incremental=True)
+            self._batch = batches.make_batch(self, sorted(self.rows), True)
         return self._batch
 
     def sample_batch(self, keys: list[int]) -> tuple[object, np.ndarray]:
@@ -239,7 +239,7 @@ class UnitNet:
         the history's). Kept until the examples or the query change."""
         tag = tuple(keys)
         if self._sample is None or self._sample[0] != tag:
-            b = self._make_batch(sorted(keys), incremental=False)
+            b = batches.make_batch(self, sorted(keys), False)
             indices = b.indices if self.att is not None else b[1]
             units, local = np.unique(indices, return_inverse=True)
             if self.att is not None:
@@ -248,16 +248,6 @@ class UnitNet:
                 b = (b[0], local.astype(np.int64), *b[2:])
             self._sample = (tag, b, units)
         return self._sample[1], self._sample[2]
-
-    def _make_batch(self, keys: list[int], incremental: bool):
-        labels = np.array([self.rows[k][2] for k in keys], dtype=np.int64)
-        sw = self.sample_weights(labels, np.array([self.ex_weight[k] for k in keys]))
-        if self.att is not None:
-            struct = (attention.batch_structure(self, keys) if incremental else
-                      SaffuBatch([attention.example_arrays(self, k) for k in keys], self.att.widths, self.att.offsets))
-            return struct.refresh(labels, sw, self.comparisons)
-        values = [self.inputs(*self.rows[k][:2]) if self.config.idf_power else self.rows[k][3] for k in keys]
-        return unit_kernels.csr([self.rows[k][0] for k in keys], values, labels, sw)
 
     def sample_weights(self, labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Class-balanced weights (each action's examples weigh 1/3 in all; within an action in
@@ -345,59 +335,3 @@ class UnitNet:
         if self.att is not None:
             out.update(self.att.state_arrays())
         return out
-
-    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
-        for name in ("units.delta", "units.bias"):
-            if name not in arrays:
-                raise KeyError(f"checkpoint lacks array {name!r}")
-        delta, bias = arrays["units.delta"], arrays["units.bias"]
-        if delta.ndim != 2 or delta.shape[1] != self.delta.shape[1] or delta.shape[0] > self.delta.shape[0]:
-            raise ValueError(f"checkpoint array 'units.delta' has shape {delta.shape}, config allows "
-                             f"at most {self.delta.shape}")
-        if bias.shape != self.bias.shape:
-            raise ValueError(f"checkpoint array 'units.bias' has shape {bias.shape}, config needs {self.bias.shape}")
-        if self.att is not None and "attention.dW" in arrays:  # else: warm-started from the examples
-            self.att.load_state(arrays)
-        self.delta[:] = 0.0
-        self.delta[: len(delta)] = delta
-        self.bias = np.array(bias, dtype=np.float64)
-        self.n_active = max(self.n_active, len(delta))
-
-    # -- a frozen net: what prediction reads, without the examples ----------------------------
-
-    FROZEN = ("base", "delta", "bias", "df", "class_counts", "class_mass", "query_weights")
-
-    def frozen_state(self) -> dict[str, np.ndarray]:
-        """What a frozen copy of this net predicts with (the starting model's part of a device's
-        model, ``SwitchModel.mark_start``): the solved B, delta, b, the labelled-unit counts, the
-        query and the attention's W; not the examples (their statistics are not updated again)."""
-        n = self.n_active
-        out = {name: np.asarray(getattr(self, name)) for name in self.FROZEN}
-        out.update(base=self.base[:n], delta=self.delta[:n], df=self.df[:n],
-                   rows=np.array([len(self.rows) + self.frozen_rows], dtype=np.int64))
-        if self.att is not None:
-            out["attention.W"] = self.att.W0 + self.att.dW
-        return out
-
-    @classmethod
-    def frozen(cls, config: SwitchConfig, words, state: dict[str, np.ndarray]) -> "UnitNet":
-        """The net ``frozen_state`` describes: it predicts exactly as the net it was taken
-        from did; it holds no example, so it is never refined or re-solved."""
-        net = cls(config, words)
-        n = len(state["base"])
-        if n > config.unit_cap or state["delta"].shape != (n, N_ACTIONS) or state["df"].shape != (n,):
-            raise ValueError(f"frozen net arrays do not fit the configuration ({n} units, cap {config.unit_cap})")
-        for name in ("base", "delta", "df"):
-            getattr(net, name)[:n] = state[name]
-        for name in ("bias", "class_counts", "class_mass"):
-            if state[name].shape != (N_ACTIONS,):
-                raise ValueError(f"frozen net array {name!r} has shape {state[name].shape}")
-            setattr(net, name, np.array(state[name], dtype=np.float64))
-        net.query_weights = np.array(state["query_weights"], dtype=np.float64)
-        net.n_active, net.frozen_rows = n, int(state["rows"][0])
-        if net.att is not None:
-            W = np.asarray(state["attention.W"], dtype=np.float64)
-            if W.shape != (net.att.size,):
-                raise ValueError(f"frozen attention W has shape {W.shape}, config needs ({net.att.size},)")
-            net.att.W0, net.att.dW = W, np.zeros_like(W)
-        return net
