@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A two-device household from the SLURP-derived switch-dev data: the lights and a smart plug
+(issue 25's household, configured only by names and aliases), replayed through `edge-plm replay`
+from the configured starting model, before and after the household's own labels.
+
+Devices (a config written to the work directory): `light` (aliases lights, lamp) and `plug`
+(aliases socket, outlet, smart plug). A line's device comes from its SLURP intent: iot_hue_* ->
+light, iot_wemo_* -> plug (ON / OFF lines; NOOP lines name none); the two "other" OFF lines go
+to the default device, the light.
+
+  before: switch-dev-test (283 lines, 43 commands; none in the shipped model) on a new database;
+  after:  switch-dev-train (425 lines; the household's labels) on another new database, then
+          switch-dev-test on that same database.
+
+Each replay is prequential (the device learns as it goes), as on a device. Reports acted right
+per command, wrong actions, actions on the wrong device and asks at chatter for the test session.
+
+    python3 benchmarks/two_device_household.py [--data ../shared/data] [--work /tmp/two-devices]
+        [--set model.start=empty]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchinfo import DEFAULT_DATA, describe, header, markdown_table, write_result  # noqa: E402
+
+CONFIG = '''[[devices]]
+name = "light"
+aliases = ["lights", "lamp"]
+relay_pin = 17
+switch_pin = 27
+
+[[devices]]
+name = "plug"
+aliases = ["socket", "outlet", "smart plug"]
+relay_pin = 23
+switch_pin = 24
+'''
+
+
+def household_lines(src: Path, dst: Path) -> None:
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for line in f:
+            r = json.loads(line)
+            row = {"text": r["text"], "label": r["label"]}
+            if r["label"] != "NOOP":
+                row["device"] = "plug" if r.get("intent", "").startswith("iot_wemo") else "light"
+            out.write(json.dumps(row) + "\n")
+
+
+def replay(session: Path, db: Path, config: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "edge_plm.cli", "replay", str(session), "--db", str(db),
+                          "--config", str(config), "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def summary(r: dict, session: Path) -> dict:
+    commands = sum(d["commands"] for d in r["devices"].values())
+    right = sum(d["acted_right"] for d in r["devices"].values())
+    chatter = sum(1 for line in open(session, encoding="utf-8") if json.loads(line)["label"] == "NOOP")
+    asked_commands = sum(d["asked"] for d in r["devices"].values())
+    return {"commands": commands, "acted_right": right, "acted_right_share": right / max(commands, 1),
+            "acted": r["acted"], "acted_wrong": r["acted_wrong"], "acted_wrong_device": r["acted_wrong_device"],
+            "asked": r["asked"], "asked_at_chatter": max(r["asked"] - asked_commands, 0), "chatter": chatter,
+            "missed": r["missed"], "devices": r["devices"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="a config line added under its [section] (e.g. model.start=empty)")
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="two-devices-"))
+    work.mkdir(parents=True, exist_ok=True, mode=0o700)
+    extra = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        section, _, name = key.partition(".")
+        extra.setdefault(section, []).append(f"{name} = {json.dumps(value)}")
+    config = work / "house.toml"
+    config.write_text("".join(f"[{s}]\n" + "\n".join(v) + "\n\n" for s, v in extra.items()) + CONFIG)
+    stream, test = work / "stream.jsonl", work / "test.jsonl"
+    household_lines(args.data / "switch-dev-train.jsonl", stream)
+    household_lines(args.data / "switch-dev-test.jsonl", test)
+    for db in work.glob("*.db*"):
+        db.unlink()
+    before = summary(replay(test, work / "before.db", config), test)
+    learned = replay(stream, work / "house.db", config)
+    after = summary(replay(test, work / "house.db", config), test)
+    payload = header()
+    payload.update({"config": CONFIG, "overrides": args.set, "before": before, "after": after,
+                    "household_labels": learned["labels"]})
+    tag = "".join(c if c.isalnum() else "-" for c in "-".join(args.set))
+    path = write_result("two-device-household" + (f"-{tag}" if tag else ""), payload)
+    print(describe(payload))
+    rows = [[name, f"{r['acted_right']}/{r['commands']} ({100 * r['acted_right_share']:.0f} %)",
+             f"{r['acted_wrong']}/{r['acted']}", r["acted_wrong_device"],
+             f"{r['asked_at_chatter']}/{r['chatter']}", r["missed"]]
+            for name, r in (("before the household's labels", before),
+                            (f"after its {learned['labels']} labels", after))]
+    print(markdown_table(["switch-dev-test replayed", "commands acted right", "wrong / actions",
+                          "on the wrong device", "asks at chatter", "missed"], rows))
+    print(f"\nwritten {path}")
+
+
+if __name__ == "__main__":
+    main()
