@@ -408,9 +408,9 @@ class Controller:
         several = len(self.names) > 1
         for name in self.names:
             for flip in self.devices.switches[name].poll(until=now):
-                log.info("switch%s flipped: person wants %s", f" of {name!r}" if several else "",
-                         "ON" if flip.desired else "OFF")
-                resolved += self.policies.on_flip(name, flip.desired, flip.ts)
+                log.info("%s%s: person wants %s", "remote command" if flip.remote else "switch flipped",
+                         f" of {name!r}" if several else "", "ON" if flip.desired else "OFF")
+                resolved += self.policies.on_flip(name, flip.desired, flip.ts, remote=flip.remote)
                 self._manual(name, flip.desired, flip.ts)
         resolved += self.policies.tick(now)
         for name, desired in list(self._pending_manual.items()):
