@@ -105,7 +105,6 @@ def test_voice_action_and_wall_switch_publish_the_retained_state(tmp_path, broke
         replay.controller.pump()
         assert not relay_pin(replay)
         assert ha.wait_for(tp.state("main"), b"OFF")
-        assert ("edge-plm/test/main/state", b"OFF", True) not in ha.messages[-1:] or True
     finally:
         replay.close()
     late = HomeAssistant(broker.port)  # a hub that connects later gets the retained state
@@ -196,8 +195,7 @@ def _summary_without_latency(summary: dict) -> dict:
 
 def test_broker_killed_and_restarted_during_a_replay(tmp_path, broker):
     lines = session(PHRASES, repeat=2)
-    plain = make_replay(tmp_path / "plain.db", settings=mqtt_settings(broker.port))
-    plain = replace(plain)  # same loop, no broker trouble
+    plain = make_replay(tmp_path / "plain.db", settings=replace(mqtt_settings(broker.port), mqtt=MqttConfig()))
     try:
         expected = run_session(lines, plain.controller, plain.clock).summary()
     finally:
@@ -314,3 +312,66 @@ def test_tls_with_the_broker_certificate_and_bad_tls(tmp_path, caplog):
             replay.close()
     finally:
         b.stop()
+
+
+def test_doctor_checks_the_broker(tmp_path, broker):
+    from edge_plm.commands.doctor import check_mqtt
+
+    assert check_mqtt(Settings()).detail.startswith("not configured")
+    ok = check_mqtt(mqtt_settings(broker.port))
+    assert ok.status == "ok" and f"127.0.0.1:{broker.port}" in ok.detail
+    down = check_mqtt(mqtt_settings(free_port()), timeout=2.0)
+    assert down.status == "fail" and "cannot connect" in down.detail and down.remedy
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {broker.port}\n')
+    r = subprocess.run([*CLI, "doctor", "--config", str(cfg), "--json"], capture_output=True, text=True)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["mqtt"]["status"] == "ok"
+
+
+def test_the_last_decision_leaves_the_board_without_its_transcript(tmp_path, broker, ha):
+    s = mqtt_settings(broker.port)
+    tp = topics(s)
+    db = tmp_path / "p.db"
+    replay = make_replay(db, settings=s)
+    try:
+        assert replay.bridge.wait_connected(10)
+        replay.controller.handle(text_utterance("turn on the light"))
+        assert ha.wait(lambda h: tp.decision in h.last)
+        sent = json.loads(ha.last[tp.decision])
+        assert sent["decision"] == "act" and sent["action"] == "ON" and "transcript" not in sent
+        assert all(b"turn on the light" not in p for _, p, _ in ha.messages)
+        assert json.loads(ha.last[tp.decision_config])["state_topic"] == tp.decision
+    finally:
+        replay.close()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {broker.port}\nbase = "{BASE}"\n')
+    status = json.loads(subprocess.run([*CLI, "status", "--db", str(db), "--config", str(cfg), "--json"],
+                                       check=True, capture_output=True, text=True).stdout)
+    assert status["bridge"]["broker"] == f"127.0.0.1:{broker.port}" and status["bridge"]["base"] == BASE
+    assert status["bridge"]["connected"] is False  # stopped with the replay
+
+
+def test_with_publish_transcripts_forget_clears_the_retained_transcript(tmp_path, broker, ha):
+    s = mqtt_settings(broker.port, publish_transcripts=True)
+    tp = topics(s)
+    db = tmp_path / "f.db"
+    replay = make_replay(db, settings=s)
+    try:
+        assert replay.bridge.wait_connected(10)
+        out = replay.controller.handle(text_utterance("turn on the light"))
+        assert ha.wait(lambda h: b"turn on the light" in h.last.get(tp.decision, b""))
+    finally:
+        replay.close()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {broker.port}\nbase = "{BASE}"\n'
+                   "publish_transcripts = true\n")
+    subprocess.run([*CLI, "forget", str(out.interaction_id), "--yes", "--db", str(db), "--config", str(cfg)],
+                   check=True, capture_output=True, text=True)
+    assert ha.wait_for(tp.decision, b"")
+    late = HomeAssistant(broker.port)
+    try:
+        assert late.wait_for(tp.status, b"offline")
+        assert tp.decision not in late.last  # nothing retained holds the text
+    finally:
+        late.close()

@@ -47,8 +47,9 @@ def read_password(cfg: MqttConfig) -> str | None:
     return cfg.password or None
 
 
-def make_client(cfg: MqttConfig, topics: t.Topics, client_id: str | None = None):
-    """A configured paho client (credentials, TLS, last will, backoff); not connected."""
+def make_client(cfg: MqttConfig, topics: t.Topics, client_id: str | None = None, will: bool = True):
+    """A configured paho client (credentials, TLS, last will unless not `will`, backoff); not
+    connected."""
     import paho.mqtt.client as mqtt  # noqa: PLC0415 - the optional `mqtt` extra
 
     client = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
@@ -59,10 +60,54 @@ def make_client(cfg: MqttConfig, topics: t.Topics, client_id: str | None = None)
     if cfg.tls:
         client.tls_set(ca_certs=cfg.ca_file or None, certfile=cfg.certfile or None,
                        keyfile=cfg.keyfile or None)
-    client.will_set(topics.status, t.OFFLINE, qos=cfg.qos, retain=True)
+    if will:
+        client.will_set(topics.status, t.OFFLINE, qos=cfg.qos, retain=True)
     client.reconnect_delay_set(BACKOFF_MIN_S, BACKOFF_MAX_S)
     client.connect_timeout = 5.0
     return client
+
+
+def probe(cfg: MqttConfig, timeout: float = 5.0, clear: str | None = None) -> tuple[bool, str]:
+    """Connect once (no last will: the board's availability is not touched) and disconnect:
+    (True, what was reached) or (False, why not). For `edge-plm doctor`; `clear`: a topic
+    whose retained message is replaced by an empty one meanwhile (`clear_retained`)."""
+    topics = t.Topics.of(cfg, [])
+    try:
+        client = make_client(cfg, topics, client_id=f"edge-plm-doctor-{os.getpid()}", will=False)
+    except (OSError, ValueError) as exc:
+        return False, f"cannot set up the client: {type(exc).__name__}: {exc}"
+    client.connect_timeout = timeout
+    answer: dict[str, Any] = {}
+    done = threading.Event()
+
+    def on_connect(c, userdata, flags, reason_code, properties=None) -> None:
+        answer["code"] = reason_code
+        done.set()
+
+    client.on_connect = on_connect
+    try:
+        client.connect(cfg.host, cfg.port, max(5, int(timeout * 2)))
+    except Exception as exc:
+        return False, f"cannot connect to {cfg.host}:{cfg.port}: {type(exc).__name__}: {exc}"
+    client.loop_start()
+    try:
+        if not done.wait(timeout):
+            return False, f"{cfg.host}:{cfg.port} accepted the connection but did not answer in {timeout:g} s"
+        code = answer["code"]
+        if code.is_failure:
+            return False, f"the broker {cfg.host}:{cfg.port} refused the connection: {code}"
+        if clear is not None:
+            client.publish(clear, "", qos=1, retain=True).wait_for_publish(timeout)
+        return True, (f"connected to {cfg.host}:{cfg.port}{' (TLS)' if cfg.tls else ''}; "
+                      f"topics under {topics.base}, discovery under {topics.prefix}")
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+def clear_retained(cfg: MqttConfig, topic: str, timeout: float = 5.0) -> tuple[bool, str]:
+    """Replace the retained message of `topic` by an empty one (removes it)."""
+    return probe(cfg, timeout, clear=topic)
 
 
 class MqttBridge:
@@ -198,9 +243,17 @@ class MqttBridge:
             self._outbox.put(("state", device_id, bool(on)))
         return watch
 
-    def decision(self, payload: str) -> None:
-        """Publish the last decision (`edge_plm.bridge.topics.decision_payload`); never blocks."""
-        self._outbox.put(("decision", payload))
+    def on_outcome(self, outcome: Any) -> None:
+        """An utterance's outcome (`Controller.watchers`): the last-decision sensor's payload
+        (the transcript only with ``publish_transcripts``), queued; never blocks."""
+        if outcome.decision is None:  # an input error, an answer, the device's own voice
+            return
+        decision = {"decision": outcome.decision.value, "prediction": outcome.prediction,
+                    "confidence": None if outcome.confidence is None else round(outcome.confidence, 3),
+                    "action": outcome.action.value if outcome.action else None,
+                    "interaction": outcome.interaction_id, "transcript": outcome.transcript,
+                    "ts": round(time.time(), 3)}
+        self._outbox.put(("decision", t.decision_payload(decision, self.cfg.publish_transcripts)))
 
     # --- paho's network thread -----------------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties=None) -> None:
@@ -269,4 +322,4 @@ class MqttBridge:
                      broker=f"{self.cfg.host}:{self.cfg.port}", base=self.topics.base)
 
 
-__all__ = ["MqttBridge", "make_client", "read_password"]
+__all__ = ["MqttBridge", "clear_retained", "make_client", "probe", "read_password"]
