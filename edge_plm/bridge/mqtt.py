@@ -204,6 +204,9 @@ class MqttBridge:
                 self._stopping.wait(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
                 continue
+            if self._stopping.is_set():  # stopped while connecting
+                self.client.disconnect()
+                return False
             self.client.loop_start()
             self._looping = True
             return True
