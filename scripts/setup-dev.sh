@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(flite espeak-ng sox libportaudio2 shellcheck systemd)
+APT_PACKAGES=(flite espeak-ng sox libportaudio2 shellcheck systemd mosquitto)
 
 if command -v apt-get >/dev/null 2>&1; then
     missing=()

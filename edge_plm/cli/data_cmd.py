@@ -478,6 +478,10 @@ def forget_command(
             typer.echo("nothing forgotten", err=True)
             raise typer.Exit(1)
         result = forget(store, settings, path, selected, rebuild=rebuild, checkpoints=checkpoints)
+    if selected:  # a retained last decision on the home hub may hold forgotten text
+        from edge_plm.bridge import clear_decision  # noqa: PLC0415
+
+        clear_decision(settings)
     if as_json:
         print_json(result)
     elif not selected:

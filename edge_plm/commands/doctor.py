@@ -591,6 +591,27 @@ def check_disk(s: Settings, min_free_mb: int = DEFAULT_MIN_FREE_MB,
     return Check("disk", OK, text)
 
 
+def check_mqtt(s: Settings, timeout: float = 5.0) -> Check:
+    """``[mqtt]`` (only when enabled): paho installed, the broker reachable and accepting the
+    credentials, within `timeout` seconds. The device works without it; Home Assistant does not
+    see it."""
+    m = s.mqtt
+    if not m.enabled:
+        return Check("mqtt", OK, "not configured ([mqtt] enabled = false)")
+    try:
+        from edge_plm.bridge.mqtt import probe  # noqa: PLC0415 - imports paho
+    except ImportError as exc:
+        return Check("mqtt", FAIL, f"paho-mqtt is not installed ({exc})",
+                     "pip install 'edge-plm[mqtt]' into the service's environment "
+                     "(/opt/edge-plm/bin/pip install paho-mqtt)")
+    ok, detail = probe(m, timeout)
+    if ok:
+        return Check("mqtt", OK, detail)
+    return Check("mqtt", FAIL, f"{detail} (the device works offline; Home Assistant does not see it)",
+                 "check [mqtt] host, port, username/password_file and tls against the broker "
+                 "(mosquitto's log says why it refused)")
+
+
 # --- all --------------------------------------------------------------------------------------
 def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
                importer: Callable[[str], Any] = importlib.import_module,
@@ -611,6 +632,8 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
     ]
     if s.talkback.enabled:  # talk-back off: not part of the report
         steps.insert(2, ("speech", lambda: check_speech(s, sounddevice=sounddevice, importer=importer)))
+    if s.mqtt.enabled:  # the bridge off: not part of the report
+        steps.append(("mqtt", lambda: check_mqtt(s)))
     for name, step in steps:
         try:
             checks.append(step())
@@ -622,5 +645,5 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
 
 
 __all__ = ["Check", "Report", "OK", "WARN", "FAIL", "run_checks", "check_config", "check_microphone", "check_speech",
-           "check_asr", "check_gpio", "check_platform", "check_database", "check_numba_cache", "check_disk",
+           "check_asr", "check_gpio", "check_platform", "check_database", "check_numba_cache", "check_disk", "check_mqtt",
            "warm_numba_cache", "kernel_names"]

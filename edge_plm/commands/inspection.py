@@ -323,6 +323,10 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
             "prediction": r.prediction, "confidence": r.confidence, "decision": r.decision,
             "action": r.action, "label": r.label, "label_source": r.label_source,
             "error": r.error}
+    if getattr(getattr(settings, "mqtt", None), "enabled", False):  # [mqtt] on: its last report
+        from edge_plm.bridge.status import bridge_status  # noqa: PLC0415 - no paho
+
+        out["bridge"] = bridge_status(settings, store.path)
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +210,35 @@ class TalkbackConfig:
 
 
 @dataclass
+class MqttConfig:
+    """``[mqtt]``: the optional bridge to a home hub (Home Assistant's MQTT discovery;
+    `edge_plm.bridge`). Off by default; ``paho-mqtt`` (the ``mqtt`` extra) is imported only
+    when it is on."""
+
+    enabled: bool = setting(False, "publish every relay to an MQTT broker with Home Assistant "
+                                   "discovery and take ON/OFF commands (docs/deploy.md)")
+    host: str = setting("localhost", "the broker's host name or address")
+    port: int = setting(1883, "1883 (plain) or 8883 (TLS), usually")
+    username: str = setting("", "empty: connect without a user name")
+    password: str = setting("", "the user's password (or password_file; not both)")
+    password_file: str = setting("", "a file holding the password (first line), readable only "
+                                     "by its owner (mode 0600 or 0400)")
+    tls: bool = setting(False, "connect with TLS")
+    ca_file: str = setting("", "TLS: the CA certificate(s) that signed the broker's (empty: the "
+                               "system's CAs)")
+    certfile: str = setting("", "TLS client certificate (optional, with keyfile)")
+    keyfile: str = setting("", "TLS client key, readable only by its owner")
+    client_id: str = setting("", "empty: edge-plm-<hostname>")
+    base: str = setting("", "topic prefix of the board's topics; empty: edge-plm/<hostname>")
+    discovery_prefix: str = setting("homeassistant", "Home Assistant's discovery prefix")
+    qos: int = setting(1, "QoS of what the board publishes and subscribes to (0, 1 or 2)")
+    keepalive_s: int = setting(60, "MQTT keepalive; a lost broker is noticed after about 1.5x this")
+    publish_transcripts: bool = setting(False, "privacy: the last-decision sensor also carries "
+                                               "the transcript (off: only the decision leaves "
+                                               "the board)")
+
+
+@dataclass
 class Settings:
     paths: PathsConfig = field(default_factory=PathsConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
@@ -220,6 +250,7 @@ class Settings:
     # ``[gpio]``; `device_configs`)
     devices: list[DeviceConfig] = field(default_factory=list)
     talkback: TalkbackConfig = field(default_factory=TalkbackConfig)
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
     source: str = "<defaults>"  # where these settings came from
 
 
@@ -314,7 +345,7 @@ def problems(s: Settings) -> list[str]:
     for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems,
                  _device_problems):
         out += step(s)
-    return out + _talkback_problems(s)
+    return out + _talkback_problems(s) + mqtt_problems(s)
 
 
 #: The speech output backends (`edge_plm.voice.speech.BACKENDS`; plain names, no import).
@@ -332,6 +363,71 @@ def _talkback_problems(s: Settings) -> list[str]:
              f"talkback.echo_guard_ms must be in 0..5000, got {t.echo_guard_ms}")
     out.need(t.backend != "piper" or bool(t.piper_model),
              "talkback.piper_model must name a voice model file when talkback.backend = piper")
+    return out
+
+
+#: characters a topic level built from a name may hold (Home Assistant's node / object ids)
+_TOPIC_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def topic_id(name: str) -> str:
+    """A device (or host) name as one topic level and discovery id: lower case, every
+    character but a-z, 0-9, _ and - replaced by _ ("Big Lamp" -> "big_lamp")."""
+    out = "".join(c if c in _TOPIC_ID_CHARS else "_" for c in name.strip().lower())
+    return out or "_"
+
+
+def _private_file_problem(key: str, value: str) -> str | None:
+    """A secret's file exists and is readable by its owner only (no group or other bits)."""
+    path = Path(value).expanduser()
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError as exc:
+        return f"mqtt.{key} {value!r}: {exc.strerror or exc}"
+    if not path.is_file():
+        return f"mqtt.{key} {value!r} is not a file"
+    if mode & 0o077:
+        return (f"mqtt.{key} {value!r} is readable by others (mode {mode:04o}); it holds a "
+                f"secret: chmod 600 {value}")
+    return None
+
+
+def mqtt_problems(s: Settings) -> list[str]:
+    """The ``[mqtt]`` checks: ranges and topic shapes always; files and the devices' topic
+    ids only when the bridge is on."""
+    m, out = s.mqtt, _Problems()
+    out.need(1 <= m.port <= 65535, f"mqtt.port must be in 1..65535, got {m.port}")
+    out.need(m.qos in (0, 1, 2), f"mqtt.qos must be 0, 1 or 2, got {m.qos}")
+    out.need(5 <= m.keepalive_s <= 3600, f"mqtt.keepalive_s must be in 5..3600, got {m.keepalive_s}")
+    for key in ("base", "discovery_prefix"):
+        value = getattr(m, key)
+        out.need(not any(c in value for c in "+#\0") and not value.startswith("/")
+                 and not value.endswith("/"),
+                 f"mqtt.{key} must be a topic without wildcards (+, #) or a leading or "
+                 f"trailing /, got {value!r}")
+    out.need(bool(m.discovery_prefix), "mqtt.discovery_prefix must not be empty")
+    out.need(not (m.password and m.password_file), "mqtt: give password or password_file, not both")
+    out.need(not (m.certfile or m.keyfile) or bool(m.certfile and m.keyfile),
+             "mqtt: a TLS client certificate needs both certfile and keyfile")
+    if not m.enabled:
+        return out
+    out.need(bool(m.host.strip()), "mqtt.host must name the broker when mqtt.enabled = true")
+    for key in ("password_file", "keyfile"):
+        if getattr(m, key):
+            problem = _private_file_problem(key, getattr(m, key))
+            if problem:
+                out.append(problem)
+    for key in ("ca_file", "certfile"):
+        value = getattr(m, key)
+        if value and not Path(value).expanduser().is_file():
+            out.append(f"mqtt.{key} {value!r} is not a file")
+    ids: dict[str, str] = {}
+    for d in device_configs(s):
+        key = topic_id(d.name)
+        if key in ids:
+            out.append(f"mqtt: the devices {ids[key]!r} and {d.name!r} have the same topic id "
+                       f"{key!r}; rename one")
+        ids.setdefault(key, d.name)
     return out
 
 

@@ -147,10 +147,13 @@ class DevicePolicies:
         """Device `device`'s relay refused the ACT of `key` (rate limit, or stopping)."""
         self.policies[device].action_refused(key)
 
-    def on_flip(self, device: str, desired: bool, now: float) -> list[DeviceResolution]:
-        """Device `device`'s switch was flipped: labels its window (others only expire)."""
+    def on_flip(self, device: str, desired: bool, now: float,
+                remote: bool = False) -> list[DeviceResolution]:
+        """Device `device`'s switch was flipped (`remote`: from the home hub): labels its
+        window (others only expire)."""
         out = self.tick(now)
-        out += [DeviceResolution(device, r) for r in self.policies[device].on_flip(desired, now)]
+        out += [DeviceResolution(device, r)
+                for r in self.policies[device].on_flip(desired, now, remote=remote)]
         return out
 
     def on_answer(self, device: str, yes: bool, now: float) -> list[DeviceResolution]:

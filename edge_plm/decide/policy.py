@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from types import MappingProxyType
 
@@ -53,6 +53,7 @@ class LabelSource(str, Enum):
     CONFIRMED = "confirmed"
     MANUAL = "manual"
     SPOKEN = "spoken"  # a spoken yes/no inside the ask window (talk-back, `Policy.on_answer`)
+    REMOTE = "remote"  # a home hub's ON/OFF inside the window (MQTT, `Policy.on_flip(remote=True)`)
 
 
 class PolicyError(RuntimeError):
@@ -189,23 +190,32 @@ class Policy:
             raise PolicyError(f"action_refused({key!r}): no open ACT interaction with that key")
         self._open.applied = False
 
-    def on_flip(self, desired: bool, now: float) -> list[Resolution]:
-        """The person used the switch and wants the relay `desired`; returns what it resolved."""
+    def on_flip(self, desired: bool, now: float, remote: bool = False) -> list[Resolution]:
+        """The person used the switch and wants the relay `desired`; returns what it resolved.
+
+        `remote`: the person switched it from the home hub (an MQTT command, `edge_plm.bridge`):
+        the same rules give the same label, from source ``remote``."""
         resolved = self.tick(now)
+        if self._open is None:
+            return resolved  # plain manual (or remote) use: labels nothing
+        flipped = self._flipped(desired, now)
+        if remote and flipped.source is not None:
+            flipped = replace(flipped, source=LabelSource.REMOTE,
+                              reason=f"{flipped.reason} (remote: from the home hub)")
+        return resolved + [flipped]
+
+    def _flipped(self, desired: bool, now: float) -> Resolution:
+        """The open interaction's resolution by a flip to `desired` (`on_flip`)."""
         o = self._open
-        if o is None:
-            return resolved  # plain manual use: labels nothing
         flipped = Action.from_state(desired)
         if o.decision is Decision.ASK:
-            resolved.append(self._resolve(flipped, LabelSource.ASKED, now,
-                                          f"asked; person flipped to {flipped.value}"))
-        elif o.decision is Decision.IGNORE or not o.applied:
+            return self._resolve(flipped, LabelSource.ASKED, now,
+                                 f"asked; person flipped to {flipped.value}")
+        if o.decision is Decision.IGNORE or not o.applied:
             why = "ignored" if o.decision is Decision.IGNORE else "action refused by rate limit"
-            resolved.append(self._resolve(flipped, LabelSource.MANUAL, now,
-                                          f"{why}; person flipped to {flipped.value}"))
-        else:
-            resolved.append(self._after_act(o, flipped, now))
-        return resolved
+            return self._resolve(flipped, LabelSource.MANUAL, now,
+                                 f"{why}; person flipped to {flipped.value}")
+        return self._after_act(o, flipped, now)
 
     def on_answer(self, yes: bool, now: float) -> list[Resolution]:
         """A spoken yes/no to the open ask (talk-back); returns what `tick` resolved.

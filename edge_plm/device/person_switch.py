@@ -56,6 +56,7 @@ class FlipEvent:
     desired: bool  # the relay state the person wants now (True = ON)
     position: bool  # raw switch position after the flip (True = pressed / closed contact)
     late: bool = False  # emitted by `poll`'s reconciliation after an edge lost in the bounce
+    remote: bool = False  # not the switch: the person's command from the home hub (`remote`)
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,17 @@ class PersonSwitch:
         self._desired = desired
         self._events.append(FlipEvent(ts=now, desired=desired, position=self._position, late=late))
         self._cond.notify_all()
+
+    def remote(self, desired: bool) -> None:
+        """The person switched this device from the home hub (an MQTT command; any thread):
+        queued as a flip to `desired` marked ``remote``, so the controller takes it exactly as
+        a flip of this switch (the relay, the rate limit, the window's label)."""
+        with self._cond:
+            now = self._clock()
+            self._desired = bool(desired)
+            self._events.append(FlipEvent(ts=now, desired=bool(desired), position=self._position,
+                                          remote=True))
+            self._cond.notify_all()
 
     # --- consumer side (controller) ----------------------------------------------------
     def _housekeeping(self, now: float) -> None:

@@ -16,7 +16,9 @@ State record: `Relay.on_change`, when set, is called with the new state right af
 change `Relay.set` makes (after the pin write; `Relay.close` is not a change the person made and
 is not recorded). The service records it in the database for ``gpio.relay_restore``
 (`edge_plm.device.restore`). A failing record is logged as an ERROR and counted
-(``record_failures``); the relay stays switched.
+(``record_failures``); the relay stays switched. `Relay.watchers` (e.g. the MQTT bridge,
+`edge_plm.bridge`) are called the same way after the record; each must return at once (it
+runs on the thread that switched the relay) and its failure is logged, never raised.
 
 Rate limit: a change of state inside ``min_toggle_interval_ms`` of the previous change is
 refused: `Relay.set` returns False and logs a WARNING (the relay never flaps). Requests for
@@ -78,6 +80,8 @@ class Relay:
         self._closed = False
         #: called with the new state after each change `set` makes (see the module docstring)
         self.on_change: Callable[[bool], None] | None = None
+        #: also called with the new state after each change (see the module docstring)
+        self.watchers: list[Callable[[bool], None]] = []
         self.record_failures = 0
         if install_exit_handlers:
             _register_for_exit(self)
@@ -125,6 +129,7 @@ class Relay:
             self._last_toggle = now
             log.info("relay -> %s", "ON" if on else "OFF")
             self._record(bool(on))
+            self._tell(bool(on))
             return True
 
     def record_state(self) -> None:
@@ -143,6 +148,14 @@ class Relay:
             log.error("relay on pin %s is %s, but that state could not be recorded (%s: %s); a "
                       "restart would restore the state recorded before", self.cfg.pin,
                       "ON" if on else "OFF", type(exc).__name__, exc)
+
+    def _tell(self, on: bool) -> None:
+        """Tell the watchers (caller holds the lock); a failing one is logged."""
+        for watcher in list(self.watchers):
+            try:
+                watcher(on)
+            except Exception:
+                log.exception("relay on pin %s: a watcher of its state failed", self.cfg.pin)
 
     def close(self) -> None:
         """Drive the safe state (ignoring the rate limit), then release the pin. Idempotent."""

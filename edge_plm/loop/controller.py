@@ -245,6 +245,8 @@ class Controller:
         self.handled = 0  # inputs handled (stored or not)
         # the latest resolved utterances, in order (for replay/tests; bounded: the service runs for months)
         self.resolutions: deque[Resolved] = deque(maxlen=1000)
+        #: told each utterance's `Outcome` (`told`; e.g. the MQTT bridge's last-decision sensor)
+        self.watchers: list[Callable[[Outcome], None]] = []
 
     @property
     def policy(self) -> Policy:
@@ -264,7 +266,7 @@ class Controller:
                 if isinstance(item, InputFailure):
                     log.error("input failed (%s): %s", item.source, item.error)
                     return self._error_row(_Rejected(item.error), watch)
-                return self._handle_utterance(item, watch)
+                return told(self.watchers, self._handle_utterance(item, watch))
             except Exception as exc:
                 if storage_failure(exc):  # disk full, I/O error, read-only: say so, do nothing
                     self._storage_failed("interaction", exc)
@@ -408,9 +410,9 @@ class Controller:
         several = len(self.names) > 1
         for name in self.names:
             for flip in self.devices.switches[name].poll(until=now):
-                log.info("switch%s flipped: person wants %s", f" of {name!r}" if several else "",
-                         "ON" if flip.desired else "OFF")
-                resolved += self.policies.on_flip(name, flip.desired, flip.ts)
+                log.info("%s%s: person wants %s", "remote command" if flip.remote else "switch flipped",
+                         f" of {name!r}" if several else "", "ON" if flip.desired else "OFF")
+                resolved += self.policies.on_flip(name, flip.desired, flip.ts, remote=flip.remote)
                 self._manual(name, flip.desired, flip.ts)
         resolved += self.policies.tick(now)
         for name, desired in list(self._pending_manual.items()):
@@ -504,6 +506,16 @@ class Controller:
                 self._stopped = True
                 self.devices.close()  # relay to its safe state last, even if the above failed
             log.info("controller stopped; relay in its safe state")
+
+
+def told(watchers: list[Callable[[Outcome], None]], outcome: Outcome) -> Outcome:
+    """Tell each watcher the outcome (each must return at once; a failing one is logged)."""
+    for watcher in list(watchers):
+        try:
+            watcher(outcome)
+        except Exception:
+            log.exception("a watcher of the loop's outcomes failed")
+    return outcome
 
 
 def keep_audio(settings: Settings, iid: int, utt: Utterance) -> str | None:

@@ -16,9 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from edge_plm.bridge import start_bridge, stop_bridge
+from edge_plm.bridge.status import status_path
 from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_inputs
 from edge_plm.device import Devices
 from edge_plm.learning.evaluation import percentiles
@@ -565,11 +568,14 @@ class Replay:
     store: ReplayStore
     endpointer: Endpointer
     tmpdir: tempfile.TemporaryDirectory | None = None
+    bridge: Any = None  # the MQTT bridge (``[mqtt] enabled``), else None
 
     def close(self) -> None:
         try:
             self.controller.stop()
         finally:
+            stop_bridge(self.bridge)
+            self.bridge = None
             self.store.close()
             if self.tmpdir is not None:
                 self.tmpdir.cleanup()
@@ -638,7 +644,8 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         tb.warm()
     controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall,
                             talkback=tb)
-    return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp)
+    bridge = start_bridge(settings, devices, status_path(db), controller)  # None unless [mqtt] is on
+    return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 
 
 __all__ = ["ANSWER_WAYS", "Answerer", "LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine",

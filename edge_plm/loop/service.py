@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 
+from edge_plm.bridge import start_bridge, stop_bridge
+from edge_plm.bridge.status import status_path
 from edge_plm.loop import stopping
 from edge_plm.loop.controller import Controller
 from edge_plm.device import Devices, PinFactoryError
@@ -174,6 +176,9 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
     parts["controller"] = Controller(settings, store, parts["learner"], parts["devices"], parts["asr"],
                                      worker=LearnerWorker(parts["learner"], synchronous=False),
                                      talkback=_talkback(settings))
+    # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
+    parts["bridge"] = start_bridge(settings, parts["devices"],
+                                   status_path(settings.paths.database_path()), parts["controller"])
 
 
 def _talkback(settings):
@@ -197,7 +202,10 @@ def _shut_down(parts: dict) -> None:
     """Close what start-up opened: the controller (open interaction, pending labels saved,
     relay to its stop state), or, stopped before it existed, the devices and the learner."""
     if "controller" in parts:
-        parts["controller"].stop()
+        try:
+            parts["controller"].stop()
+        finally:
+            stop_bridge(parts.get("bridge"))
         return
     try:
         if "learner" in parts:

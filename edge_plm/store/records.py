@@ -10,7 +10,7 @@ from typing import Any
 from edge_plm import actions
 
 LABELS = actions.ACTIONS
-LABEL_SOURCES = ("asked", "override", "confirmed", "manual", "spoken")
+LABEL_SOURCES = ("asked", "override", "confirmed", "manual", "spoken", "remote")
 DECISIONS = ("act", "ask", "ignore")
 ACTIONS = actions.DRIVING  # what the device can do to the relay
 MODEL_STATUSES = ("candidate", "active", "rolled_back", "retired")

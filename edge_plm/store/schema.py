@@ -146,6 +146,42 @@ def _spoken_source(db: sqlite_utils.Database) -> None:
         raise SchemaError(f"integrity check after adding the 'spoken' label source: {check}")
 
 
+def _remote_source(db: sqlite_utils.Database) -> None:
+    """interactions.label_source (and interaction_devices.label_source) may be ``remote``: a
+    command from the home hub (MQTT, `edge_plm.bridge`) inside an utterance's window.
+
+    Widened in place as ``_spoken_source`` does (the tables' CREATE statements edited with
+    ``writable_schema``, checked with ``PRAGMA integrity_check``); whatever sources a CHECK
+    allows stay allowed, ``remote`` is added to each that lacks it. No row changes."""
+    import re  # noqa: PLC0415 - only for this migration
+
+    pattern = re.compile(r"label_source IN \(([^)]*)\)")
+    rows = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND "
+                      "name IN ('interactions', 'interaction_devices')").fetchall()
+    edits = {}
+    for name, sql in rows:
+        found = pattern.search(sql)
+        if found is None:
+            raise SchemaError(f"{name}.label_source has an unexpected CHECK constraint; "
+                              "cannot add the 'remote' label source")
+        if "'remote'" not in found.group(1):
+            edits[name] = sql[:found.end(1)] + ", 'remote'" + sql[found.end(1):]
+    if not edits:
+        return
+    version = db.execute("PRAGMA schema_version").fetchone()[0]
+    db.execute("PRAGMA writable_schema = ON")
+    try:
+        for name, sql in edits.items():
+            db.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?",
+                       [sql, name])
+        db.execute(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        db.execute("PRAGMA writable_schema = OFF")
+    check = db.execute("PRAGMA integrity_check").fetchone()[0]
+    if check != "ok":
+        raise SchemaError(f"integrity check after adding the 'remote' label source: {check}")
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
@@ -154,6 +190,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (4, "relay_state: the last state of each relay, by name", _v4),
     (5, "interaction_devices: each device's outcome of an utterance (several devices)", _v5),
     (6, "interactions.label_source may be 'spoken' (talk-back)", _spoken_source),
+    (7, "label_source may be 'remote' (a home hub's command, MQTT)", _remote_source),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -1,0 +1,72 @@
+"""Bridges to a home hub: the optional MQTT bridge with Home Assistant discovery (``[mqtt]``).
+
+`start_bridge` is all the loop calls: None when ``[mqtt]`` is off (``paho-mqtt``, the ``mqtt``
+extra, is not even imported) or cannot be set up (logged once; the device works without it).
+The bridge consumes relay changes (`Relay.watchers`) and feeds remote toggles to the person's
+switches (`PersonSwitch.remote`); topics and payloads: `edge_plm.bridge.topics`, docs/contracts.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def start_bridge(settings: Any, devices: Any, status_file: Path | None = None,
+                 controller: Any = None) -> Any:
+    """The started `MqttBridge` of ``settings.mqtt`` for `devices` (and the last decision of
+    `controller`'s utterances, when given), or None (off, or it cannot be built: paho missing,
+    an unreadable password file, a bad TLS file; said once)."""
+    if not settings.mqtt.enabled:
+        return None
+    try:
+        from edge_plm.bridge.mqtt import MqttBridge  # noqa: PLC0415 - imports paho
+        from edge_plm.bridge.topics import Topics  # noqa: PLC0415
+
+        topics = Topics.of(settings.mqtt, devices.names)
+        bridge = MqttBridge(settings.mqtt, devices, topics, status_file=status_file).start()
+        if controller is not None:
+            controller.watchers.append(bridge.on_outcome)
+        return bridge
+    except ImportError as exc:
+        log.error("mqtt: the bridge needs paho-mqtt (pip install 'edge-plm[mqtt]'): %s; "
+                  "running without it", exc)
+    except (OSError, ValueError) as exc:  # password file, TLS files
+        log.error("mqtt: cannot set up the bridge: %s: %s; running without it",
+                  type(exc).__name__, exc)
+    return None
+
+
+def stop_bridge(bridge: Any) -> None:
+    """Stop `bridge` (None: nothing); a failure is logged, never raised."""
+    if bridge is None:
+        return
+    try:
+        bridge.stop()
+    except Exception:
+        log.exception("mqtt: the bridge did not stop cleanly")
+
+
+def clear_decision(settings: Any) -> bool:
+    """After `forget`: the retained last decision (it may hold a forgotten transcript) is
+    replaced by an empty payload on the broker. True when done; nothing to do when ``[mqtt]``
+    is off or publishes no transcripts."""
+    m = settings.mqtt
+    if not (m.enabled and m.publish_transcripts):
+        return True
+    try:
+        from edge_plm.bridge.mqtt import clear_retained  # noqa: PLC0415 - imports paho
+        from edge_plm.bridge.topics import Topics  # noqa: PLC0415
+    except ImportError as exc:
+        log.error("mqtt: cannot clear the retained last decision: %s", exc)
+        return False
+    ok, detail = clear_retained(m, Topics.of(m, []).decision)
+    if not ok:
+        log.error("mqtt: the retained last decision was not cleared: %s", detail)
+    return ok
+
+
+__all__ = ["clear_decision", "start_bridge", "stop_bridge"]
