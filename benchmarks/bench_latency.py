@@ -8,10 +8,11 @@ Usage (from the repo root):
     python3 benchmarks/bench_latency.py --history 0,500,2000,5000 [--init potato=models/switch-en.npz]
 
 --history: a device's cost at each number of owner labels on top of its starting model: the
-owner's labels are lines of models/data/ (Home Assistant intents, templates) in a fixed
-shuffled order, learned untimed up to each level; then 70 predict+learn of switch-dev-test
-lines (another 70 at each level; the starting model holds none of them) are timed, three-device prediction (``predict_devices``: lamp, fan, plug) is timed, and the
-checkpoint the model writes is loaded three times (wall seconds, best and median).
+owner's labels are lines of models/data/ (Home Assistant intents, templates) in a fixed shuffled
+order, learned untimed up to each level; then 70 predict+learn of switch-dev-test lines (another
+70 at each level; the starting model holds none of them) are timed, three-device prediction
+(``predict_devices``: lamp, fan, plug) is timed, and the checkpoint the model writes is loaded
+three times (wall seconds, best and median).
 Writes benchmarks/results/latency-history.json.
 
 --init starts a configuration from a checkpoint (as a device with ``model.start``) instead of an
