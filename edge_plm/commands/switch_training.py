@@ -170,6 +170,8 @@ class SwitchTrainer:
     def _warm_start(self, t0: float) -> tuple[SwitchModel, dict]:
         """Every labelled line learned in file order (the device's online path), the rest observed."""
         model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed)
+        replay = model.config.replay_rows
+        model.reconfigure(replay_rows=0)  # full-batch steps per label: a desktop has no latency budget
         if model.words is not None:  # a frequency-ordered word vocabulary (the query: the commonest words)
             model.words.register(text for text, _ in self.rows)
         for text, label in self.rows:
@@ -177,6 +179,7 @@ class SwitchTrainer:
                 model.observe(text)
             else:
                 model.learn(text, label)
+        model.reconfigure(replay_rows=replay)  # the device's bounded update from here on
         log = {"recipe": asdict(self.cfg), **self.sources, "params": model.params,
                "data_lines": len(self.rows), "labelled": model.n_examples, "epochs": [],
                "state": {"phase": 0, "epoch": 0, "steps": 0, "best": None, "stale": 0,

@@ -129,6 +129,12 @@ class SwitchModel:
                          cfg.sound_weight, cfg.bigram_weight, cfg.unit_tf,
                          cfg.ngram_mass, cfg.ngram_power, cfg.sound_max_len)
 
+    def reconfigure(self, **changes) -> None:
+        """The same model with ``changes`` to how it learns (e.g. ``replay_rows``), in every part."""
+        self.config = self.net.config = self.config.with_(**changes)
+        if self.start is not None:
+            self.start.config = self.config
+
     @property
     def params(self) -> int:
         return self.config.param_count()
@@ -318,10 +324,8 @@ class SwitchModel:
         return True
 
     def forget_example(self, key: int) -> None:
-        """Take example `key` out of the model: its counts leave the statistics (exact), its
-        slot is marked removed (other keys do not change), its token ids and memory entry go.
-        Refinement then pulls what earlier steps fitted to it back toward the explicit solution
-        (``rebuild`` is the exact way); ``scrub`` takes its unit and word strings out."""
+        """Take example `key` out (its counts exactly; what refinement fitted to it is pulled
+        back; ``rebuild`` is the exact way; ``scrub`` takes its strings out)."""
         self.forget_examples([key])
 
     def forget_examples(self, keys: list[int]) -> None:
