@@ -295,9 +295,10 @@ class Controller:
         if self.talkback is not None and (answered := spoken_answer(self, text, utt, watch)):
             return answered
         with watch.stage("model"):
-            preds = self.worker.predict_devices(text)
+            predicted = self.worker.predict_all(text)  # one snapshot: predictions and version
+        preds = predicted.devices
         lead = device_outcomes.lead_device(preds)
-        iid = self._record_prediction(text, transcript, preds[lead], watch)
+        iid = self._record_prediction(text, transcript, preds[lead], predicted.version, watch)
         device_outcomes.record_predictions(self.store, iid, preds)
         steps, now = self._decide(iid, text, preds)
         with watch.stage("actuator"):
@@ -325,13 +326,14 @@ class Controller:
         return self.asr
 
     def _record_prediction(self, text: str, tr: Transcript, pred: SwitchPrediction,
-                           watch: Stopwatch) -> int:
-        """The interaction's row, stored before the policy runs (an unstored one is not acted on)."""
+                           version: str | None, watch: Stopwatch) -> int:
+        """The interaction's row, stored before the policy runs (an unstored one is not acted
+        on); ``version``: the model version `pred` came from."""
         return self.store.add_interaction(
             ts=self._wall(), transcript=text, asr_backend=tr.backend,
             asr_confidence=tr.confidence, prediction=pred.action,
             confidence=_clamp(pred.confidence), distribution=pred.distribution,
-            model_version=self.worker.version, latency_audio_ms=watch.ms["audio"],
+            model_version=version, latency_audio_ms=watch.ms["audio"],
             latency_asr_ms=watch.ms["asr"], latency_model_ms=watch.ms["model"])
 
     def _decide(self, iid: int, text: str, preds: dict[str, SwitchPrediction]) -> tuple[Steps, float]:
