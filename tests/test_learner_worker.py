@@ -42,7 +42,7 @@ def asynchronous(replay, **kw) -> Controller:
     c = replay.controller
     worker = LearnerWorker(c.learner, synchronous=False, idle_poll_s=0.02, **kw)
     replay.controller = Controller(c.settings, c.store, c.learner, c.devices, None,
-                                   clock=replay.clock, wall=c._wall, worker=worker)
+                                   clock=replay.clock, wall=c.wall, worker=worker)
     return replay.controller
 
 
