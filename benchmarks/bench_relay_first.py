@@ -57,7 +57,7 @@ def asynchronous(replay) -> Controller:
     c = replay.controller
     worker = LearnerWorker(c.learner, synchronous=False)
     replay.controller = Controller(c.settings, c.store, c.learner, c.devices, None,
-                                   clock=replay.clock, wall=c._wall, worker=worker)
+                                   clock=replay.clock, wall=c.wall, worker=worker)
     return replay.controller
 
 

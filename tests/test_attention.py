@@ -186,16 +186,16 @@ def test_the_decision_goes_through_w_the_codes_and_the_cache():
     after_w = m.predict(text).distribution
     assert after_w != before  # W decides
     calls = []
-    real = m.words.cache.block
+    real = m.words.cache.current  # what a prediction reads (it never extends the cache)
 
     def spy(E, query, version=None):
         calls.append(len(query))
         return real(E, query, version)
 
-    m.words.cache.block = spy
+    m.words.cache.current = spy
     m.predict(text)
     assert calls  # the comparisons are read from the cache
-    m.words.cache.block = lambda E, q, v=None: np.zeros((E.shape[0], len(q)))  # comparisons all 0
+    m.words.cache.current = lambda E, q, v=None: np.zeros((E.shape[0], len(q)))  # comparisons all 0
     assert m.predict(text).distribution != after_w  # without the codes' comparisons W has no input
 
 

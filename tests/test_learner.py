@@ -363,13 +363,13 @@ def test_the_service_notices_another_process_made_a_version_active(store, tmp_pa
         other_store.close()
     # a label the service learned after that version was made (pending in its window)
     feed(service, store, 3)
-    pending = list(service._window.learned)
+    pending = list(service.window.learned)
     assert service.predict("turn on the light").action == "ON"  # not checked again yet
     clock.t += 31
     p = service.predict("turn on the light")  # checks, reloads
     assert service.version == event.version and p.action == "OFF"
     assert all(i in service.keys for i in pending)  # pending labels learned again
-    assert service._window.learned == pending
+    assert service.window.learned == pending
 
 
 def test_version_boundary_syncs_first(store, tmp_path):
@@ -396,8 +396,8 @@ def test_version_names_are_claimed_in_the_database_before_the_checkpoint(store, 
     # another process took the name this one computes first
     store.add_model_version("v0001", status="rolled_back")
     names = iter(["v0001"])
-    real = learner._next_version_name
-    monkeypatch.setattr(learner, "_next_version_name", lambda: next(names, None) or real())
+    real = learner.registry.next_name
+    monkeypatch.setattr(learner.registry, "next_name", lambda: next(names, None) or real())
     event = learner.new_version()
     assert event.version == "v0002" and seen == {"v0002": "candidate"}
     assert store.active_model_version().version == "v0002"

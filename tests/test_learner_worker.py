@@ -5,14 +5,18 @@ learner held on an Event."""
 
 from __future__ import annotations
 
+import pickle
+import sys
 import threading
+import time
 from dataclasses import replace
 
 import pytest
 
 from edge_plm.loop.controller import Controller, text_utterance
 from edge_plm.learning.learner import Learner, LearnerConfig
-from edge_plm.learning.worker import LearnerWorker, clone_model
+from edge_plm.errors import EdgePlmError
+from edge_plm.learning.worker import LearnerWorker, Snapshot, WorkerTimeout, clone_model
 from edge_plm.learning.state import unlearned_in_active
 from edge_plm.decide.policy import PolicyConfig
 from edge_plm.loop.replay import build_replay
@@ -38,7 +42,7 @@ def asynchronous(replay, **kw) -> Controller:
     c = replay.controller
     worker = LearnerWorker(c.learner, synchronous=False, idle_poll_s=0.02, **kw)
     replay.controller = Controller(c.settings, c.store, c.learner, c.devices, None,
-                                   clock=replay.clock, wall=c._wall, worker=worker)
+                                   clock=replay.clock, wall=c.wall, worker=worker)
     return replay.controller
 
 
@@ -230,5 +234,190 @@ def test_synchronous_mode_runs_at_once_and_reads_the_live_model(tmp_path):
         assert replay.controller.learner.model.unlabeled_seen == 1
         with pytest.raises(ValueError):
             worker.submit(lambda lr: lr.model.learn("x", "MAYBE"))
+    finally:
+        replay.close()
+
+
+# --- the hand-off (one snapshot per utterance, call after publish, close under one lock,
+# --- prediction reads the published model only) ----------------------------------------------
+class _PublishDuringPredict:
+    """A snapshot's model whose prediction is followed at once by another publish (the race
+    between reading the prediction and reading the version)."""
+
+    def __init__(self, worker: LearnerWorker, model) -> None:
+        self.worker, self.model = worker, model
+
+    def predict(self, text, **kwargs):
+        out = self.model.predict(text, **kwargs)
+        self.worker._snapshot = Snapshot(self.model, "v-after")  # published meanwhile
+        return out
+
+
+def test_an_utterance_stores_the_version_of_the_model_that_predicted_it(tmp_path):
+    replay = make(tmp_path)
+    try:
+        c = asynchronous(replay)
+        model = c.worker.snapshot.model
+        c.worker._snapshot = Snapshot(_PublishDuringPredict(c.worker, model), "v-before")
+        replay.clock.advance(100.0)
+        out = c.handle(text_utterance(ON))
+        assert c.worker.version == "v-after"
+        assert replay.store.get(out.interaction_id).model_version == "v-before"
+    finally:
+        replay.close()
+
+
+def test_call_returns_only_after_the_new_snapshot_is_published(tmp_path):
+    replay = make(tmp_path)
+    learner = replay.controller.learner
+
+    def slow_clone(model):
+        time.sleep(0.3)  # a big model's copy: the publish comes well after the task
+        return clone_model(model)
+
+    worker = LearnerWorker(learner, synchronous=False, idle_poll_s=0.02, clone=slow_clone)
+    try:
+        published = worker.published
+        n = worker.call(lambda lr: (lr.model.learn("make it dark", "OFF"), lr.model.n_examples)[1])
+        assert worker.published > published
+        assert worker.snapshot.model.n_examples == n == learner.model.n_examples
+    finally:
+        worker.close()
+        replay.close()
+
+
+def test_call_waits_with_a_timeout_and_says_so(tmp_path):
+    replay = make(tmp_path)
+    worker = LearnerWorker(replay.controller.learner, synchronous=False, idle_poll_s=0.02)
+    gate = threading.Event()
+    try:
+        with pytest.raises(WorkerTimeout, match="did not finish a call within 0.2 s"):
+            worker.call(lambda lr: gate.wait(WAIT_S), timeout=0.2)
+        assert isinstance(WorkerTimeout("x"), EdgePlmError)
+    finally:
+        gate.set()
+        worker.close()
+        replay.close()
+
+
+def test_a_task_submitted_while_the_worker_closes_never_hangs_drain(tmp_path):
+    """`submit` checks "closed" and queues under the lock `close` takes: the task is queued
+    before the stop item (and runs) or refused, never queued after it (drain would wait for
+    it forever)."""
+    replay = make(tmp_path)
+    worker = LearnerWorker(replay.controller.learner, synchronous=False, idle_poll_s=0.02)
+    closer = threading.Thread(target=worker.close, daemon=True)
+    real_put = worker._queue.put
+    fired = []
+
+    def put(item, *args, **kwargs):  # the first put: close() gets the chance to run first
+        if not fired:
+            fired.append(True)
+            closer.start()
+            closer.join(0.5)
+        return real_put(item, *args, **kwargs)
+
+    worker._queue.put = put
+    ran = []
+    try:
+        try:
+            worker.submit(lambda lr: ran.append(True), "late task")
+        except RuntimeError:
+            pass  # refused: the worker had closed
+        closer.join(WAIT_S)
+        assert not closer.is_alive()
+        drainer = threading.Thread(target=worker.drain, daemon=True)
+        drainer.start()
+        drainer.join(5.0)
+        assert not drainer.is_alive(), "drain() hangs: a task was queued after the stop"
+        assert fired
+    finally:
+        replay.close()
+
+
+def _state(model) -> bytes:
+    return pickle.dumps(model)
+
+
+def test_prediction_changes_nothing_in_the_published_model(tmp_path):
+    replay = make(tmp_path)
+    try:
+        c = asynchronous(replay)
+        c.worker.call(lambda lr: lr.model.learn("switch on the kitchen lamp", "ON"))
+        c.worker.call(lambda lr: lr.model.observe("the garden hose sprinkler"))  # new words last
+        c.worker.drain()
+        snap = c.worker.snapshot
+        assert snap.model.unlabeled_seen == c.learner.model.unlabeled_seen
+        before = _state(snap.model)
+        for text in (ON, OFF, "the garden hose sprinkler", "kitchen lamp off please",
+                     "completely unheard words here"):
+            c.worker.predict_all(text)
+        assert _state(snap.model) == before
+    finally:
+        replay.close()
+
+
+def test_two_threads_predict_while_the_worker_learns(tmp_path):
+    """Two threads predict from the published snapshots while the worker learns and observes:
+    no exception, every prediction equals a single-threaded one of the same snapshot, and each
+    snapshot is, after all those predictions, byte for byte what the worker published."""
+    replay = make(tmp_path)
+    texts = [ON, OFF, "what time is it", "make it bright", "lights off in the hall",
+             "switch the lamp on", "new words keep coming", "word3 and another5 here"]
+    published: dict[int, bytes] = {}
+
+    def recording_clone(model):  # on the worker thread, before predictions can see it
+        copy = clone_model(model)
+        published[id(copy)] = _state(copy)
+        return copy
+
+    try:
+        c = asynchronous(replay, clone=recording_clone)
+        seen: list[tuple[Snapshot, str, dict]] = []
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def predictor(offset: int) -> None:
+            i = offset
+            try:
+                while not stop.is_set():
+                    snap = c.worker.snapshot
+                    text = texts[i % len(texts)]
+                    cfg = c.learner.cfg
+                    p = snap.model.predict(text, prior_strength=cfg.prior_strength,
+                                           evidence_prior=cfg.evidence_prior)
+                    seen.append((snap, text, p.distribution))
+                    i += 1
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)  # switch threads often: races show
+        threads = [threading.Thread(target=predictor, args=(k,)) for k in (0, 3)]
+        try:
+            for t in threads:
+                t.start()
+            for k in range(8):  # each call publishes a snapshot before it returns
+                c.worker.call(lambda lr, k=k: (lr.model.learn(f"turn on number {k}", "ON"),
+                                               lr.model.observe(f"word{k} and another{k} here")))
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+            sys.setswitchinterval(old)
+        assert not errors, errors
+        snaps = {id(s): s for s, _, _ in seen}
+        assert len(snaps) > 1  # the worker published while they predicted
+        assert all(_state(s.model) == published[id(s.model)] for s in snaps.values())
+        cfg = c.learner.cfg
+        reference = {}
+        for sid, snap in snaps.items():
+            alone = clone_model(snap.model)
+            for text in texts:
+                reference[sid, text] = alone.predict(
+                    text, prior_strength=cfg.prior_strength,
+                    evidence_prior=cfg.evidence_prior).distribution
+        assert all(dist == reference[id(s), text] for s, text, dist in seen)
     finally:
         replay.close()

@@ -75,7 +75,7 @@ def test_a_click_is_handed_out_then_dropped():
 def test_truncated_utterance_hands_out_every_block():
     rng = np.random.default_rng(3)
     hum = (rng.standard_normal(RATE * 5) * 3000).astype(np.int16)
-    events = events_of(Endpointer(max_utterance_ms=3000), hum)
+    events = events_of(Endpointer(max_utterance_ms=3000, vad="energy", floor_margin_db=None), hum)
     seg = next(e for e in events if isinstance(e, Segment))
     handed = np.concatenate([e.samples for e in events[:events.index(seg)] if isinstance(e, Speech)])
     assert seg.truncated

@@ -89,9 +89,9 @@ def learn(lr: Learner, interaction_id: int, text: str, label: str,
     if ACTIONS[lr.model.examples[new_key][1]] != label:  # the database's label is the truth
         lr.model.relabel(new_key, label)
     if previous is None:
-        lr._window.add(interaction_id)
+        lr.window.add(interaction_id)
     else:
-        lr._window.relabel(interaction_id)
+        lr.window.relabel(interaction_id)
         log.info("interaction %d relearned for its devices: %s -> %s", interaction_id, previous, label)
     return (None if loss is None else float(loss)), previous
 

@@ -52,7 +52,7 @@ class Learner:
         self.store = store
         self.cfg = cfg
         self.checkpoints_dir = Path(checkpoints_dir)
-        self._start_deferred = False
+        self.start_deferred = False
         self.registry = VersionRegistry(self)  # writes, loads, rolls back, rebuilds versions
         self.model = model if model is not None else self.registry.initial_model()
         self.version = version  # the active version the live model descends from
@@ -62,18 +62,18 @@ class Learner:
         # the active version is not kept in memory (a copy per version cost more than the
         # loop itself on a long soak): its key map and its predictions on the holdout rows
         # that existed when it was made are enough to judge the next candidate
-        self._good_keys: dict[int, int] = dict(self.keys) if version is not None else {}
-        self._clock = clock
-        self._window = Window()
+        self.good_keys: dict[int, int] = dict(self.keys) if version is not None else {}
+        self.clock = clock
+        self.window = Window()
         self.events: list[VersionEvent] = []
         self.syncer = StoreSync(self)  # other processes' versions and deletions
-        self._good_preds: dict[int, str] = {}  # the active version's holdout predictions
+        self.good_preds: dict[int, str] = {}  # the active version's holdout predictions
         self.devices = list(devices or [DeviceName(DEFAULT_DEVICE)])  # [[devices]]: devices.py
         if version is not None:
-            self._good_preds = predict_rows(self.model, self.holdout_rows())
+            self.good_preds = predict_rows(self.model, self.holdout_rows())
 
     # --- construction -------------------------------------------------------------------
-    def _fresh_model(self) -> SwitchModel:
+    def fresh_model(self) -> SwitchModel:
         """Where learning starts (no version yet, or a rebuild): ``cfg.start`` or empty."""
         if self.cfg.start:
             return load_start(self.cfg)
@@ -87,13 +87,13 @@ class Learner:
         learner.registry.start_up()
         return learner
 
-    def _set_live(self, model: SwitchModel, version: str | None) -> None:
+    def set_live(self, model: SwitchModel, version: str | None) -> None:
         """`model` (loaded from `version`'s checkpoint) is the live and the active model."""
         self.model, self.version = model, version
         self.keys = keys_of(model)
-        self._good_keys = dict(self.keys)
-        self._good_preds = predict_rows(model, self.holdout_rows())
-        self._window = Window()
+        self.good_keys = dict(self.keys)
+        self.good_preds = predict_rows(model, self.holdout_rows())
+        self.window = Window()
 
     def version_window(self) -> int:
         """Labels between versions now: ``version_every``, or ``version_growth`` of the
@@ -104,7 +104,7 @@ class Learner:
     @property
     def pending_labels(self) -> int:
         """Labels learned since the last version boundary (not in any checkpoint yet)."""
-        return self._window.count
+        return self.window.count
 
     # --- the loop's calls ---------------------------------------------------------------
     def predict(self, text: str) -> SwitchPrediction:
@@ -119,7 +119,7 @@ class Learner:
         return self.syncer.sync()
 
     # --- learning state: the database's labels reach the model (state.py) --------
-    def _apply_difference(self) -> state.Difference:
+    def apply_difference(self) -> state.Difference:
         """Make the live model hold exactly the learnable labels of the database: examples of
         rows no longer learnable (deleted, moved to the holdout) are taken out, changed
         labels replaced, missing ones learned in interaction order (they count towards the
@@ -146,7 +146,7 @@ class Learner:
         """Start-up catch-up: re-learn what the loaded checkpoint lacks (labels added or
         changed after it, in interaction order), take out what was deleted, and save the
         result as a version (gated like any candidate; a rollback keeps the labels)."""
-        diff = self._apply_difference()
+        diff = self.apply_difference()
         if not diff.count:
             return None
         log.warning("model version %s lacked %d label(s) of the database (%d new, %d changed, "
@@ -159,7 +159,7 @@ class Learner:
     def checkpoint_pending(self) -> VersionEvent | None:
         """Save the labels learned since the last version (a clean stop): a version now
         instead of a re-learn at the next start."""
-        if self._window.count == 0:
+        if self.window.count == 0:
             return None
         return self.new_version()
 
@@ -193,7 +193,7 @@ class Learner:
             return LabelOutcome(holdout=True, loss=None)
         loss, previous = self._learn(interaction_id, text, label, device_labels)
         event = None
-        if self._window.count >= self.version_window():
+        if self.window.count >= self.version_window():
             event = self.new_version()
         return LabelOutcome(holdout=False, loss=loss, event=event,
                             relabelled=previous is not None, previous=previous)
@@ -220,14 +220,14 @@ class Learner:
         if key is not None and key not in self.model.removed and key < len(self.model.examples):
             previous = ACTIONS[self.model.examples[key][1]]
             if self.model.relabel(key, label):
-                self._window.relabel(interaction_id)
+                self.window.relabel(interaction_id)
                 log.info("interaction %d relabelled in the model: %s -> %s", interaction_id,
                          previous, label)
                 return None, previous
             return None, None  # the model already holds this label
         self.keys[interaction_id] = len(self.model.examples)
         loss = self.model.learn(text, label)
-        self._window.add(interaction_id)
+        self.window.add(interaction_id)
         return float(loss), None
 
     def on_forget(self, ids: list[int]) -> ForgetOutcome:
@@ -250,10 +250,7 @@ class Learner:
 
     def _score_base(self, rows: list[tuple[int, str, str]]) -> HoldoutScore:
         """The active version's score on `rows` (all must have a cached prediction)."""
-        return score_preds(self._good_preds, rows)
-
-    def _next_version_name(self) -> str:
-        return self.registry.next_name()
+        return score_preds(self.good_preds, rows)
 
     def new_version(self, extra_metrics: dict[str, Any] | None = None) -> VersionEvent:
         """Gate the live model as a candidate: accept (checkpoint, active) or roll back.
@@ -266,8 +263,8 @@ class Learner:
         ``relearned``). See docs/loop.md for what the gate protects against."""
         self.sync()
         cand, cand_all, base, cand_preds = self._candidate_scores()
-        window = self._window
-        self._window = Window()
+        window = self.window
+        self.window = Window()
         metrics = candidate_metrics(window, cand, cand_all, base, self.model)
         metrics.update(extra_metrics or {})
         why_not = (unjudgeable(cand, self.model, self.cfg.holdout_min)
@@ -289,7 +286,7 @@ class Learner:
                                    noise if worse else None, self.cfg.rollback_margin,
                                    self.cfg.holdout_min)
             parent = self.version
-            name = self._save_active(metrics, cand_preds)
+            name = self.save_active(metrics, cand_preds)
             log.info("model version %s active (parent %s): %s", name, parent, reason)
             event = VersionEvent(name, "active", parent, cand, base, reason)
         self.events.append(event)
@@ -306,21 +303,21 @@ class Learner:
         if self.version is not None:
             # judged on the rows the active version was scored on (rows labelled since are
             # judged at the next version): its predictions are cached, the model is not kept
-            common = [r for r in rows if r[0] in self._good_preds]
+            common = [r for r in rows if r[0] in self.good_preds]
             base = self._score_base(common)
             if len(common) != len(rows):
                 cand = self.score(self.model, common, preds=cand_preds)
         return cand, cand_all, base, cand_preds
 
-    def _save_active(self, metrics: dict[str, Any], preds: dict[int, str] | None = None) -> str:
+    def save_active(self, metrics: dict[str, Any], preds: dict[int, str] | None = None) -> str:
         """The live model as a new active version; returns its name. ``preds``: its holdout
         predictions when already made."""
         name = self.registry.write(self.model, self.keys, metrics, status="active")
         self.version = name
-        self._good_keys = dict(self.keys)
-        self._good_preds = dict(preds) if preds is not None else predict_rows(
+        self.good_keys = dict(self.keys)
+        self.good_preds = dict(preds) if preds is not None else predict_rows(
             self.model, self.holdout_rows())
-        self._window = Window()
+        self.window = Window()
         return name
 
     def adopt(self, model: SwitchModel, metrics: dict[str, Any], keys: dict[int, int] | None = None) -> str:
@@ -329,8 +326,8 @@ class Learner:
         database whose labels it already holds (`learning_state.match_examples`); the others
         are learned on the next start. Returns the version name."""
         self.model, self.keys = model, dict(keys or {})
-        self._window = Window()
-        return self._save_active(metrics)
+        self.window = Window()
+        return self.save_active(metrics)
 
     def rollback(self, version: str) -> str | None:
         """Manual rollback: make saved `version` active and the live model; return the

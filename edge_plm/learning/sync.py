@@ -22,10 +22,10 @@ class StoreSync:
 
     def __init__(self, learner: Any) -> None:
         self.learner = learner
-        self.last_sync = learner._clock()
+        self.last_sync = learner.clock()
         self.sync_failed: str | None = None  # an active version that would not load
         self.forget_seq = learner.store.forget_seq()  # deletions seen (see `poll`)
-        self.last_forget_check = learner._clock()
+        self.last_forget_check = learner.clock()
 
     def poll(self) -> bool:
         """Cheap checks, rate-limited: another process made a version active (`sync`, every
@@ -33,7 +33,7 @@ class StoreSync:
         ``forget_check_s``) — those are taken out of the live model at once. True when the
         live model changed."""
         lr = self.learner
-        now = lr._clock()
+        now = lr.clock()
         before = (id(lr.model), lr.version)
         forgot = None
         if now - self.last_sync >= lr.cfg.sync_every_s:
@@ -48,7 +48,7 @@ class StoreSync:
         from. The labels of the pending window that it does not hold are learned again
         from the database (a row deleted meanwhile is skipped). True when it reloaded."""
         lr = self.learner
-        self.last_sync = lr._clock()
+        self.last_sync = lr.clock()
         active = lr.store.active_model_version()
         if active is None or active.version == lr.version or active.version == self.sync_failed:
             return False
@@ -59,12 +59,12 @@ class StoreSync:
                       "loaded (%s); keeping %s", active.version, exc, lr.version)
             self.sync_failed = active.version
             return False
-        pending = lr._window.learned + lr._window.relabelled
+        pending = lr.window.learned + lr.window.relabelled
         log.warning("model version %s was made active by another process; loading it "
                     "(live model was %s, %d labels pending)",
                     active.version, lr.version, len(pending))
-        lr._set_live(model, active.version)
-        lr._apply_difference()  # what it lacks (the pending labels among them) is learned
+        lr.set_live(model, active.version)
+        lr.apply_difference()  # what it lacks (the pending labels among them) is learned
         return True
 
     def check_forgotten(self) -> ForgetOutcome | None:
@@ -101,8 +101,8 @@ class StoreSync:
             forgotten.append(int(iid))
         lr.model.forget_examples(keys)  # one solve and refinement round for all of them
         gone = set(forgotten)
-        lr._window.learned = [i for i in lr._window.learned if i not in gone]
-        lr._window.relabelled = [i for i in lr._window.relabelled if i not in gone]
+        lr.window.learned = [i for i in lr.window.learned if i not in gone]
+        lr.window.relabelled = [i for i in lr.window.relabelled if i not in gone]
         return forgotten
 
     def forget_interactions(self, ids: list[int], rebuild: bool = False,
@@ -129,7 +129,7 @@ class StoreSync:
             name = lr.registry.write(model, keys, metrics, commit=commit)
             self.forget_seq = lr.store.forget_seq()
             held = [i for i in ids if i in lr.keys]
-            lr._set_live(model, name)
+            lr.set_live(model, name)
             files = forgetting.rewrite_kept(lr.store, lr.checkpoints_dir, set(ids), texts, {name})
             return ForgetOutcome(held, [i for i in ids if i not in set(held)], name, files)
         forgotten = self.forget_live(ids)
@@ -147,9 +147,9 @@ class StoreSync:
                                         {name} if name else set())
         if name is not None:
             lr.version = name
-            lr._good_keys = dict(lr.keys)
-            lr._good_preds = predict_rows(lr.model, lr.holdout_rows())
-            lr._window = Window()
+            lr.good_keys = dict(lr.keys)
+            lr.good_preds = predict_rows(lr.model, lr.holdout_rows())
+            lr.window = Window()
         return ForgetOutcome(forgotten, absent, name, files)
 
     def on_forget(self, ids: list[int]) -> ForgetOutcome:
@@ -163,7 +163,7 @@ class StoreSync:
         absent = [int(i) for i in ids if int(i) not in set(forgotten)]
         texts = forgetting.kept_texts(lr.store, exclude={int(i) for i in ids})
         lr.model.scrub(texts)
-        in_good = [i for i in forgotten if i in lr._good_keys]
+        in_good = [i for i in forgotten if i in lr.good_keys]
         if not in_good:
             return ForgetOutcome(forgotten, absent)
         good, good_keys = lr.registry.reload_good()
@@ -173,8 +173,8 @@ class StoreSync:
         metrics = {"gate": "forget", "forgotten": len(in_good), "interactions": [None, None],
                    "labels_in_window": 0}
         name = lr.registry.write(good, good_keys, metrics, status="active")
-        lr._good_keys = good_keys
-        lr._good_preds = predict_rows(good, lr.holdout_rows())
+        lr.good_keys = good_keys
+        lr.good_preds = predict_rows(good, lr.holdout_rows())
         log.info("model version %s active: %s without %d forgotten interaction(s)", name,
                  lr.version, len(in_good))
         lr.version = name

@@ -37,9 +37,9 @@ class VersionRegistry:
         (it may since have been moved or deleted). `open` loads it if no version loads."""
         lr = self.learner
         if lr.cfg.start and any(v.path for v in lr.store.model_versions()):
-            lr._start_deferred = True
+            lr.start_deferred = True
             return SwitchModel.empty(lr.cfg.config, seed=lr.cfg.seed)
-        return lr._fresh_model()
+        return lr.fresh_model()
 
     def start_up(self) -> None:
         """The active checkpoint, else the previous good one, else a rebuild (labels in the
@@ -67,7 +67,7 @@ class VersionRegistry:
                 log.warning("fell back to model version %s (%d labels learned); labels after "
                             "it are in the database: `rebuild_from_store` re-learns them",
                             v.version, v.n_train)
-            lr._set_live(model, v.version)
+            lr.set_live(model, v.version)
             log.info("model version %s loaded (%d labels learned)", v.version, v.n_train)
             lr.reconcile()
             return
@@ -76,8 +76,8 @@ class VersionRegistry:
                         "labelled interactions in the database", lr.store.count(labeled=True))
             lr.rebuild_from_store()
         else:
-            if lr._start_deferred:  # versions exist but none loaded: the starting model
-                lr.model = lr._fresh_model()
+            if lr.start_deferred:  # versions exist but none loaded: the starting model
+                lr.model = lr.fresh_model()
             log.info("no model version yet: starting from %s",
                      lr.cfg.start or f"an empty {lr.cfg.config} model")
 
@@ -94,7 +94,7 @@ class VersionRegistry:
         with its future path until `write` has written the file."""
         lr = self.learner
         for _ in range(100):
-            name = lr._next_version_name()
+            name = self.next_name()
             path = str(lr.checkpoints_dir / f"{name}.npz") if row.get("path") else None
             try:
                 lr.store.add_model_version(name, **{**row, "path": path})
@@ -159,7 +159,7 @@ class VersionRegistry:
             except CheckpointError as exc:
                 log.error("active checkpoint %s unreadable (%s); starting from an empty "
                           "model (the database's labels are learned again)", active.path, exc)
-        return lr._fresh_model(), {}
+        return lr.fresh_model(), {}
 
     # --- rollbacks ----------------------------------------------------------------------
     def roll_back_candidate(self, metrics: dict[str, Any], cand: HoldoutScore,
@@ -175,9 +175,9 @@ class VersionRegistry:
                           metrics=metrics, n_train=lr.model.n_examples)
         # the candidate goes before the active version is loaded: two models at once
         # raised the resident high-water mark by a model's size, for good
-        lr.model, lr.keys = lr._fresh_model(), {}
+        lr.model, lr.keys = lr.fresh_model(), {}
         lr.model, lr.keys = self.reload_good()
-        lr._window = Window()
+        lr.window = Window()
         relearned = self._relearn_after_rollback(name, cand, base, window)
         log.warning("model candidate %s rolled back: %s; its labels were learned again "
                     "onto %s: %s is active", name, reason, parent, relearned)
@@ -188,7 +188,7 @@ class VersionRegistry:
                                 window: Window) -> str:
         """After a rollback: the labels back onto the last good model (see `new_version`)."""
         lr = self.learner
-        diff = lr._apply_difference()
+        diff = lr.apply_difference()
         lr.model.regather_all()  # exact sums: re-solving the explicit layer is enough
         after = lr.score(lr.model)
         metrics = {"gate": "relearned", "rolled_back_candidate": rolled,
@@ -198,7 +198,7 @@ class VersionRegistry:
                    "labels_in_window": len(diff.missing) + len(diff.changed),
                    "interactions": [window.first_id, window.last_id],
                    "holdout_classes": after.per_class}
-        return lr._save_active(metrics)
+        return lr.save_active(metrics)
 
     def rollback(self, version: str) -> str | None:
         """Manual rollback: make saved `version` active and the live model; return the
@@ -209,7 +209,7 @@ class VersionRegistry:
             raise LookupError(f"no model version {version!r}")
         model = self.load(matches[0])  # CheckpointError propagates: nothing changed
         replaced = lr.store.activate_model_version(version)
-        lr._set_live(model, version)
+        lr.set_live(model, version)
         log.warning("manual rollback: model version %s is active (was %s)", version, replaced or "none")
         return replaced
 
@@ -220,7 +220,7 @@ class VersionRegistry:
         (`learning_state.should_learn`), unlabelled transcripts observed, rows in `exclude`
         left out. Returns (model, interaction keys, labels learned)."""
         lr = self.learner
-        model = lr._fresh_model()
+        model = lr.fresh_model()
         keys: dict[int, int] = {}
         learned = 0
         rows = list(lr.store.interactions(oldest_first=True))
@@ -257,12 +257,12 @@ class VersionRegistry:
         lr = self.learner
         model, keys, learned = self.rebuilt_model()
         lr.model, lr.keys = model, keys
-        lr._window = Window()
+        lr.window = Window()
         cand = lr.score(model)
         metrics = {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
                    "gate": "rebuild", "labels_in_window": learned,
                    "skipped_rolled_back": 0, "interactions": [None, None]}
-        name = lr._save_active(metrics)
+        name = lr.save_active(metrics)
         log.info("model rebuilt from the database as %s: %d labels learned", name, learned)
         return name
 

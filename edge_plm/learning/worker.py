@@ -11,6 +11,13 @@ Two modes. Asynchronous (`edge-plm run`): prediction never waits for learning; t
 is a copy (`clone_model`), swapped in one reference assignment, so it is never half-updated.
 Synchronous (replays, `edge-plm eval`, tests): every call runs at once on the caller's thread
 and prediction reads the live model itself, so results are exactly reproducible.
+
+The hand-off: an utterance reads the snapshot once (`predict_all`: the predictions and the
+version stored with them come from the same `Snapshot`); a published model is only read
+(`SwitchModel.predict` changes nothing in it; several devices' name queries still fill caches,
+so their prediction holds the snapshot's own lock); `call` returns once the snapshot after its
+task is published, or raises `WorkerTimeout`; `submit` and `close` check and change
+``closed`` under one lock, so nothing is queued after the worker's last item.
 """
 
 from __future__ import annotations
@@ -20,17 +27,24 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from edge_plm.errors import EdgePlmError
 from edge_plm.learning import devices as device_learning
 from edge_plm.learning.learner import Learner, LabelOutcome
+from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
 
 log = logging.getLogger(__name__)
 
 Task = Callable[[Learner], Any]
 ErrorHandler = Callable[[str, BaseException], None]
+CALL_TIMEOUT_S = 600.0  # a `call` waits at most this long (a rebuild of a big store: minutes)
+
+
+class WorkerTimeout(EdgePlmError, TimeoutError):
+    """A `LearnerWorker.call` did not finish (and publish its snapshot) in time."""
 
 
 def clone_model(model: SwitchModel) -> SwitchModel:
@@ -43,9 +57,30 @@ def clone_model(model: SwitchModel) -> SwitchModel:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A model as the worker published it, with the version it descends from."""
+    """A model as the worker published it, with the version it descends from. Predictions
+    only read ``model``; ``lock`` serialises the several-devices path (its name queries fill
+    caches in the model)."""
 
     model: SwitchModel
+    version: str | None
+    lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def predict_devices(self, text: str, devices: list[DeviceName], prior_strength: float,
+                        evidence_prior: float) -> dict[str, SwitchPrediction]:
+        """Each device's prediction (`SwitchModel.predict_devices`; one device: `predict`)."""
+        if len(devices) == 1:
+            return {devices[0].name: self.model.predict(text, prior_strength=prior_strength,
+                                                        evidence_prior=evidence_prior)}
+        with self.lock:
+            return self.model.predict_devices(text, devices, prior_strength=prior_strength,
+                                              evidence_prior=evidence_prior)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """One utterance's predictions, by device, and the version of the model that made them."""
+
+    devices: dict[str, SwitchPrediction]
     version: str | None
 
 
@@ -69,16 +104,20 @@ class LearnerWorker:
 
     def __init__(self, learner: Learner, synchronous: bool = True,
                  on_error: ErrorHandler | None = None, idle_poll_s: float = 0.25,
-                 clone: Callable[[SwitchModel], SwitchModel] = clone_model) -> None:
+                 clone: Callable[[SwitchModel], SwitchModel] = clone_model,
+                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         self.learner = learner
         self.synchronous = synchronous
         self.on_error = on_error
         self.idle_poll_s = idle_poll_s
+        self.call_timeout_s = call_timeout_s
         self._clone = clone
         self._lock = threading.RLock()  # one learner call at a time
         self._queue: queue.Queue = queue.Queue()
         self._dirty = False  # the live model changed since the last snapshot
-        self._closed = False
+        self._gate = threading.Lock()  # guards _closing/_closed and every put (`_put`)
+        self._closing = False  # `close` began
+        self._closed = False  # nothing more is queued
         self.published = 0  # snapshots published (after the first)
         self._snapshot = Snapshot(learner.model, learner.version)
         self._thread: threading.Thread | None = None
@@ -89,9 +128,21 @@ class LearnerWorker:
             self._thread.start()
 
     # --- the utterance path ---------------------------------------------------------------
+    def predict_all(self, text: str) -> Predicted:
+        """Each configured device's prediction and the version it came from, from one read of
+        the snapshot (synchronous: of the live model, after the learner's rate-limited poll,
+        exactly as `Learner.predict`)."""
+        if self.synchronous:  # the lock held: the version is the one of the model that predicted
+            with self._lock:
+                preds = device_learning.predict_devices(self.learner, text)
+                return Predicted(preds, self.learner.version)
+        cfg = self.learner.cfg
+        snap = self._snapshot  # one read: the predictions and the version from one object
+        return Predicted(snap.predict_devices(text, self.learner.devices, cfg.prior_strength,
+                                              cfg.evidence_prior), snap.version)
+
     def predict(self, text: str) -> SwitchPrediction:
-        """The prediction of the latest snapshot (synchronous: of the live model, after the
-        learner's rate-limited poll, exactly as `Learner.predict`)."""
+        """The prediction of the latest snapshot for the first device (one device: the only)."""
         if self.synchronous:
             with self._lock:
                 return self.learner.predict(text)
@@ -100,18 +151,8 @@ class LearnerWorker:
                                             evidence_prior=cfg.evidence_prior)
 
     def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
-        """Each configured device's prediction (`device_learning.predict_devices`), from the
-        same model as `predict` (one device: `predict` itself)."""
-        devices = self.learner.devices
-        if len(devices) == 1:
-            return {devices[0].name: self.predict(text)}
-        if self.synchronous:
-            with self._lock:
-                return device_learning.predict_devices(self.learner, text)
-        cfg = self.learner.cfg
-        return self._snapshot.model.predict_devices(text, devices,
-                                                    prior_strength=cfg.prior_strength,
-                                                    evidence_prior=cfg.evidence_prior)
+        """Each configured device's prediction (`predict_all` without the version)."""
+        return self.predict_all(text).devices
 
     @property
     def snapshot(self) -> Snapshot:
@@ -149,21 +190,30 @@ class LearnerWorker:
 
     def submit(self, task: Task, what: str = "learner task") -> None:
         """Run ``task(learner)``: at once (synchronous; its exceptions propagate) or queued
-        for the worker, in order."""
+        for the worker, in order (RuntimeError once the worker is closed)."""
         if self.synchronous:
             with self._lock:
                 task(self.learner)
             return
-        if self._closed:
+        if not self._put(task, what):
             raise RuntimeError("the learner worker is closed")
-        self._queue.put((task, what))
 
-    def call(self, task: Task) -> Any:
+    def _put(self, task: Any, what: str, done: threading.Event | None = None,
+             last: bool = False) -> bool:
+        """Queue an item unless the worker is closed (checked and queued under one lock, so
+        nothing goes in after the stop item; ``last``: the stop item, which closes it)."""
+        with self._gate:
+            if self._closed:
+                return False
+            self._closed = last
+            self._queue.put((task, what, done))
+            return True
+
+    def call(self, task: Task, timeout: float | None = None) -> Any:
         """Run ``task(learner)`` after everything queued before it and return its result
-        (its exception is raised here)."""
-        if self.synchronous or self._thread is None or not self._thread.is_alive():
-            with self._lock:
-                return self._changed(task(self.learner))
+        (its exception is raised here) once the snapshot after it is published. Waits at
+        most ``timeout`` seconds (default ``call_timeout_s``), then raises `WorkerTimeout`
+        (the task may still run later)."""
         done = threading.Event()
         box: dict[str, Any] = {}
 
@@ -172,11 +222,15 @@ class LearnerWorker:
                 box["value"] = task(lr)
             except BaseException as exc:  # handed to the caller below
                 box["error"] = exc
-            finally:
-                done.set()
 
-        self._queue.put((run, "call"))
-        done.wait()
+        alive = not self.synchronous and self._thread is not None and self._thread.is_alive()
+        if not (alive and self._put(run, "call", done)):
+            with self._lock:
+                return self._changed(task(self.learner))
+        wait = self.call_timeout_s if timeout is None else timeout
+        if not done.wait(wait):
+            raise WorkerTimeout(f"the learner worker did not finish a call within {wait:g} s "
+                                "(it may be stuck on a long task; the call still runs later)")
         if "error" in box:
             raise box["error"]
         return box["value"]
@@ -190,15 +244,18 @@ class LearnerWorker:
         """Drain the queue, save the labels learned since the last version
         (`Learner.checkpoint_pending`) and stop the thread. Idempotent; the service's stop
         path calls it (through `Controller.stop`)."""
-        if self._closed:
-            return
+        with self._gate:
+            if self._closing or self._closed:
+                return
+            self._closing = True
         try:
             self.call(lambda lr: lr.checkpoint_pending())
         finally:
-            self._closed = True
             if self._thread is not None:
-                self._queue.put((_Stop, "stop"))
+                self._put(_Stop, "stop", last=True)
                 self._thread.join()
+            with self._gate:
+                self._closed = True
 
     # --- the worker thread ----------------------------------------------------------------
     def _changed(self, result: Any) -> Any:
@@ -210,7 +267,7 @@ class LearnerWorker:
     def _work(self) -> None:
         while True:
             try:
-                task, what = self._queue.get(timeout=self.idle_poll_s)
+                task, what, done = self._queue.get(timeout=self.idle_poll_s)
             except queue.Empty:
                 self._run(lambda lr: lr.poll() and self._mark(), "store poll")
                 self._publish()
@@ -221,9 +278,11 @@ class LearnerWorker:
                 self._run(task, what)
                 self._dirty = True
                 self._run(lambda lr: lr.poll() and self._mark(), "store poll")
-                if self._queue.empty():
+                if done is not None or self._queue.empty():  # a `call` returns after this
                     self._publish()
             finally:
+                if done is not None:
+                    done.set()
                 self._queue.task_done()
 
     def _mark(self) -> None:
@@ -257,4 +316,4 @@ class LearnerWorker:
         self.published += 1
 
 
-__all__ = ["LearnerWorker", "Snapshot", "clone_model"]
+__all__ = ["LearnerWorker", "Predicted", "Snapshot", "WorkerTimeout", "clone_model"]

@@ -232,14 +232,15 @@ class Controller:
         self.names = device_outcomes.attach(settings, devices, learner)  # the devices, in order
         self.policies = DevicePolicies(settings.policy, self.names)
         self.talkback = talkback  # None: talk-back off (edge_plm.voice.talkback)
-        self._clock = clock
-        self._wall = wall
+        self.clock = clock  # the loop's clock (policy windows, the switch, talk-back)
+        self.wall = wall  # wall-clock time stored with rows and labels
         self._lock = threading.RLock()
         self._open_texts: dict[int, str] = {}
         self._pending_manual: dict[str, bool] = {}  # flips the rate limit delayed, by device
-        self._deferred: list[DeviceResolution] = []  # resolved before an input's relay step
+        # resolved before an input's relay step, labelled after it (a spoken answer adds to it)
+        self.deferred: list[DeviceResolution] = []
         self._stopped = False
-        self._stop: threading.Event | StopFlag = threading.Event()  # the stop flag of `run`
+        self.stop_flag: threading.Event | StopFlag = threading.Event()  # `run`'s stop flag
         self.storage_failures = 0  # interactions or labels that could not be stored
         self.last_storage_error: str | None = None
         self.handled = 0  # inputs handled (stored or not)
@@ -260,22 +261,22 @@ class Controller:
             watch = Stopwatch()
             self.handled += 1
             # flips and expired windows reach the policy now; their labels after the relay
-            self._deferred = self._switch_and_time()
+            self.deferred = self._switch_and_time()
             try:
                 watch.record("audio", float(item.audio_ms))
                 if isinstance(item, InputFailure):
                     log.error("input failed (%s): %s", item.source, item.error)
-                    return self._error_row(_Rejected(item.error), watch)
+                    return error_row(self, _Rejected(item.error), watch)
                 return told(self.watchers, self._handle_utterance(item, watch))
             except Exception as exc:
                 if storage_failure(exc):  # disk full, I/O error, read-only: say so, do nothing
-                    self._storage_failed("interaction", exc)
+                    self.storage_failed("interaction", exc)
                     return Outcome(None, "", None, None, None, None, f"not stored: {exc}",
                                    Latency(), stored=False)
                 # a bug or a failing component: record it, keep running
                 log.exception("interaction failed unexpectedly")
                 watch.ms.clear()  # the stages may not have finished: only the total is known
-                return self._error_row(
+                return error_row(self,
                     _Rejected(f"internal error: {type(exc).__name__}: {exc}"), watch)
             finally:
                 self._resolve_all(self._take_deferred())  # when no relay step took them
@@ -283,7 +284,7 @@ class Controller:
 
     def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
         """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
-        if self.talkback is not None and self.talkback.is_echo(utt, self._clock()):
+        if self.talkback is not None and self.talkback.is_echo(utt, self.clock()):
             return own_voice(self, utt, watch)
         try:
             asr = self._listen(utt)
@@ -293,13 +294,14 @@ class Controller:
         except _Rejected as rejected:
             if utt.stream is not None:
                 utt.stream.cancel()
-            return self._error_row(rejected, watch, utt)
+            return error_row(self, rejected, watch, utt)
         if self.talkback is not None and (answered := spoken_answer(self, text, utt, watch)):
             return answered
         with watch.stage("model"):
-            preds = self.worker.predict_devices(text)
+            predicted = self.worker.predict_all(text)  # one snapshot: predictions and version
+        preds = predicted.devices
         lead = device_outcomes.lead_device(preds)
-        iid = self._record_prediction(text, transcript, preds[lead], watch)
+        iid = self._record_prediction(text, transcript, preds[lead], predicted.version, watch)
         device_outcomes.record_predictions(self.store, iid, preds)
         steps, now = self._decide(iid, text, preds)
         with watch.stage("actuator"):
@@ -327,19 +329,20 @@ class Controller:
         return self.asr
 
     def _record_prediction(self, text: str, tr: Transcript, pred: SwitchPrediction,
-                           watch: Stopwatch) -> int:
-        """The interaction's row, stored before the policy runs (an unstored one is not acted on)."""
+                           version: str | None, watch: Stopwatch) -> int:
+        """The interaction's row, stored before the policy runs (an unstored one is not acted
+        on); ``version``: the model version `pred` came from."""
         return self.store.add_interaction(
-            ts=self._wall(), transcript=text, asr_backend=tr.backend,
+            ts=self.wall(), transcript=text, asr_backend=tr.backend,
             asr_confidence=tr.confidence, prediction=pred.action,
             confidence=_clamp(pred.confidence), distribution=pred.distribution,
-            model_version=self.worker.version, latency_audio_ms=watch.ms["audio"],
+            model_version=version, latency_audio_ms=watch.ms["audio"],
             latency_asr_ms=watch.ms["asr"], latency_model_ms=watch.ms["model"])
 
     def _decide(self, iid: int, text: str, preds: dict[str, SwitchPrediction]) -> tuple[Steps, float]:
         """Each device's policy step for this utterance (closing the previous interaction: its
         ask light goes out now, its labels are stored and learned after the relay), and when."""
-        now = self._clock()
+        now = self.clock()
         junk = too_little_content(text, min_letters=self.settings.policy.min_content_letters)
         predictions = device_outcomes.policy_predictions(preds, junk)
         relays = {n: self.devices.relays[n].is_on for n in self.names}
@@ -352,7 +355,7 @@ class Controller:
         """Drive the relays and/or ask (and say so, with talk-back); returns the states driven,
         by device (refused: left out; nothing is driven after a stop)."""
         driven = device_outcomes.drive_and_ask(self.devices, self.policies, iid, steps, now,
-                                               stopping=self._stop.is_set())
+                                               stopping=self.stop_flag.is_set())
         if self.talkback is not None:
             speak(self, steps, driven, now)
         return driven
@@ -378,12 +381,7 @@ class Controller:
         return Outcome(iid, text, decision, pred.action, confidence, action, None, latency,
                        devices=device_outcomes.results(preds, steps, driven) if several else None)
 
-    def _error_row(self, rejected: _Rejected, watch: Stopwatch,
-                   utt: Utterance | None = None) -> Outcome:
-        """An input without a usable transcript: stored with its error (`error_row`)."""
-        return error_row(self, rejected, watch, utt)
-
-    def _storage_failed(self, what: str, exc: Exception) -> None:
+    def storage_failed(self, what: str, exc: Exception) -> None:
         """One ERROR line (no traceback: nothing is wrong with the code), counted."""
         self.storage_failures += 1
         self.last_storage_error = f"{what} not stored: {exc}"
@@ -405,7 +403,7 @@ class Controller:
         policies; returns what that resolved (to label with `_resolve_all`)."""
         if self._stopped:
             return []
-        now = self._clock()
+        now = self.clock()
         resolved: list[DeviceResolution] = []
         several = len(self.names) > 1
         for name in self.names:
@@ -422,7 +420,7 @@ class Controller:
         return resolved
 
     def _take_deferred(self) -> list[DeviceResolution]:
-        out, self._deferred = self._deferred, []
+        out, self.deferred = self.deferred, []
         return out
 
     def _light_out(self, resolutions: list[DeviceResolution]) -> None:
@@ -442,15 +440,16 @@ class Controller:
     def _resolve_all(self, resolutions: list[DeviceResolution]) -> None:
         """Label (the database, then the learner) or observe each resolved interaction: each
         device's label as its window closes, the utterance's when every device's has."""
-        for res in device_outcomes.record_labels(self, resolutions):
+        for res in device_outcomes.record_labels(self.store, self.policies, resolutions,
+                                                 self.label_time, self.storage_failed):
             try:
                 self._resolve(res)
             except StorageError as exc:  # the label was not stored, so not learned either
-                self._storage_failed(f"label of interaction {res.key}", exc)
+                self.storage_failed(f"label of interaction {res.key}", exc)
             except Exception as exc:  # one failing label must not stop the loop
                 if storage_failure(exc):
                     # the label is in the database; the model version it led to is not on disk
-                    self._storage_failed(f"model checkpoint after the label of interaction "
+                    self.storage_failed(f"model checkpoint after the label of interaction "
                                          f"{res.key}", exc)
                     continue
                 log.exception("could not apply the resolution of interaction %s", res.key)
@@ -465,16 +464,20 @@ class Controller:
         if r.label is None or r.source is None:
             self.worker.observe(text)
             return
-        label_ts = self._wall() - (self._clock() - r.ts)
+        label_ts = self.label_time(r.ts)
         # the database first (the source of truth), then the learner (maybe on its thread)
         self.store.set_label(r.key, r.label.value, r.source.value, ts=label_ts)
         device_labels = r.device_labels if len(self.names) > 1 else None
         self.worker.label(int(r.key), text, r.label.value, r.source.value, device_labels=device_labels)
 
+    def label_time(self, ts: float) -> float:
+        """The wall-clock time of loop-clock time ``ts`` (when a label was given)."""
+        return self.wall() - (self.clock() - ts)
+
     def _learning_failed(self, what: str, exc: BaseException) -> None:
         """A learner task failed on the worker thread (asynchronous worker)."""
         if storage_failure(exc):  # the label is in the database; the checkpoint is not on disk
-            self._storage_failed(f"model checkpoint after the {what}", exc)
+            self.storage_failed(f"model checkpoint after the {what}", exc)
         else:
             log.error("learning failed (%s): %s: %s", what, type(exc).__name__, exc,
                       exc_info=exc)
@@ -493,7 +496,7 @@ class Controller:
                 return
             try:
                 self.pump()
-                closed = self.policies.close(self._clock())
+                closed = self.policies.close(self.clock())
                 self._light_out(closed)
                 self._resolve_all(closed)
                 try:  # the queue drained; labels learned since the last version saved now
@@ -544,7 +547,7 @@ def error_row(controller: Controller, rejected: _Rejected, watch: Stopwatch,
     error = rejected.error
     iid: int | None = None
     try:
-        iid = controller.store.add_interaction(ts=controller._wall(), transcript="",
+        iid = controller.store.add_interaction(ts=controller.wall(), transcript="",
                                          asr_backend=rejected.asr_backend, error=error,
                                          model_version=controller.worker.version,
                                          **latency.columns())
@@ -553,7 +556,7 @@ def error_row(controller: Controller, rejected: _Rejected, watch: Stopwatch,
             if path:
                 controller.store.update_interaction(iid, audio_path=path)
     except StorageError as exc:
-        controller._storage_failed("failed interaction", exc)
+        controller.storage_failed("failed interaction", exc)
         return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
     except Exception:
         log.exception("could not store the failed interaction (%s)", error)
@@ -602,13 +605,13 @@ def spoken_answer(controller: Controller, text: str, utt: Utterance,
             return None
         log.info("#%s: not understood as an answer; the ask stays open", o.key)
         return Outcome(o.key, text, None, None, None, None, "unclear answer", watch.stop())
-    now = controller._clock()
-    controller._deferred += controller.policies.on_answer(name, yes, now)
+    now = controller.clock()
+    controller.deferred += controller.policies.on_answer(name, yes, now)
     driven = None
     if controller.devices.led.asking:
         controller.devices.done(name if several else None)
     with watch.stage("actuator"):
-        if yes and not controller._stop.is_set():
+        if yes and not controller.stop_flag.is_set():
             if controller.devices.drive(o.prediction.action.value, name, now=now):
                 driven = o.prediction.action
             else:
@@ -632,7 +635,7 @@ def run_loop(controller: Controller, source: Iterable[Item], stop: threading.Eve
     a loop stuck in `handle` (which holds the lock `pump` needs) stops calling it.
     """
     stop = stop if stop is not None else threading.Event()
-    controller._stop = stop
+    controller.stop_flag = stop
     done = threading.Event()
 
     def pumper() -> None:

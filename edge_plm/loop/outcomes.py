@@ -12,9 +12,9 @@ decided on and asks about the devices in doubt; `light_out` puts the ask signals
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from edge_plm.learning.devices import device_names, set_devices
 from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Resolved, Steps
@@ -141,21 +141,23 @@ def record_label(store: ReplayStore, dr: DeviceResolution, ts: float, n_devices:
     store.set_device_label(int(r.key), dr.device, r.label.value, r.source.value, ts=ts)
 
 
-def record_labels(controller: Any, resolutions: list[DeviceResolution]) -> list[Resolved]:
+def record_labels(store: ReplayStore, policies: DevicePolicies, resolutions: list[DeviceResolution],
+                  label_time: Callable[[float], float],
+                  storage_failed: Callable[[str, Exception], None]) -> list[Resolved]:
     """Each device's label as its window closes (several devices; a device label that cannot
-    be stored is counted as a storage failure, the utterance still resolves); returns the
-    utterances now resolved for every device (`DevicePolicies.completed`)."""
+    be stored is told to ``storage_failed``, the utterance still resolves); returns the
+    utterances now resolved for every device (`DevicePolicies.completed`). ``label_time``: the
+    wall-clock time of a resolution's loop-clock time."""
     done: list[Resolved] = []
     for dr in resolutions:
         r = dr.resolution
         try:
-            record_label(controller.store, dr, controller._wall() - (controller._clock() - r.ts),
-                         len(controller.names))
+            record_label(store, dr, label_time(r.ts), len(policies.names))
         except StorageError as exc:
-            controller._storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
+            storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
         except Exception:  # e.g. the row was deleted meanwhile
             log.exception("could not store the label of interaction %s for %r", r.key, dr.device)
-        done += controller.policies.completed([dr])
+        done += policies.completed([dr])
     return done
 
 

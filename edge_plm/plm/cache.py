@@ -69,6 +69,15 @@ class ColumnCache:
         self._stacked: np.ndarray | None = None  # the block as last returned
         self._stacked_query: list[int] = []
 
+    def current(self, E: np.ndarray, query, version: object = None) -> np.ndarray | None:
+        """The block C[:, query] as last returned by ``block`` if it is still the one for this
+        E, query and version, else None; changes nothing (a reader's check)."""
+        stacked = self._stacked
+        if (stacked is not None and version == self.version and E.shape[0] == self.rows
+                and [int(q) for q in query] == self._stacked_query):
+            return stacked
+        return None
+
     def block(self, E: np.ndarray, query, version: object = None) -> np.ndarray:
         """C[:, query] for the current E (V x len(query))."""
         query = [int(q) for q in query]
@@ -94,9 +103,9 @@ class ColumnCache:
         self.rebuild_seconds += time.perf_counter() - t0
         if not query:
             return np.zeros((E.shape[0], 0))
-        self._stacked = np.stack([self.columns[q] for q in query], axis=1)
-        self._stacked_query = query
-        return self._stacked
+        stacked = np.stack([self.columns[q] for q in query], axis=1)
+        self._stacked, self._stacked_query = stacked, query
+        return stacked
 
     def verify(self, E: np.ndarray) -> None:
         """Raise ValueError if a cached column differs from E E^T (a stale cache)."""

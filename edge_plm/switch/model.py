@@ -159,8 +159,10 @@ class SwitchModel:
         ``prior_strength`` a > 0 adds a x log(class frequencies + 1) to the network's logits
         before the calibration's features are taken (off by default: the calibration is fitted
         on the household's own held-out rows, which carry its class mix). ``evidence_prior``
-        k > 0 weighs the distribution by the n labels behind it, p' = (n p + k/3) / (n + k)
-        (off by default: the calibration's prior does this job)."""
+        k > 0 then weighs the distribution (calibrated, or remembered) by the n labels the model
+        holds, p' = (n p + k/3) / (n + k): after the calibration, so the confidence the policy
+        sees is p', not the calibrated p. Off here by default; the loop passes ``model.evidence_prior``
+        (3.0 by default: it matters only while few labels exist)."""
         if evidence_prior < 0:
             raise ValueError(f"evidence_prior must be >= 0, got {evidence_prior}")
         remembered = self.remembered(transcript)
@@ -195,8 +197,7 @@ class SwitchModel:
     @property
     def class_counts(self) -> np.ndarray:
         """Labelled examples per action, of both parts."""
-        cc = self.net.class_counts
-        return cc if self.start is None else cc + self.start.class_counts
+        return self.net.class_counts + (0.0 if self.start is None else self.start.class_counts)
 
     def calibrated(self, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
         """(top action, calibrated distribution) of the network's logits (``confidence.py``)."""

@@ -100,7 +100,9 @@ class NameQuery:
     def register(self, devices: Sequence) -> list[int]:
         """Give every name/alias word of ``devices`` a code (append-only); their ids (-1: the
         vocabulary is full)."""
-        return [self.words.add(w) for d in devices for p in d.phrases() for w in p]
+        ids = [self.words.add(w) for d in devices for p in d.phrases() for w in p]
+        self.words.refresh()  # a no-op unless a name was new
+        return ids
 
     def code_match(self, heard: Sequence[str], name_words: Sequence[str]) -> np.ndarray:
         """(len(heard) x len(name_words)) normalised code comparisons, read from the cache."""

@@ -11,6 +11,10 @@ is exactly 1 for the word itself and 0 for every other word; the remaining words
 ``bits - query_words`` bits, sparsest codes first. The comparisons are read from the block
 C[:, query] of C = E E^T (``plm.cache.ColumnCache``), extended as the vocabulary grows.
 
+The codes and the cached block grow when the vocabulary does (``add``, ``ids`` with
+``grow``: learning and observing), never when a prediction reads them, so a published model is
+only read by its predictions.
+
 ``scrub`` (after a `forget`) tombstones the words no remaining text uses: the id and its code
 stay, the string goes (``None`` in the stored list); the word heard again gets a fresh id.
 
@@ -53,6 +57,8 @@ class WordVocab:
                 self.words.append(None)
             else:
                 self.add(w)
+        self._grow_codes()
+        self.refresh()
 
     def __len__(self) -> int:
         return len(self.words)
@@ -66,6 +72,7 @@ class WordVocab:
             return -1
         self.index[word] = len(self.words)
         self.words.append(word)
+        self._grow_codes()
         return len(self.words) - 1
 
     def register(self, texts: Iterable[str]) -> None:
@@ -80,20 +87,35 @@ class WordVocab:
                 first.setdefault(w, len(first))
         for w in sorted(counts, key=lambda w: (-counts[w], first[w])):
             self.add(w)
+        self.refresh()
 
     def ids(self, text: str, grow: bool) -> list[int]:
-        """The word ids of ``text`` in reading order (-1: unknown, or heard after the cap)."""
+        """The word ids of ``text`` in reading order (-1: unknown, or heard after the cap);
+        ``grow`` adds the new words (and extends the cached comparisons: ``refresh``)."""
         words = normalize(text).split()
-        return [self.add(w) if grow else self.index.get(w, -1) for w in words]
+        if not grow:
+            return [self.index.get(w, -1) for w in words]
+        n = len(self.words)
+        out = [self.add(w) for w in words]
+        if len(self.words) != n:
+            self.refresh()
+        return out
 
     # -- codes and comparisons --------------------------------------------------------------
 
-    @property
-    def E(self) -> np.ndarray:
-        """The codes of every word (V x bits), extended when the vocabulary grew."""
+    def _grow_codes(self) -> None:
         if self._E.shape[0] < len(self.words):  # codes for a block of future ids at once
             room = min(self.cap, max(2 * self._E.shape[0], len(self.words), 256))
             self._E = exclusive_bit_cipher(room, self.bits, self.query_words)
+
+    def refresh(self) -> None:
+        """Extend the cached block C[:, query] to the vocabulary (when it grows, so that
+        predictions find it current and change nothing)."""
+        self.cache.block(self.E, self.query_ids(), self.code_version)
+
+    @property
+    def E(self) -> np.ndarray:
+        """The codes of every word (V x bits; extended by ``add``, only read here)."""
         return self._E[: len(self.words)]
 
     @property
@@ -105,8 +127,15 @@ class WordVocab:
         return np.arange(min(self.query_words, len(self.words)), dtype=np.int64)
 
     def query_comparisons(self) -> np.ndarray:
-        """C[:, query] (V x |query|), read from the cache."""
-        return self.cache.block(self.E, self.query_ids(), self.code_version)
+        """C[:, query] (V x |query|), read from the cache; computed without storing it when
+        the vocabulary grew without a ``refresh`` (a device's name registered by a prediction)."""
+        E, query = self.E, self.query_ids()
+        block = self.cache.current(E, query, self.code_version)
+        if block is not None:
+            return block
+        if not len(query):
+            return np.zeros((E.shape[0], 0))
+        return np.stack([E @ E[q] for q in query.tolist()], axis=1)
 
     def comparisons(self, word_ids: np.ndarray, query_weights: np.ndarray) -> np.ndarray:
         """c_k = e_{w_k} . q with the query q = sum_r query_weights[r] e_r over the query words:

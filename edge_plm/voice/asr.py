@@ -36,12 +36,12 @@ log = logging.getLogger(__name__)
 
 
 class AsrBackend:
-    """Base class: subclasses implement `_decode` and hold a `_lock`; `name` identifies them in
-    logs and the DB."""
+    """Base class: subclasses implement `_decode` and hold a `lock` (one decode at a time; a
+    streaming session takes it too); `name` identifies them in logs and the DB."""
 
     name = "base"
     streams = True  # decodes while the audio arrives (session())
-    _lock: threading.Lock  # one decode at a time per backend
+    lock: threading.Lock  # one decode at a time per backend
 
     def session(self):
         """A streaming session for one utterance (edge_plm.voice.stream)."""
@@ -63,7 +63,7 @@ class AsrBackend:
         samples = check_samples(samples)
         text, confidence = "", None
         if not no_speech(samples):
-            with self._lock:
+            with self.lock:
                 text, confidence = self._decode(samples)
         return Transcript(text=text, backend=self.name,
                           decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=confidence)
@@ -111,15 +111,15 @@ class PocketSphinxASR(AsrBackend):
             raise AsrError(f"pocketsphinx is not installed ({exc})") from exc
         t0 = time.perf_counter()
         try:
-            self._decoder = Decoder(logfn=os.devnull, samprate=TARGET_RATE, **decoder_options)
+            self.decoder = Decoder(logfn=os.devnull, samprate=TARGET_RATE, **decoder_options)
         except (RuntimeError, ValueError, OSError) as exc:
             raise AsrError(f"pocketsphinx could not load its model: {exc}") from exc
         self.adapt_cmn = adapt_cmn
-        self._initial_cmn = self._decoder.get_cmn(False)
-        self._lock = threading.Lock()
-        self._session = None
+        self._initial_cmn = self.decoder.get_cmn(False)
+        self.lock = threading.Lock()
+        self.current_session = None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
-        log.info("pocketsphinx loaded (%s) in %.0f ms", self._decoder.config["hmm"], self.load_ms)
+        log.info("pocketsphinx loaded (%s) in %.0f ms", self.decoder.config["hmm"], self.load_ms)
 
     def session(self):
         return PocketSphinxSession(self)
@@ -127,12 +127,12 @@ class PocketSphinxASR(AsrBackend):
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
         try:
             if not self.adapt_cmn:
-                self._decoder.set_cmn(self._initial_cmn)
-            self._decoder.start_utt()
-            self._decoder.process_raw(samples.astype("<i2").tobytes(), no_search=False, full_utt=True)
-            self._decoder.end_utt()
-            hyp = self._decoder.hyp()
-            prob = self._decoder.get_prob() if hyp is not None else None
+                self.decoder.set_cmn(self._initial_cmn)
+            self.decoder.start_utt()
+            self.decoder.process_raw(samples.astype("<i2").tobytes(), no_search=False, full_utt=True)
+            self.decoder.end_utt()
+            hyp = self.decoder.hyp()
+            prob = self.decoder.get_prob() if hyp is not None else None
         except RuntimeError as exc:
             raise AsrError(f"pocketsphinx failed to decode {len(samples)} samples: {exc}") from exc
         if hyp is None:
@@ -171,14 +171,14 @@ class VoskASR(AsrBackend):
         self.model_dir = model_dir
         self.grammar = list(grammar) if grammar else None
         self._vosk = vosk
-        self._recognizer = self._make_recognizer()
-        self._lock = threading.Lock()
-        self._session = None
+        self.recognizer = self.make_recognizer()
+        self.lock = threading.Lock()
+        self.current_session = None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("vosk model %s loaded in %.0f ms%s", model_dir, self.load_ms,
                  f" (grammar of {len(self.grammar)} phrases)" if self.grammar else "")
 
-    def _make_recognizer(self):
+    def make_recognizer(self):
         try:
             if self.grammar:
                 rec = self._vosk.KaldiRecognizer(self._model, float(TARGET_RATE), json.dumps(self.grammar))
@@ -194,10 +194,10 @@ class VoskASR(AsrBackend):
 
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:
         try:
-            self._recognizer.AcceptWaveform(samples.astype("<i2").tobytes())
-            result = json.loads(self._recognizer.FinalResult())  # also resets the recogniser
+            self.recognizer.AcceptWaveform(samples.astype("<i2").tobytes())
+            result = json.loads(self.recognizer.FinalResult())  # also resets the recogniser
         except Exception as exc:
-            self._recognizer = self._make_recognizer()  # do not reuse a recogniser in a bad state
+            self.recognizer = self.make_recognizer()  # do not reuse a recogniser in a bad state
             raise AsrError(f"vosk failed to decode {len(samples)} samples: {exc}") from exc
         words = [w for w in result.get("result", []) if not is_marker(w.get("word", ""))]
         if words:

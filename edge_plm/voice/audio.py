@@ -240,6 +240,7 @@ class MicrophoneSource:
             self.open()
         sd = self._sd
         if self.endpointer is None:
+            # the settings' defaults (Endpointer's own are the same)
             endpointer = Endpointer(sample_rate=self.capture_rate, block_ms=self.block_ms)
         else:
             endpointer = self.endpointer.with_rate(self.capture_rate)

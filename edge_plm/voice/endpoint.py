@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_plm.voice.pcm import AudioError, clipped_fraction
+from edge_plm.config.settings import AudioConfig
 from edge_plm.voice.vad import FLOOR_DB, block_dbfs, make_vad
 
 log = logging.getLogger(__name__)
@@ -81,25 +82,30 @@ class TrimResult:
     truncated: bool  # cut at max_utterance_ms
 
 
+_AUDIO = AudioConfig()  # the built-in defaults of `[audio]`
+
+
 @dataclass
 class Endpointer:
     """Streaming energy endpointer. `feed(block)` returns the utterances that finished.
 
-    Parameters mirror `AudioConfig` (see `from_config`); `pre_roll_ms`/`post_roll_ms` keep a
-    little audio around the detected speech so consonants at the edges are not lost.
+    Parameters mirror `AudioConfig` (see `from_config`), and so do their defaults (one set of
+    defaults: the settings'); `pre_roll_ms`/`post_roll_ms` keep a little audio around the
+    detected speech so consonants at the edges are not lost.
     """
 
-    sample_rate: int = 16000
-    block_ms: int = 30
-    threshold_db: float = -40.0
-    silence_tail_ms: int = 600
-    min_utterance_ms: int = 200
-    max_utterance_ms: int = 8000
+    sample_rate: int = _AUDIO.sample_rate
+    block_ms: int = _AUDIO.block_ms
+    threshold_db: float = _AUDIO.energy_threshold_db
+    silence_tail_ms: int = _AUDIO.silence_tail_ms
+    min_utterance_ms: int = _AUDIO.min_utterance_ms
+    max_utterance_ms: int = _AUDIO.max_utterance_ms
     pre_roll_ms: int = 150
     post_roll_ms: int = 150
-    vad: str = "energy"  # energy | webrtc (edge_plm.voice.vad)
-    vad_aggressiveness: int = 2
-    floor_margin_db: float | None = None  # gate by the running noise floor (edge_plm.voice.vad)
+    vad: str = _AUDIO.vad  # energy | webrtc (edge_plm.voice.vad)
+    vad_aggressiveness: int = _AUDIO.vad_aggressiveness
+    # gate by the running noise floor (edge_plm.voice.vad; None: off)
+    floor_margin_db: float | None = _AUDIO.vad_floor_margin_db or None
 
     def __post_init__(self) -> None:
         if self.sample_rate <= 0 or self.block_ms <= 0:

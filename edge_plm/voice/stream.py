@@ -40,17 +40,17 @@ class AsrSession:
         self.stream_ms = 0.0
         self._sumsq = 0.0
         self._open = False  # the decoder has an utterance in progress
-        self._done = False
-        previous = getattr(backend, "_session", None)
-        if previous is not None and not previous._done:
+        self.done = False
+        previous = getattr(backend, "current_session", None)
+        if previous is not None and not previous.done:
             log.warning("%s: a new utterance started before the previous one was finished; "
                         "the previous one is dropped", backend.name)
             previous.cancel()
-        backend._session = self
+        backend.current_session = self
 
     def feed(self, samples: np.ndarray) -> None:
         """Decode these samples (int16, 16 kHz) as the continuation of the utterance."""
-        if self._done:
+        if self.done:
             raise AsrError("this ASR session is finished; start a new one per utterance")
         samples = check_samples(samples)
         if len(samples) == 0:
@@ -59,7 +59,7 @@ class AsrSession:
         x = samples.astype(np.float64)
         self._sumsq += float(np.dot(x, x))
         self.samples += len(samples)
-        with self.backend._lock:
+        with self.backend.lock:
             if not self._open:
                 self._start()
                 self._open = True
@@ -75,16 +75,16 @@ class AsrSession:
 
     def finish(self) -> Transcript:
         """End the utterance: the words heard (markers removed) and their confidence."""
-        if self._done:
+        if self.done:
             raise AsrError("this ASR session is already finished")
         t0 = time.perf_counter()
         text, confidence = "", None
         try:
             if self._open:
-                with self.backend._lock:
+                with self.backend.lock:
                     text, confidence = self._end()
         finally:
-            self._done, self._open = True, False
+            self.done, self._open = True, False
         if self._silent():
             text, confidence = "", None
         return Transcript(text=text, backend=self.backend.name,
@@ -93,16 +93,16 @@ class AsrSession:
 
     def cancel(self) -> None:
         """Drop the utterance (the decoder is reset; nothing is returned)."""
-        if self._done:
+        if self.done:
             return
         try:
             if self._open:
-                with self.backend._lock:
+                with self.backend.lock:
                     self._end()
         except AsrError as exc:
             log.warning("%s: resetting a dropped utterance failed: %s", self.backend.name, exc)
         finally:
-            self._done, self._open = True, False
+            self.done, self._open = True, False
 
     def _start(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -118,7 +118,7 @@ class PocketSphinxSession(AsrSession):
     """pocketsphinx: start_utt / process_raw / end_utt on the backend's decoder."""
 
     def _start(self) -> None:
-        d = self.backend._decoder
+        d = self.backend.decoder
         try:
             if not self.backend.adapt_cmn:
                 d.reinit_feat()  # the whole front end as configured (set_cmn keeps live-CMN state)
@@ -128,12 +128,12 @@ class PocketSphinxSession(AsrSession):
 
     def _feed(self, data: bytes) -> None:
         try:
-            self.backend._decoder.process_raw(data, False, False)
+            self.backend.decoder.process_raw(data, False, False)
         except RuntimeError as exc:
             raise AsrError(f"pocketsphinx failed to decode {len(data) // 2} samples: {exc}") from exc
 
     def _end(self) -> tuple[str, float | None]:
-        d = self.backend._decoder
+        d = self.backend.decoder
         try:
             d.end_utt()
             hyp = d.hyp()
@@ -154,19 +154,19 @@ class VoskSession(AsrSession):
         self._pieces: list[dict] = []
 
     def _feed(self, data: bytes) -> None:
-        rec = self.backend._recognizer
+        rec = self.backend.recognizer
         try:
             if rec.AcceptWaveform(data):
                 self._pieces.append(json.loads(rec.Result()))
         except Exception as exc:  # vosk raises bare Exceptions
-            self.backend._recognizer = self.backend._make_recognizer()
+            self.backend.recognizer = self.backend.make_recognizer()
             raise AsrError(f"vosk failed to decode {len(data) // 2} samples: {exc}") from exc
 
     def _end(self) -> tuple[str, float | None]:
         try:
-            self._pieces.append(json.loads(self.backend._recognizer.FinalResult()))  # also resets it
+            self._pieces.append(json.loads(self.backend.recognizer.FinalResult()))  # also resets it
         except Exception as exc:
-            self.backend._recognizer = self.backend._make_recognizer()
+            self.backend.recognizer = self.backend.make_recognizer()
             raise AsrError(f"vosk failed to finish the utterance: {exc}") from exc
         words = [w for p in self._pieces for w in p.get("result", []) if not is_marker(w.get("word", ""))]
         if words:

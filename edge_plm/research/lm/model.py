@@ -48,7 +48,8 @@ class SaffuLM:
     def param_count(self) -> int:
         return self.config.param_count(self.V, include_embedding=not self.embeddings_frozen)
 
-    def _backend(self, kernel: str | None = None):
+    def kernels_for(self, kernel: str | None = None):
+        """The (forward, backward) kernels of ``kernel`` (default: the config's)."""
         return BACKENDS[kernel or self.config.kernel]
 
     def _parts(self, batch: LMBatch):
@@ -67,7 +68,7 @@ class SaffuLM:
 
     def nll(self, batch: LMBatch, kernel: str | None = None) -> np.ndarray:
         """Per-sample negative log-likelihood (nats), in the batch's sample order."""
-        fwd, _ = self._backend(kernel)
+        fwd, _ = self.kernels_for(kernel)
         C = self.comparisons()
         out = np.empty(len(batch))
         for bi, ctx, lengths, targets, sel in self._parts(batch):
@@ -84,7 +85,7 @@ class SaffuLM:
 
     def gradients(self, batch: LMBatch, need_dE: bool = False, kernel: str | None = None):
         """(mean loss, grads) — grads only for the branches present (others stay untouched)."""
-        fwd, bwd = self._backend(kernel)
+        fwd, bwd = self.kernels_for(kernel)
         C = self.comparisons()
         p = self.params
         grads: dict[str, np.ndarray] = {}
@@ -111,7 +112,7 @@ class SaffuLM:
         bi = int(np.searchsorted(np.asarray(self.config.widths), L))
         ctx = np.full((1, self.config.widths[bi]), PAD, dtype=np.int64)
         ctx[0, :L] = ids[::-1]
-        fwd, _ = self._backend()
+        fwd, _ = self.kernels_for()
         p = self.params
         return fwd(ctx, np.array([L]), np.array([0]), self.E, self.comparisons(), p[f"W.{bi}"], p[f"U.{bi}"],
                    p["O"]).y[0]

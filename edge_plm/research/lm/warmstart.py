@@ -121,7 +121,7 @@ class LMWarmStart:
         bi = batch.branch
         if bi < 0:
             raise ValueError("the warm start takes bucketed (single-branch) batches")
-        fwd, _ = m._backend()
+        fwd, _ = m.kernels_for()
         C = m.comparisons()
         p = m.params
         # O is solved at the end and nothing here needs y: a 1-column output skips the
