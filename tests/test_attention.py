@@ -214,7 +214,7 @@ def test_warm_start_targets_follow_the_evidence_and_refuse_negatives():
 def test_same_data_same_model(tmp_path):
     a, b = learned(), learned()
     fresh = learned()
-    fresh.net._struct = None  # the grown batch structure equals one built from scratch
+    fresh.net.struct = None  # the grown batch structure equals one built from scratch
     assert fresh.net.objective()[0] == a.net.objective()[0]
     assert a.save(tmp_path / "a.npz").read_bytes() == b.save(tmp_path / "b.npz").read_bytes()
 

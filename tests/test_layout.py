@@ -222,15 +222,6 @@ PRIVATE_REACHES = {
         "says whether a kernel is compiled on disk (falls back to the files if it moves)",
     ("edge_plm/commands/doctor.py", "_cache_file"): "the same numba look-up (one place)",
     ("edge_plm/commands/doctor.py", "_load_index"): "the same numba look-up (one place)",
-    ("edge_plm/switch/attention.py", "_struct"): "the switch model's internals, split from "
-        "UnitNet for size and being reworked separately: its batch structure",
-    ("edge_plm/switch/attention.py", "_struct_keys"): "the same: UnitNet's batch structure keys",
-    ("edge_plm/switch/attention.py", "_refresh_at"): "the same: UnitNet's refresh cursor",
-    ("edge_plm/switch/model_file.py", "_refresh_at"): "the same: saved and loaded with the model",
-    ("edge_plm/switch/scrub.py", "_check_key"): "the same: SwitchModel's key check, split for size",
-    ("edge_plm/switch/scrub.py", "_query_bags"): "the same: the query bags a scrub invalidates",
-    ("edge_plm/switch/model_devices.py", "_check_key"): "the same: SwitchModel's key check",
-    ("edge_plm/switch/query.py", "_query_bag"): "the same: the query bags (learning time only)",
 }
 
 

@@ -188,9 +188,9 @@ def gather_after_label(net, key: int, refresh: int) -> None:
     gather(net, key)
     keys = sorted(net.rows)
     for _ in range(min(refresh, len(keys))):
-        net._refresh_at %= len(keys)
-        gather(net, keys[net._refresh_at])
-        net._refresh_at += 1
+        net.refresh_at %= len(keys)
+        gather(net, keys[net.refresh_at])
+        net.refresh_at += 1
     net.att.solve()
 
 def gather_all(net) -> None:
@@ -418,14 +418,14 @@ def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
 def batch_structure(net, keys: list[int]) -> SaffuBatch:
     """The batch's structure for ``keys``: extended when they only add keys after the ones
     it holds (a new label), rebuilt otherwise (forget, relabel, idf weights that move)."""
-    n = len(net._struct_keys)
-    if (net._struct is None or net.config.idf_power or keys[:n] != net._struct_keys):
-        net._struct, net._struct_keys = SaffuBatch([], net.att.widths, net.att.offsets), []
+    n = len(net.struct_keys)
+    if (net.struct is None or net.config.idf_power or keys[:n] != net.struct_keys):
+        net.struct, net.struct_keys = SaffuBatch([], net.att.widths, net.att.offsets), []
         n = 0
     if len(keys) > n:
-        net._struct.extend([example_arrays(net, k) for k in keys[n:]])
-        net._struct_keys = list(keys)
-    return net._struct
+        net.struct.extend([example_arrays(net, k) for k in keys[n:]])
+        net.struct_keys = list(keys)
+    return net.struct
 
 def example_arrays(net, key: int) -> tuple:
     """Example ``key``'s arrays as a ``SaffuBatch`` holds them."""

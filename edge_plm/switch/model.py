@@ -78,7 +78,7 @@ class SwitchModel:
     # are behind the frozen ``start``, the owner's later ones are ``net``'s
     prior_examples: int = 0
     start: UnitNet | None = field(default=None, repr=False, compare=False)  # the frozen starting part
-    _query_bags: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
+    query_bags: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
     device_evidence: DeviceEvidence = field(default_factory=DeviceEvidence, repr=False, compare=False)  # model_devices.py
     name_query = cached_property(model_devices.name_query)
     predict_devices, learn_devices = model_devices.predict_devices, model_devices.learn_devices
@@ -104,14 +104,14 @@ class SwitchModel:
         word_ids = np.array(self.words.ids(transcript, grow=grow), dtype=np.int64)
         return ids, w, unknown, (word_ids, *entries)
 
-    def _query_bag(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+    def query_bag(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Query word r's own units (cached once all of them have ids)."""
-        bag = self._query_bags.get(r)
+        bag = self.query_bags.get(r)
         if bag is None:
             ids, w, unknown = self.units.features(self.words.words[r], grow=False)
             bag = (ids, w)
             if not unknown:
-                self._query_bags[r] = bag
+                self.query_bags[r] = bag
         return bag
 
     def update_query(self) -> None:
@@ -292,7 +292,7 @@ class SwitchModel:
     def live_keys(self) -> list[int]:
         return [k for k in range(len(self.examples)) if k not in self.removed]
 
-    def _check_key(self, key: int) -> int:
+    def check_key(self, key: int) -> int:
         key = int(key)
         if not 0 <= key < len(self.examples):
             raise KeyError(f"no example with key {key} (the model holds keys 0..{len(self.examples) - 1})")
@@ -308,7 +308,7 @@ class SwitchModel:
         explicit layer is re-solved and ``refine_budget()`` refinement steps run. Returns False
         when the label already was `label` (nothing changes). What earlier refinement steps
         fitted to the old label is corrected by refinement, not taken back."""
-        key = self._check_key(key)
+        key = self.check_key(key)
         if label not in LABEL_INDEX:
             raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
         seq, old = self.examples[key]

@@ -90,7 +90,7 @@ def learn_devices(model, transcript: str, labels: dict[str, str], devices) -> fl
 def relabel_devices(model, key: int, labels: dict[str, str], devices) -> bool:
     """New per-device labels of example ``key``: its device evidence and its command's action
     change (``SwitchModel.relabel``). True when something changed."""
-    key = model._check_key(key)
+    key = model.check_key(key)
     if len(devices) == 1 and key not in model.device_evidence.entries:
         return model.relabel(key, addressing.command_label(labels, devices))
     full = _full_labels(labels, devices)

@@ -57,7 +57,7 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
         "counters": {"refine_steps": model.net.refine_steps_done, "n_active": model.net.n_active,
                      "labelled": model.n_examples,
                      "unlabelled": model.unlabeled_seen, "units": len(model.units),
-                     "attention_refresh_at": model.net._refresh_at,
+                     "attention_refresh_at": model.net.refresh_at,
                      "prior_examples": model.prior_examples},
         **(extra or {}),
     }
@@ -143,7 +143,7 @@ def load_model(cls, path: str | Path):
         model.net.n_active = max(model.net.n_active, int(meta["counters"]["n_active"]))
         model.meta = meta
         model.unlabeled_seen = int(meta["counters"].get("unlabelled", 0))
-        model.net._refresh_at = int(meta["counters"].get("attention_refresh_at", 0))
+        model.net.refresh_at = int(meta["counters"].get("attention_refresh_at", 0))
     except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError) as exc:
         if isinstance(exc, CheckpointError):
             raise

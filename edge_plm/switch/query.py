@@ -21,7 +21,7 @@ def query_evidence(model: Any) -> np.ndarray:
             if model.words.words[r] is None:
                 ev[r] = model.words.frozen.get(r, 0.0)
                 continue
-            ids, w = model._query_bag(r)
+            ids, w = model.query_bag(r)
             if len(ids):
                 U = net.config.logit_scale * net.base[ids] + net.delta[ids]
                 s = net.inputs(ids, w) @ U[:, present]

@@ -23,7 +23,7 @@ def forget_examples(model: Any, keys: list[int]) -> None:
     their slots are marked removed, their token ids are dropped and their transcripts leave
     the memory; then one solve and one round of ``refine_budget()`` refinement steps, whatever
     the number of keys (one key: exactly what `SwitchModel.forget_example` always did)."""
-    keys = [model._check_key(k) for k in dict.fromkeys(int(k) for k in keys)]
+    keys = [model.check_key(k) for k in dict.fromkeys(int(k) for k in keys)]
     if not keys:
         return
     texts = {key: model.text_of(key) for key in keys}
@@ -64,7 +64,7 @@ def scrub(model: Any, texts: list[str]) -> dict[str, int]:
         for r in gone_words:
             if r < len(before):
                 model.words.frozen[r] = float(before[r])
-    model._query_bags.clear()
+    model.query_bags.clear()
     model.update_query()
     return {"units": len(gone_units), "words": len(gone_words)}
 

@@ -51,7 +51,7 @@ class UnitNet:
         self.query_weights = np.zeros(0)  # the query q = sum_r query_weights[r] e_r
         # key -> (word ids, entry positions, entry unit index, entry weight share)
         self.placed: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._refresh_at = 0  # next earlier example whose attention statistics are re-gathered
+        self.refresh_at = 0  # next earlier example whose attention statistics are re-gathered
         cap = c.unit_cap
         self.F = np.zeros((cap, N_ACTIONS))  # per action: summed weights of its examples' units
         self.df = np.zeros(cap)  # number of labelled examples holding each unit
@@ -69,8 +69,8 @@ class UnitNet:
         self.n_active = 0
         self._batch = None  # CSR of the labelled rows, rebuilt when they change
         self._sample = None  # (keys, batch, units) of the last replay sample (``sample_batch``)
-        self._struct: SaffuBatch | None = None  # the attention batch's structure, grown by new labels
-        self._struct_keys: list[int] = []
+        self.struct: SaffuBatch | None = None  # the attention batch's structure, grown by new labels
+        self.struct_keys: list[int] = []
         self.by_label: list[list[int]] = [[] for _ in range(N_ACTIONS)]  # keys of each action, in order
         # a frozen net (the starting model's part, ``frozen_state``): its labelled examples are
         # not held, only what prediction reads; this many of them are behind the statistics
@@ -104,7 +104,7 @@ class UnitNet:
         ids, w, label, _ = self.rows.pop(key)
         self.by_label[label].remove(key)
         self._count(ids, w, label, -1.0, self.ex_weight.pop(key))
-        self._struct = None
+        self.struct = None
         if self.att is not None:
             self.att.remove(key)
             self.placed.pop(key, None)
