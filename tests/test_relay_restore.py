@@ -137,7 +137,7 @@ def test_a_v3_database_migrates_to_the_relay_state_table(tmp_path):
         conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.close()
     with ReplayStore(db) as store:
-        assert store.stored_schema_version() == SCHEMA_VERSION == 6
+        assert store.stored_schema_version() == SCHEMA_VERSION == 7
         assert store.relay_state(MAIN_RELAY) is None
         store.set_relay_state(MAIN_RELAY, True)
         assert store.relay_state(MAIN_RELAY) is True

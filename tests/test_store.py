@@ -93,17 +93,18 @@ def test_migration_to_v3_keeps_versions_and_leaves_their_record_empty(tmp_path):
         s.db.execute("ALTER TABLE model_versions DROP COLUMN n_examples")
         s.db.execute("DROP TABLE relay_state")
         s.db.execute("DROP TABLE interaction_devices")
+        s.db.execute("DROP TABLE forget_owed")
         s.db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
         s.add_model_version("v0001", path="/x/v0001.npz", status="active", n_train=7)
         assert s.model_versions()[0].sha256 is None
     with ReplayStore(path) as s:
-        assert s.stored_schema_version() == SCHEMA_VERSION == 6
+        assert s.stored_schema_version() == SCHEMA_VERSION == 7
         v = s.active_model_version()
         assert (v.version, v.n_train, v.sha256, v.config, v.n_examples) == ("v0001", 7, None, None, None)
         s.set_checkpoint_record("v0001", "ab" * 32, "potato", 7)
         v = s.active_model_version()
         assert (v.sha256, v.config, v.n_examples) == ("ab" * 32, "potato", 7)
-        assert migrate(s.db) == 6  # idempotent
+        assert migrate(s.db) == 7  # idempotent
 
 
 def test_migration_v1_to_v2_on_a_real_v1_file(tmp_path):

@@ -35,7 +35,7 @@ def test_a_v4_database_migrates_to_v5_and_keeps_its_rows(tmp_path):
     make_v4(path)
     assert "interaction_devices" not in tables(path)
     with ReplayStore(path) as s:
-        assert s.stored_schema_version() == SCHEMA_VERSION == 6
+        assert s.stored_schema_version() == SCHEMA_VERSION == 7
         (row,) = s.interactions()
         assert (row.transcript, row.label, row.label_source) == ("lamp on", "ON", "confirmed")
         assert s.relay_state("main") is True

@@ -53,7 +53,8 @@ class PathsConfig:
                                       "else $XDG_DATA_HOME/edge-plm (~/.local/share/edge-plm)")
     database: str = setting("", "empty: <state_dir>/edge-plm.db")
     models_dir: str = setting("", "empty: <state_dir>/models (installed ASR models)")
-    checkpoints_dir: str = setting("", "empty: <state_dir>/checkpoints")
+    checkpoints_dir: str = setting("", "no longer used: a database's checkpoints live in "
+                                       "<database stem>.checkpoints/ beside it")
     keep_audio: bool = setting(False, "privacy: audio is not kept unless configured")
     log_transcripts: bool = setting(False, "privacy: transcripts in the log at INFO (DEBUG always shows them)")
     audio_dir: str = setting("", "empty: <state_dir>/audio")
@@ -68,7 +69,9 @@ class PathsConfig:
         return Path(self.models_dir) if self.models_dir else self.state() / "models"
 
     def checkpoints_path(self) -> Path:
-        return Path(self.checkpoints_dir) if self.checkpoints_dir else self.state() / "checkpoints"
+        """The database's own checkpoint folder (`ReplayStore.checkpoints_home`)."""
+        db = self.database_path()
+        return db.parent / f"{db.stem}.checkpoints"
 
     def audio_path(self) -> Path:
         return Path(self.audio_dir) if self.audio_dir else self.state() / "audio"

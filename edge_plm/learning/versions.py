@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Any, Optional
 
 from edge_plm.commands import inspection as q
+from edge_plm.learning import forgetting
 from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.plm.checkpoint import CheckpointError
 
 
 def learner_setup(store, settings, db_path: Path,
                   checkpoints: Optional[Path] = None) -> tuple[LearnerConfig, Path]:
-    """(learner configuration, checkpoint dir): `checkpoints`, or next to the existing ones."""
+    """(learner configuration, checkpoint dir: the database's own folder,
+    `ReplayStore.checkpoints_home`). What an interrupted `forget` still owes is finished
+    first (`forgetting.complete_owed`)."""
     cfg = LearnerConfig.from_settings(settings.model)
-    ckdir = checkpoints or q.checkpoints_dir(store, db_path, settings.paths.checkpoints_dir)
+    ckdir = q.checkpoints_dir(store, db_path)
+    forgetting.complete_owed(store)
     return cfg, ckdir
 
 
