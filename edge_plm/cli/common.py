@@ -240,6 +240,14 @@ def opened(db: Optional[Path], config: Optional[Path], write: bool = False, crea
         store = q.open_store(path, write=write)
     except EXPECTED_ERRORS as exc:
         fail(str(exc))
+    if write and store.owed_rewrites():  # a killed `forget` still owes rewrites: first
+        from edge_plm.learning.forgetting import complete_owed  # noqa: PLC0415
+
+        try:
+            complete_owed(store)
+        except EXPECTED_ERRORS as exc:
+            store.close()
+            fail(f"finishing what an interrupted forget owes: {exc}")
     ok = False
     try:
         yield store, settings, path
