@@ -217,3 +217,45 @@ def test_a_forget_killed_by_sigkill_is_finished_by_the_next_command(db):
     assert _secret_hits(db.parent, [SECRET]) == []
     assert _damaged(db) == []
     assert json.loads(cli("status", "--db", db, "--json").stdout)["model"]["unlearned_labels"] == 0
+
+
+INTERRUPTER = """
+import os, signal, sys
+from edge_plm.learning import forgetting, version_registry
+def hook(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+    return real(*args, **kwargs)
+if sys.argv[1] == "forget":
+    real = lambda version: None
+    forgetting.after_rewrite = hook
+else:  # model rebuild: while the model is re-learned
+    real = version_registry.VersionRegistry.rebuilt_model
+    version_registry.VersionRegistry.rebuilt_model = hook
+from edge_plm.cli import app
+sys.argv = ["edge-plm"] + sys.argv[1:]
+app()
+"""
+
+
+def _interrupted(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", INTERRUPTER, *args], env=env,
+                          capture_output=True, text=True, timeout=600,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def test_ctrl_c_stops_forget_and_rebuild_cleanly(db):
+    ids, _ = _secret_db(db)
+    active = js(cli("status", "--db", db, "--json"))["model"]["active"]["version"]
+    p = _interrupted("model", "rebuild", "--db", str(db))
+    assert p.returncode == 130, p.stderr
+    assert f"interrupted: nothing changed ({active} stays active)" in p.stderr
+    assert js(cli("status", "--db", db, "--json"))["model"]["active"]["version"] == active
+    p = _interrupted("forget", *map(str, ids), "--yes", "--db", str(db))
+    assert p.returncode == 130, p.stderr
+    (line,) = [x for x in p.stderr.splitlines() if x.startswith("interrupted")]
+    assert "the interactions are forgotten" in line and "still owed" in line
+    assert query(db, "SELECT count(*) FROM forget_owed")[0][0] >= 1  # the journal is intact
+    assert cli("model", "rebuild", "--db", db).exit_code == 0
+    assert query(db, "SELECT count(*) FROM forget_owed")[0][0] == 0
+    assert _secret_hits(db.parent, [SECRET]) == []

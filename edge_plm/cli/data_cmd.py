@@ -475,7 +475,16 @@ def forget_command(
                 f"{audio_count(store, selected)} audio file(s)) from {path}?", err=True):
             typer.echo("nothing forgotten", err=True)
             raise typer.Exit(1)
-        result = forget(store, settings, path, selected, rebuild=rebuild)
+        try:
+            result = forget(store, settings, path, selected, rebuild=rebuild)
+        except KeyboardInterrupt:  # Ctrl-C: stopped; the journal says what is still owed
+            owed = store.owed_rewrites()
+            gone = not store.interaction_ids(among=selected)
+            typer.echo("interrupted: " + (
+                f"the interactions are forgotten; {len(owed)} older checkpoint rewrite(s) "
+                "still owed are finished by the next start of the service or of a command "
+                "that changes the database" if gone else "nothing was forgotten"), err=True)
+            raise typer.Exit(130) from None
     if as_json:
         print_json(result)
     elif not selected:

@@ -171,8 +171,17 @@ def rebuild_command(
     from edge_plm.learning.versions import rebuild  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
-            d = rebuild(store, settings, path)
+        before = store.active_model_version()
+        try:
+            with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
+                d = rebuild(store, settings, path)
+        except KeyboardInterrupt:  # Ctrl-C: stop; a half-made version is debris, cleaned later
+            now = store.active_model_version()
+            same = (now.version if now else None) == (before.version if before else None)
+            typer.echo("interrupted: " + ("nothing changed (" + (before.version if before else "no version")
+                                          + " stays active)" if same else
+                                          f"the rebuilt {now.version} is active"), err=True)
+            raise typer.Exit(130) from None
     if as_json:
         print_json(d)
         return
