@@ -17,7 +17,7 @@ from edge_plm.decide.policy import Action, Decision, LabelSource, Policy, Predic
 from edge_plm.loop.replay import (SessionError, SpokenAnswers, build_replay, read_session, run_session,
                              spoken_input)
 from edge_plm.config.settings import ConfigError, PolicyConfig, Settings, parse
-from edge_plm.store import ReplayStore
+from edge_plm.store import SCHEMA_VERSION, ReplayStore
 from edge_plm.store.schema import migrate
 from edge_plm.voice.talkback import Talkback, confirmation_text, prompt_text
 from edge_plm.voice.answers import GrammarAnswers, answer_jsgf, classify_answer
@@ -312,7 +312,7 @@ def test_a_v4_database_migrates_to_the_spoken_label_source(tmp_path):
         db.execute("UPDATE interactions SET label = 'ON', label_source = 'spoken'")
     db.close()
     with ReplayStore(path) as store:
-        assert store.stored_schema_version() == 6
+        assert store.stored_schema_version() == SCHEMA_VERSION
         store.set_label(1, "ON", "spoken")
         assert store.get(1).label_source == "spoken"
         assert store.add_interaction(ts=3.0, transcript="c") == 3  # ids are still not reused
