@@ -76,7 +76,7 @@ def test_a_swapped_checkpoint_is_refused_and_reported(tmp_path, caplog):
     try:
         with caplog.at_level(logging.ERROR, logger="edge_plm.learning.learner"):
             learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                                   db.parent / "checkpoints")
+                                   db.parent / f"{db.stem}.checkpoints")
         now = store.active_model_version()
         swapped = next(v for v in store.model_versions() if v.version == active.version)
     finally:

@@ -249,7 +249,7 @@ def test_export_csv_has_every_row(demo_dir):
 def _learner(db):
     store = ReplayStore(db)
     return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
-                               db.parent / "checkpoints")
+                               db.parent / f"{db.stem}.checkpoints")
 
 
 def test_label_correction_changes_the_next_prediction(tmp_path):

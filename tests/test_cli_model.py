@@ -20,7 +20,7 @@ def active(db) -> str:
 def open_learner(db):
     store = ReplayStore(db)
     return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
-                               db.parent / "checkpoints")
+                               db.parent / f"{db.stem}.checkpoints")
 
 
 def test_list_json_and_table(demo_dir):
@@ -86,7 +86,7 @@ def test_retention_keeps_the_rollback_target(db):
         js(cli("model", "rebuild", "--db", db, "--json"))
     rows = dict(query(db, "SELECT version, metrics FROM model_versions"))
     assert len(rows) == n_versions + 7
-    assert '"pruned": true' not in rows["v0001"] and (db.parent / "checkpoints" / "v0001.npz").exists()
+    assert '"pruned": true' not in rows["v0001"] and (db.parent / f"{db.stem}.checkpoints" / "v0001.npz").exists()
     assert sum('"pruned": true' in (m or "") for m in rows.values()) >= 1  # retention still runs
     assert js(cli("model", "rollback", "v0001", "--db", db, "--json"))["changed"]
 
@@ -112,7 +112,7 @@ def test_rollback_refusals_change_nothing(db):
     out = cli("model", "rollback", "v0099", "--db", db)
     assert out.exit_code == 1 and "no checkpoint" in out.stderr and "nothing changed" in out.stderr
     assert active(db) == before
-    (db.parent / "checkpoints" / "v0001.npz").write_bytes(b"damaged")
+    (db.parent / f"{db.stem}.checkpoints" / "v0001.npz").write_bytes(b"damaged")
     out = cli("model", "rollback", "v0001", "--db", db)
     assert out.exit_code == 1 and "cannot roll back to v0001" in out.stderr
     assert "Traceback" not in out.output and active(db) == before
@@ -122,7 +122,7 @@ def test_rollback_refusals_change_nothing(db):
 
 def test_rebuild_from_the_database_alone(db):
     before = active(db)
-    for f in (db.parent / "checkpoints").iterdir():  # the checkpoints are lost: the DB is enough
+    for f in (db.parent / f"{db.stem}.checkpoints").iterdir():  # the checkpoints are lost: the DB is enough
         f.unlink()
     r = js(cli("model", "rebuild", "--db", db, "--json"))
     assert r["status"] == "active" and r["previous"] == before and r["version"] != before
@@ -141,12 +141,12 @@ def test_rebuild_from_the_database_alone(db):
     assert text.exit_code == 0 and "rebuilt and active" in text.stdout
 
 
-def test_checkpoints_go_next_to_the_existing_ones(db):
+def test_checkpoints_go_to_the_databases_own_folder(db):
     r = js(cli("model", "rebuild", "--db", db, "--json"))
-    assert r["checkpoint"] == str(db.parent / "checkpoints" / f"{r['version']}.npz")
-    other = db.parent / "elsewhere"
-    r = js(cli("model", "rebuild", "--db", db, "--checkpoints", other, "--json"))
-    assert r["checkpoint"] == str(other / f"{r['version']}.npz")
+    assert r["checkpoint"] == str(db.parent / f"{db.stem}.checkpoints" / f"{r['version']}.npz")
+    (stored,), = query(db, "SELECT path FROM model_versions WHERE version = ?", [r["version"]])
+    assert stored == f"{db.stem}.checkpoints/{r['version']}.npz"  # relative to the database
+    assert cli("model", "rebuild", "--db", db, "--checkpoints", db.parent / "x").exit_code == 2
 
 
 def test_versions_listed_in_the_order_they_were_made_when_the_clock_steps_back(db):

@@ -171,3 +171,24 @@ def test_generated_config_comments_read_right():
     assert "`edge-plm config check --config /etc/edge-plm/config.toml`" in text
     assert "doctor --config" not in text
     assert "replay_size" not in text  # removed: it did nothing
+
+
+def test_a_tilde_in_config_paths_is_the_home_directory(tmp_path, monkeypatch):
+    """Issue 27 item 7: `state_dir = "~/edge"` is the home's edge/, never a literal ./~/edge."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from edge_plm.cli import app  # noqa: PLC0415
+    from edge_plm.config.settings import load  # noqa: PLC0415
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[paths]\nstate_dir = "~/edge"\naudio_dir = "~/audio"\n')
+    p = load(cfg).paths
+    assert p.state() == home / "edge" and p.database_path() == home / "edge" / "edge-plm.db"
+    assert p.models_path() == home / "edge" / "models" and p.audio_path() == home / "audio"
+    r = CliRunner().invoke(app, ["config", "check", "--config", str(cfg)])
+    assert r.exit_code == 0 and f"state dir {home / 'edge'}" in r.stdout
+    assert not (tmp_path / "~").exists()

@@ -106,7 +106,7 @@ def test_forget_leaves_no_word_in_any_kept_file_even_after_rollbacks(tmp_path, c
         assert cli("model", "rollback", v, "--db", db).exit_code == 0
         assert SECRET not in sum(_hits(state, words).values(), []), v
         (path,), = query(db, "SELECT path FROM model_versions WHERE status = 'active'")
-        held = {i for i, _ in SwitchModel.load(path).meta["interaction_keys"]}
+        held = {i for i, _ in SwitchModel.load(db.parent / path).meta["interaction_keys"]}
         assert held and not held & set(secret_ids), v  # rollback revives no forgotten example
     assert set(kept) >= set(versions) - {d["version"] for d in listed if d["pruned"]}
     text = cli("forget", "--all", "--yes", "--db", db)
@@ -169,13 +169,14 @@ def test_a_checkpoint_forget_cannot_rewrite_is_deleted_and_rollback_to_it_refuse
     retired = [(v, p) for v, p in query(
         db, "SELECT version, path FROM model_versions WHERE status = 'retired' AND path IS NOT NULL")]
     version, path = retired[-1]
+    path = db.parent / path  # stored relative to the database's directory
     data = bytearray(open(path, "rb").read())
     data[len(data) // 2] ^= 0xFF  # damaged: it can no longer be loaded, so not rewritten
     open(path, "wb").write(bytes(data))
     ids = [i for i, in query(db, "SELECT id FROM interactions WHERE transcript LIKE ?", [f"%{SECRET}%"])]
     r = js(cli("forget", *ids, "--yes", "--db", db, "--json"))
     assert r["checkpoints"]["removed"] == [version]
-    assert not (tmp_path / "state" / "checkpoints" / f"{version}.npz").exists()
+    assert not path.exists()
     listed = cli("model", "list", "--db", db)
     row = next(line for line in listed.stdout.splitlines() if line.strip().startswith(version))
     assert "removed by forget" in row

@@ -176,7 +176,7 @@ def test_eval_input_is_cut_like_the_loop(tmp_path):
 # --- checkpoints ------------------------------------------------------------------------------
 def test_checkpoints_dir_is_private(tmp_path):
     replay = _replay(tmp_path)
-    mode = stat.S_IMODE((tmp_path / "db" / "checkpoints").stat().st_mode)
+    mode = stat.S_IMODE((tmp_path / "db" / "edge-plm.checkpoints").stat().st_mode)
     assert mode == 0o700
     replay.close()
 

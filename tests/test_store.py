@@ -93,6 +93,7 @@ def test_migration_to_v3_keeps_versions_and_leaves_their_record_empty(tmp_path):
         s.db.execute("ALTER TABLE model_versions DROP COLUMN n_examples")
         s.db.execute("DROP TABLE relay_state")
         s.db.execute("DROP TABLE interaction_devices")
+        s.db.execute("DROP TABLE forget_owed")
         s.db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
         s.add_model_version("v0001", path="/x/v0001.npz", status="active", n_train=7)
         assert s.model_versions()[0].sha256 is None

@@ -39,7 +39,6 @@ except ImportError:  # pragma: no cover - older typer: click itself
 DB_HELP = "Replay buffer (default: the configured state dir's edge-plm.db)."
 CONFIG_HELP = "Config TOML file (default: the usual lookup)."
 JSON_HELP = "Print one JSON document on stdout."
-CKPT_HELP = "Checkpoint dir for a new version (default: next to the existing ones)."
 SINCE_HELP = "Only interactions since this ISO date/time or age (2h, 1d)."
 # a running service checks the database's active version before predicting (Learner.sync)
 RESTART_NOTE = ("a running service loads the new active version by itself within a few "
@@ -64,7 +63,6 @@ AsrBackend = _choices("AsrBackend", ("auto", "vosk", "pocketsphinx"))
 DbOpt = Annotated[Optional[Path], typer.Option("--db", help=DB_HELP)]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
-CheckpointsOpt = Annotated[Optional[Path], typer.Option("--checkpoints", help=CKPT_HELP)]
 SinceOpt = Annotated[Optional[str], typer.Option("--since", help=SINCE_HELP)]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Model seed.")]
 # one rule for every file a command writes (-o FILE, DEST, OUT): an existing file is refused
@@ -242,6 +240,14 @@ def opened(db: Optional[Path], config: Optional[Path], write: bool = False, crea
         store = q.open_store(path, write=write)
     except EXPECTED_ERRORS as exc:
         fail(str(exc))
+    if write and store.owed_rewrites():  # a killed `forget` still owes rewrites: first
+        from edge_plm.learning.forgetting import complete_owed  # noqa: PLC0415
+
+        try:
+            complete_owed(store)
+        except EXPECTED_ERRORS as exc:
+            store.close()
+            fail(f"finishing what an interrupted forget owes: {exc}")
     ok = False
     try:
         yield store, settings, path

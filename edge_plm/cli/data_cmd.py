@@ -21,7 +21,7 @@ from typing import Annotated, Optional
 import typer
 
 from edge_plm.commands import inspection as q
-from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt,
+from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, ConfigOpt, DbOpt,
                                  ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
                                  console, database_path, exists_refused, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
                                  load_settings, opened, print_json, quiet_logging, time_option)
@@ -381,7 +381,6 @@ def label_command(
     device: Annotated[Optional[str], typer.Option(
         "--device", help="Several devices: the device whose label this is (its name in [[devices]]).")] = None,
     rebuild: RebuildOpt = False,
-    checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -403,7 +402,7 @@ def label_command(
 
     with opened(db, config, write=True) as (store, settings, path):
         result = relabel(store, settings, path, interaction, action.value, rebuild=rebuild,
-                         checkpoints=checkpoints, device=device)
+                         device=device)
     if as_json:
         print_json(result)
     elif not result["changed"]:
@@ -451,7 +450,6 @@ def forget_command(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     rebuild: Annotated[bool, typer.Option(
         "--rebuild", help="Then rebuild the model from what remains (a new active version).")] = False,
-    checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -477,7 +475,16 @@ def forget_command(
                 f"{audio_count(store, selected)} audio file(s)) from {path}?", err=True):
             typer.echo("nothing forgotten", err=True)
             raise typer.Exit(1)
-        result = forget(store, settings, path, selected, rebuild=rebuild, checkpoints=checkpoints)
+        try:
+            result = forget(store, settings, path, selected, rebuild=rebuild)
+        except KeyboardInterrupt:  # Ctrl-C: stopped; the journal says what is still owed
+            owed = store.owed_rewrites()
+            gone = not store.interaction_ids(among=selected)
+            typer.echo("interrupted: " + (
+                f"the interactions are forgotten; {len(owed)} older checkpoint rewrite(s) "
+                "still owed are finished by the next start of the service or of a command "
+                "that changes the database" if gone else "nothing was forgotten"), err=True)
+            raise typer.Exit(130) from None
     if selected:  # a retained last decision on the home hub may hold forgotten text
         from edge_plm.bridge import clear_decision  # noqa: PLC0415
 
@@ -590,8 +597,8 @@ def backup_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Consistent copy of the database while the service writes (SQLite online backup), then
-    verified (integrity_check). Model checkpoints are not copied: `model rebuild` remakes
-    a model from the database."""
+    verified (integrity_check), with its own copy of the model checkpoints
+    (<copy's stem>.checkpoints/ beside it): the copy is independent of the original."""
     quiet_logging()
     path = database_path(db, load_settings(config))
     try:
@@ -607,3 +614,6 @@ def backup_command(
                f"({fmt_bytes(result['bytes'])}, {result['seconds']:.2f} s): "
                f"{result['interactions']} interactions, {result['model_versions']} model "
                f"versions, schema v{result['schema_version']}, integrity_check ok")
+    typer.echo(f"checkpoints: {result['checkpoints_copied']} copied to {result['checkpoints']}"
+               + (f" ({result['checkpoints_missing']} already gone)"
+                  if result["checkpoints_missing"] else ""))

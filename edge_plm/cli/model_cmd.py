@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from edge_plm.commands import inspection as q
-from edge_plm.cli.common import (RESTART_NOTE, CheckpointsOpt, ConfigOpt, DbOpt, ForceOpt, JsonOpt,
+from edge_plm.cli.common import (RESTART_NOTE, ConfigOpt, DbOpt, ForceOpt, JsonOpt,
                                  console, fail, fmt_ba, grid, opened, print_json)
 from edge_plm.cli.root import app
 
@@ -139,7 +139,6 @@ def _detail_grid(d: dict):
 def rollback_command(
     version: Annotated[str, typer.Argument(
         help="The saved version to make active (`edge-plm model list` shows them).")],
-    checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -148,7 +147,7 @@ def rollback_command(
     from edge_plm.learning.versions import rollback  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        result = rollback(store, settings, path, version, checkpoints)
+        result = rollback(store, settings, path, version)
     if as_json:
         print_json(result)
         return
@@ -161,7 +160,6 @@ def rollback_command(
 
 @model_app.command("rebuild")
 def rebuild_command(
-    checkpoints: CheckpointsOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -173,8 +171,17 @@ def rebuild_command(
     from edge_plm.learning.versions import rebuild  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
-            d = rebuild(store, settings, path, checkpoints)
+        before = store.active_model_version()
+        try:
+            with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
+                d = rebuild(store, settings, path)
+        except KeyboardInterrupt:  # Ctrl-C: stop; a half-made version is debris, cleaned later
+            now = store.active_model_version()
+            same = (now.version if now else None) == (before.version if before else None)
+            typer.echo("interrupted: " + ("nothing changed (" + (before.version if before else "no version")
+                                          + " stays active)" if same else
+                                          f"the rebuilt {now.version} is active"), err=True)
+            raise typer.Exit(130) from None
     if as_json:
         print_json(d)
         return
@@ -189,7 +196,6 @@ def rebuild_command(
 @model_app.command("import")
 def import_command(
     checkpoint: Annotated[Path, typer.Argument(help="A switch-model checkpoint (e.g. from `edge-plm train switch`).")],
-    checkpoints: CheckpointsOpt = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Import even if it scores below the active model on the holdout.")] = False,
     db: DbOpt = None,
@@ -205,7 +211,7 @@ def import_command(
 
     with opened(db, config, write=True, create=True) as (store, settings, path):  # a new device too
         try:
-            r = import_checkpoint(store, *learner_setup(store, settings, path, checkpoints),
+            r = import_checkpoint(store, *learner_setup(store, settings, path),
                                   checkpoint, force=force)
         except CheckpointError as exc:
             fail(f"cannot import: {exc}", 2)

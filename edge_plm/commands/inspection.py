@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from edge_plm.errors import EdgePlmError
 from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
-                            ReplayStore, SchemaError, StoreError, copy_database,
+                            ReplayStore, SchemaError, StoreError, copy_checkpoints, copy_database,
                             passes_quick_check, private_dir, read_only_fs)
 
 SERVICE_DB = Path("/var/lib/edge-plm/edge-plm.db")
@@ -569,16 +569,11 @@ def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
     return out
 
 
-def checkpoints_dir(store: ReplayStore, db_path: Path, configured: str = "") -> Path:
-    """Where new checkpoints go: next to the existing ones, else the configured directory,
-    else ``<database dir>/checkpoints`` (the layout of the state dir and of replays); a
-    directory it names that does not exist yet is created 0700."""
-    saved = [v.path for v in versions_in_order(store) if v.path]
-    if saved:
-        return Path(saved[-1]).parent
-    if configured:
-        return private_dir(configured)
-    return private_dir(Path(db_path).parent / "checkpoints")
+def checkpoints_dir(store: ReplayStore, db_path: Path | None = None) -> Path:
+    """Where new checkpoints go: the database's own folder (``<stem>.checkpoints`` beside
+    it, `ReplayStore.checkpoints_home`), created 0700. Older versions' files stay where they
+    are (read; rewritten only inside the database's directory)."""
+    return private_dir(store.checkpoints_home())
 
 
 # --- backup ---------------------------------------------------------------------------------
@@ -588,7 +583,9 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
 
     One snapshot while the service keeps writing (`store.copy_database`), written to a
     temporary file in the destination directory (0600), checked (``PRAGMA integrity_check``,
-    schema version, row counts), fsynced and renamed into place; the copy in place must then
+    schema version, row counts), given its own copy of every checkpoint file
+    (``<dest stem>.checkpoints/`` beside it, `store.copy_checkpoints`: the copy never writes a
+    file the original refers to), fsynced and renamed into place; the copy in place must then
     pass ``quick_check``. `UserError` for what the person can fix, `StoreError` when the copy
     fails its integrity check.
     """
@@ -600,6 +597,7 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
         os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
         os.chmod(tmp, 0o600)
         verified = copy_database(src, tmp, busy_timeout_ms)
+        files = copy_checkpoints(src, tmp, dest)  # the copy owns its files (independent)
         _fsync(tmp)
         os.replace(tmp, dest)
         _fsync(dest.parent)
@@ -611,7 +609,9 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
     if not passes_quick_check(dest, busy_timeout_ms):  # the copy in place opens on its own
         raise UserError(f"{dest}: the copy does not pass quick_check")
     return {"source": str(src), "backup": str(dest), "bytes": dest.stat().st_size,
-            "seconds": round(time.perf_counter() - started, 3), **verified}
+            "seconds": round(time.perf_counter() - started, 3), **verified,
+            "checkpoints": str(dest.parent / f"{dest.stem}.checkpoints"),
+            "checkpoints_copied": files["copied"], "checkpoints_missing": files["missing"]}
 
 
 def _backup_destination(src: Path, dest: Path, overwrite: bool) -> Path:
@@ -627,6 +627,9 @@ def _backup_destination(src: Path, dest: Path, overwrite: bool) -> Path:
             raise UserError(f"{dest} exists; not overwritten (use --force)")
     if not dest.parent.is_dir():
         raise UserError(f"directory {dest.parent} does not exist")
+    if (dest.parent.resolve() / dest.stem) == (src.parent.resolve() / src.stem):
+        raise UserError(f"{dest} would share the checkpoint folder {src.stem}.checkpoints of "
+                        f"{src}; give the copy another name")
     return dest
 
 

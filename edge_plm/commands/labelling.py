@@ -21,8 +21,7 @@ def _pred(p) -> dict:
 
 
 def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
-            rebuild: bool = False, checkpoints: Optional[Path] = None,
-            device: Optional[str] = None) -> dict[str, Any]:
+            rebuild: bool = False, device: Optional[str] = None) -> dict[str, Any]:
     """Give `interaction` the label `label` (source "manual") and learn it: the active model
     takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
     the database). An interaction without a transcript is a `q.UserError`. An interaction of
@@ -45,7 +44,7 @@ def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
         result.update(holdout=row.holdout, learned=False, replaced=False, version=None,
                       prediction_before=None, prediction_after=None)
         return result
-    learner = Learner.open(store, *learner_setup(store, settings, db_path, checkpoints),
+    learner = Learner.open(store, *learner_setup(store, settings, db_path),
                            devices=device_names(device_configs(settings)))
     before = learner.predict(row.transcript)
     if device_labels is not None:
@@ -107,8 +106,8 @@ def audio_count(store, ids: list[int]) -> int:
     return len(store.audio_paths(ids))
 
 
-def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = False,
-           checkpoints: Optional[Path] = None) -> dict[str, Any]:
+def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = False
+           ) -> dict[str, Any]:
     """Delete the interactions `ids` and their audio files. The active model takes back what
     it learned from them (a new active version without them); with `rebuild` a model is
     re-learned from what remains instead. Every other kept checkpoint is rewritten without
@@ -117,25 +116,29 @@ def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = Fa
     copies = [str(p) for p in forgetting.other_copies(db_path)]
     if not ids:
         return q.forget(store, []) | {"rebuilt": None, "checkpoints": None, "other_copies": copies}
-    delete = None  # no model yet: rows only (the first model is made from what remains)
+    # no model yet: rows only (the first model is made from what remains); the files of
+    # any other versions are still owed their rewrite, journalled with the delete
+    delete = lambda ids: store.delete_interactions(  # noqa: E731
+        ids, owe=lambda: forgetting.owed_versions(store))
+    modelled = False
     if rebuild or store.active_model_version() is not None:
         # the model as it must be (the active version plus what it lacks), then rows and
         # the model's part in one transaction (Learner.forget_interactions)
-        cfg, ckdir = learner_setup(store, settings, db_path, checkpoints)
+        cfg, ckdir = learner_setup(store, settings, db_path)
         learner = (Learner(store, cfg, ckdir) if rebuild else Learner.open(store, cfg, ckdir))
         delete = lambda ids: learner.forget_interactions(ids, rebuild=rebuild)  # noqa: E731
+        modelled = True
     result = q.forget(store, ids, delete=delete)
     out = result.pop("outcome")
     result["rebuilt"] = out.version if rebuild else None
     result["model"] = None
     result["other_copies"] = copies
-    if delete is None:  # no active version: the files of any other versions still
-        _, ckdir = learner_setup(store, settings, db_path, checkpoints)
-        result["checkpoints"] = forgetting.rewrite_kept(store, ckdir, set(ids),
-                                                        forgetting.kept_texts(store))
+    if not modelled:  # no active version: the files of any other versions (owed)
+        result["checkpoints"] = (forgetting.complete_owed(store)
+                                 or {"rewritten": [], "removed": [], "clean": []})
     else:
         result["checkpoints"] = out.files
-    if delete is not None and not rebuild:
+    if modelled and not rebuild:
         result["model"] = {"forgotten": len(out.forgotten),
                            "not_in_model": len(out.not_in_model), "version": out.version}
     return result

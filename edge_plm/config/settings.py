@@ -54,25 +54,29 @@ class PathsConfig:
                                       "else $XDG_DATA_HOME/edge-plm (~/.local/share/edge-plm)")
     database: str = setting("", "empty: <state_dir>/edge-plm.db")
     models_dir: str = setting("", "empty: <state_dir>/models (installed ASR models)")
-    checkpoints_dir: str = setting("", "empty: <state_dir>/checkpoints")
+    checkpoints_dir: str = setting("", "no longer used: a database's checkpoints live in "
+                                       "<database stem>.checkpoints/ beside it")
     keep_audio: bool = setting(False, "privacy: audio is not kept unless configured")
     log_transcripts: bool = setting(False, "privacy: transcripts in the log at INFO (DEBUG always shows them)")
     audio_dir: str = setting("", "empty: <state_dir>/audio")
 
+    # a leading ``~`` is the home directory, as in a shell (never a literal ``./~`` folder)
     def state(self) -> Path:
-        return Path(self.state_dir) if self.state_dir else default_state_dir()
+        return Path(self.state_dir).expanduser() if self.state_dir else default_state_dir()
 
     def database_path(self) -> Path:
-        return Path(self.database) if self.database else self.state() / "edge-plm.db"
+        return Path(self.database).expanduser() if self.database else self.state() / "edge-plm.db"
 
     def models_path(self) -> Path:
-        return Path(self.models_dir) if self.models_dir else self.state() / "models"
+        return Path(self.models_dir).expanduser() if self.models_dir else self.state() / "models"
 
     def checkpoints_path(self) -> Path:
-        return Path(self.checkpoints_dir) if self.checkpoints_dir else self.state() / "checkpoints"
+        """The database's own checkpoint folder (`ReplayStore.checkpoints_home`)."""
+        db = self.database_path()
+        return db.parent / f"{db.stem}.checkpoints"
 
     def audio_path(self) -> Path:
-        return Path(self.audio_dir) if self.audio_dir else self.state() / "audio"
+        return Path(self.audio_dir).expanduser() if self.audio_dir else self.state() / "audio"
 
 
 @dataclass

@@ -19,7 +19,9 @@ or a unit/word string of forgotten text.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +50,59 @@ def forget_removed(v: Any) -> str | None:
     return (getattr(v, "metrics", None) or {}).get("forget_removed")
 
 
+def owed_versions(store: ReplayStore, skip: set[str] = frozenset()) -> list[str]:
+    """The versions whose kept checkpoint a `forget` must rewrite (every saved, unpruned,
+    non-candidate version with a file, except `skip`): what it journals (``forget_owed``)
+    in the transaction of the delete."""
+    return [v.version for v in store.model_versions()
+            if v.version not in skip and v.path and not state.is_pruned(v)
+            and v.status != "candidate" and Path(v.path).exists()]
+
+
+def complete_owed(store: ReplayStore) -> dict[str, list[str]] | None:
+    """Finish what a `forget` killed before its end still owes: every journalled version's
+    checkpoint rewritten without its forgotten interactions (`rewrite_kept`); None when
+    nothing was owed. Run first whenever the database is opened to learn or to change
+    versions (`VersionRegistry.start_up`, `versions.learner_setup`)."""
+    owed = store.owed_rewrites()
+    if not owed:
+        return None
+    log.warning("forget: an interrupted forget still owed %d checkpoint rewrite(s) (%s); "
+                "finishing them", len(owed), ", ".join(sorted(owed)))
+    return rewrite_kept(store, store.checkpoints_home(), set(), kept_texts(store),
+                        only=set(owed))
+
+
+#: a test hook: called with the version name after each checkpoint is rewritten
+after_rewrite: Callable[[str], Any] | None = None
+
+
 def rewrite_kept(store: ReplayStore, directory: Path, forgotten: set[int], texts: list[str],
-                 skip: set[str] = frozenset()) -> dict[str, list[str]]:
-    """Rewrite (or remove) every kept checkpoint except the versions in `skip` so that none
-    holds an example of the interactions `forgotten` or a string no text of `texts` uses.
-    Returns ``{"rewritten": [...], "removed": [...], "clean": [...]}`` (version names)."""
+                 skip: set[str] = frozenset(), only: set[str] | None = None
+                 ) -> dict[str, list[str]]:
+    """Rewrite (or remove) every kept checkpoint except the versions in `skip` (with `only`:
+    just those) so that none holds an example of the interactions `forgotten` (or of those
+    ``forget_owed`` journals for it) or a string no text of `texts` uses; each version's
+    journal entries are cleared in the transaction that records its new file. A file is
+    written only into the database's own folder: one outside it (another database's) is
+    read, and its rewrite goes to the own folder. Returns ``{"rewritten": [...],
+    "removed": [...], "clean": [...]}`` (version names)."""
     out: dict[str, list[str]] = {"rewritten": [], "removed": [], "clean": []}
-    if directory.exists():
-        state.clean_debris(store, directory)  # half-written files may hold the old text too
+    home = store.checkpoints_home()
+    for d in {Path(directory), home}:
+        if d.exists():
+            state.clean_debris(store, d)  # half-written files may hold the old text too
+    owed = store.owed_rewrites()
     for v in store.model_versions():
-        if (v.version in skip or not v.path or state.is_pruned(v) or v.status == "candidate"
-                or not Path(v.path).exists()):
+        if v.version in skip or (only is not None and v.version not in only):
             continue
-        with state.checkpoint_lock(Path(v.path).parent):
+        if (not v.path or state.is_pruned(v) or v.status == "candidate"
+                or not Path(v.path).exists()):
+            if v.version in owed:
+                store.settle_owed(v.version)  # no file left to hold them
+            continue
+        gone = set(forgotten) | owed.get(v.version, set())
+        with state.checkpoint_lock(home):
             try:
                 trust.check_file(v)
                 model = SwitchModel.load(v.path)
@@ -70,10 +112,14 @@ def rewrite_kept(store: ReplayStore, directory: Path, forgotten: set[int], texts
                                   "not be rewritten without the forgotten interactions")
                 out["removed"].append(v.version)
                 continue
-            if _rewrite(store, v, model, forgotten, texts):
+            if _rewrite(store, v, model, gone, texts, home):
                 out["rewritten"].append(v.version)
             else:
+                if v.version in owed:
+                    store.settle_owed(v.version)
                 out["clean"].append(v.version)
+        if after_rewrite is not None:
+            after_rewrite(v.version)
     if out["rewritten"] or out["removed"]:
         log.info("forget: checkpoints rewritten without the forgotten interactions: %s; "
                  "removed: %s", ", ".join(out["rewritten"]) or "none",
@@ -82,9 +128,13 @@ def rewrite_kept(store: ReplayStore, directory: Path, forgotten: set[int], texts
 
 
 def _rewrite(store: ReplayStore, v: Any, model: SwitchModel, forgotten: set[int],
-             texts: list[str]) -> bool:
+             texts: list[str], home: Path) -> bool:
     """Take the forgotten examples and strings out of `model` (version `v`) and write it
-    back; False when it held neither (the file is left as it was)."""
+    to a new file in the database's own folder `home`; the row then points at it (and what
+    was owed is cleared) in one transaction, and the old file is deleted if the database owns
+    it. A kill before the row changes leaves the old file and its journal entry (done again
+    next time; the new file is debris `state.clean_debris` removes). False when it held
+    neither (the file is left as it was)."""
     keys = {int(i): int(k) for i, k in (model.meta.get("interaction_keys") or [])}
     held = [keys.pop(i) for i in sorted(forgotten) if i in keys]
     held = [k for k in held if k not in model.removed]
@@ -94,18 +144,27 @@ def _rewrite(store: ReplayStore, v: Any, model: SwitchModel, forgotten: set[int]
         return False
     extra = {k: val for k, val in model.meta.items() if k not in _OWN_META}
     extra["interaction_keys"] = sorted([i, k] for i, k in keys.items())
-    path = model.save(v.path, extra=extra)
-    store.set_rewritten(v.version, **trust.record_of(path, model), metrics={
+    state.ensure_dir(home)
+    old = Path(v.path)
+    path = model.save(home / f"{v.version}.{secrets.token_hex(4)}.npz", extra=extra)
+    store.set_rewritten(v.version, **trust.record_of(path, model), path=path, metrics={
         **(v.metrics or {}), "forget_rewritten": {
             "at": time.time(), "examples_removed": len(held), "units_scrubbed": gone["units"],
             "words_scrubbed": gone["words"]}})
+    if store.owns_checkpoint(old):
+        old.unlink(missing_ok=True)
+    else:
+        log.warning("forget: the checkpoint of model version %s was at %s, outside this "
+                    "database's folder (another database's file?): left unchanged; the "
+                    "version now uses its rewritten copy %s", v.version, old, path)
     return True
 
 
 def _remove(store: ReplayStore, v: Any, why: str) -> None:
-    Path(v.path).unlink(missing_ok=True)
+    if store.owns_checkpoint(v.path):
+        Path(v.path).unlink(missing_ok=True)
     store.set_model_metrics(v.version, {**(v.metrics or {}), "pruned": True,
-                                        "forget_removed": why})
+                                        "forget_removed": why}, settle_owed=True)
     log.warning("forget: the checkpoint of model version %s was deleted: %s", v.version, why)
 
 
@@ -126,4 +185,5 @@ def other_copies(db_path: Path) -> list[Path]:
     return found
 
 
-__all__ = ["forget_removed", "kept_texts", "other_copies", "rewrite_kept"]
+__all__ = ["complete_owed", "forget_removed", "kept_texts", "other_copies", "owed_versions",
+           "rewrite_kept"]

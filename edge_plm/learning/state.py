@@ -175,9 +175,11 @@ def checkpoint_lock(directory: Path, exclusive: bool = False,
 
 
 def clean_debris(store: ReplayStore, directory: Path) -> dict[str, int]:
-    """Remove half-written checkpoints (``*.tmp``) and stale ``candidate`` rows (with their
-    file), when no other process is writing a checkpoint. Returns what was removed."""
-    removed = {"tmp_files": 0, "candidates": 0}
+    """Remove half-written checkpoints (``*.tmp``), stale ``candidate`` rows (with their
+    file, if the database owns it) and, in the database's own folder, checkpoint files no
+    version refers to (a rewrite `forget` was killed before recording), when no other
+    process is writing a checkpoint. Returns what was removed."""
+    removed = {"tmp_files": 0, "candidates": 0, "unreferenced": 0}
     if not directory.exists():
         return removed
     with checkpoint_lock(directory, exclusive=True, blocking=False) as locked:
@@ -193,13 +195,20 @@ def clean_debris(store: ReplayStore, directory: Path) -> dict[str, int]:
         for v in store.model_versions():
             if v.status != "candidate":
                 continue
-            if v.path:
+            if v.path and store.owns_checkpoint(v.path):
                 Path(v.path).unlink(missing_ok=True)
             store.delete_model_version(v.version)
             removed["candidates"] += 1
+        if Path(os.path.abspath(directory)) == store.checkpoints_home():
+            referenced = {os.path.abspath(v.path) for v in store.model_versions() if v.path}
+            for f in directory.glob("*.npz"):
+                if os.path.abspath(f) not in referenced:
+                    f.unlink(missing_ok=True)
+                    removed["unreferenced"] += 1
     if any(removed.values()):
         log.warning("removed debris of an interrupted checkpoint write: %d temp file(s), %d "
-                    "candidate version row(s)", removed["tmp_files"], removed["candidates"])
+                    "candidate version row(s), %d unreferenced checkpoint file(s)",
+                    removed["tmp_files"], removed["candidates"], removed["unreferenced"])
     return removed
 
 
@@ -240,7 +249,8 @@ def prune_checkpoints(store: ReplayStore, keep: int, max_bytes: float) -> list[s
         prune.append(v)
         total -= size(v)
     for v in prune:
-        Path(v.path).unlink(missing_ok=True)
+        if store.owns_checkpoint(v.path):  # another database's file is never deleted
+            Path(v.path).unlink(missing_ok=True)
         store.set_model_metrics(v.version, {**(v.metrics or {}), "pruned": True})
     if prune:
         log.info("checkpoints pruned (retention): %s", ", ".join(v.version for v in prune))

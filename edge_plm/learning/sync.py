@@ -118,8 +118,10 @@ class StoreSync:
         ids = sorted({int(i) for i in ids})
         texts = forgetting.kept_texts(lr.store, exclude=set(ids))
 
-        def commit(name: str) -> None:
-            lr.store.delete_interactions(ids, remove_audio=remove_audio, activate_version=name)
+        def commit(name: str | None) -> None:  # the rewrites still owed: journalled with it
+            lr.store.delete_interactions(
+                ids, remove_audio=remove_audio, activate_version=name,
+                owe=lambda: forgetting.owed_versions(lr.store, {name} if name else set()))
 
         if rebuild:
             model, keys, learned = lr.registry.rebuilt_model(exclude=set(ids))
@@ -141,7 +143,7 @@ class StoreSync:
                        "interactions": [None, None], "labels_in_window": 0}
             name = lr.registry.write(lr.model, lr.keys, metrics, commit=commit)
         else:
-            lr.store.delete_interactions(ids, remove_audio=remove_audio)
+            commit(None)
         self.forget_seq = lr.store.forget_seq()
         files = forgetting.rewrite_kept(lr.store, lr.checkpoints_dir, set(ids), texts,
                                         {name} if name else set())

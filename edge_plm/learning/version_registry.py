@@ -47,6 +47,7 @@ class VersionRegistry:
         lr = self.learner
         state.ensure_dir(lr.checkpoints_dir)
         state.clean_debris(lr.store, lr.checkpoints_dir)
+        forgetting.complete_owed(lr.store)  # what a killed `forget` still owes, first
         versions = lr.store.model_versions()
         active = lr.store.active_model_version()
         # newest first: the active one, then earlier versions that were active once (retired)
@@ -207,6 +208,11 @@ class VersionRegistry:
         matches = [v for v in lr.store.model_versions() if v.version == version]
         if not matches:
             raise LookupError(f"no model version {version!r}")
+        if version in lr.store.owed_rewrites():
+            raise CheckpointError(f"the checkpoint of model version {version} still holds "
+                                  "interactions a `forget` deleted (its rewrite is owed; it "
+                                  "is finished at the next start of the service or of a "
+                                  "model command)")
         model = self.load(matches[0])  # CheckpointError propagates: nothing changed
         replaced = lr.store.activate_model_version(version)
         lr.set_live(model, version)

@@ -596,8 +596,8 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
                  talkback: bool = False) -> Replay:
     """A controller for replays: given (or temporary) DB, mock GPIO, simulated clock.
 
-    Checkpoints go next to the DB (``<db dir>/checkpoints``) unless ``paths.checkpoints_dir``
-    is set. The store's timestamps are the simulated clock offset to `epoch`; without an
+    Checkpoints go to the DB's own folder (``<db stem>.checkpoints`` beside it). The
+    store's timestamps are the simulated clock offset to `epoch`; without an
     `epoch`, the real time minus the simulated time still to come (``span_s`` - clock, see
     `session_span_s`), never later than the real time: a replay's rows end at the real time
     it ended, in the order they were made, none in the future.
@@ -611,10 +611,8 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     if db is None:
         tmp = tempfile.TemporaryDirectory(prefix="edge-plm-replay-")
         db = Path(tmp.name) / "edge-plm.db"
-    db = Path(db).expanduser().resolve()  # absolute: checkpoint paths are stored in the DB
-    paths = replace(settings.paths, database=str(db),
-                    checkpoints_dir=settings.paths.checkpoints_dir
-                    or str(db.parent / "checkpoints"))
+    db = Path(db).expanduser().resolve()
+    paths = replace(settings.paths, database=str(db))
     model = settings.model if seed is None else replace(settings.model, seed=seed)
     settings = replace(settings, paths=paths, model=model,
                        gpio=replace(settings.gpio, pin_factory="mock"))
@@ -626,7 +624,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     store = ReplayStore(db, clock=wall)
     try:
         lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
-        learner = Learner.open(store, lcfg, private_dir(paths.checkpoints_path()), clock=wall,
+        learner = Learner.open(store, lcfg, private_dir(store.checkpoints_home()), clock=wall,
                                devices=device_names(device_configs(settings)))
         devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
                                       install_exit_handlers=False, devices=settings.devices)

@@ -158,7 +158,7 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
               audio_gap_s: float = 3.0) -> None:
     """The slow start-up, step by step, each step skipped once `stop` is set."""
     parts["learner"] = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                                    private_dir(settings.paths.checkpoints_path()),
+                                    private_dir(store.checkpoints_home()),
                                     devices=device_names(device_configs(settings)))
     if _stopped_starting(stop, "opening the input"):
         return

@@ -16,7 +16,8 @@ from edge_plm.store.base import (BUSY_TIMEOUT_MS, BusyError, NotFoundError, Sche
                                  private_dir, quiet_unwritable, read_only_fs, retry_busy, ro_uri)
 from edge_plm.store.connection import StoreConnection
 from edge_plm.store.devices import DeviceOutcome, DeviceRows
-from edge_plm.store.files import copy_database, file_schema_version, passes_quick_check
+from edge_plm.store.files import (copy_checkpoints, copy_database, file_schema_version,
+                                  passes_quick_check)
 from edge_plm.store.interactions import InteractionRows
 from edge_plm.store.labels import LabelRows
 from edge_plm.store.model_versions import ModelVersionRows
@@ -30,7 +31,7 @@ __all__ = [
     "ACTIONS", "BUSY_TIMEOUT_MS", "DECISIONS", "DeviceOutcome", "INTERACTION_FIELDS", "LABELS", "LABEL_SOURCES",
     "MIGRATIONS", "MODEL_STATUSES", "SCHEMA_VERSION", "BusyError", "Interaction", "ModelVersion",
     "NotFoundError", "ReplayStore", "SchemaError", "StorageError", "StoreError", "clean_text",
-    "copy_database", "file_schema_version", "is_busy", "is_storage_failure", "migrate",
+    "copy_checkpoints", "copy_database", "file_schema_version", "is_busy", "is_storage_failure", "migrate",
     "passes_quick_check", "private_dir", "quiet_unwritable", "read_only_fs", "retry_busy",
     "ro_uri", "row_to_interaction", "schema_version",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,52 @@ def _verify_copy(conn: sqlite3.Connection) -> dict[str, Any]:
     return {"integrity_check": "ok", "schema_version": int(version[0]) if version else None,
             "interactions": conn.execute("SELECT count(*) FROM interactions").fetchone()[0],
             "model_versions": conn.execute("SELECT count(*) FROM model_versions").fetchone()[0]}
+
+
+def copy_checkpoints(src_db: str | Path, copy: str | Path, dest_db: str | Path) -> dict[str, int]:
+    """Give the database copy at `copy` (to be renamed to `dest_db`) its own checkpoints:
+    every version's file (its path resolved against `src_db`'s directory) is copied into
+    ``<dest_db stem>.checkpoints/`` (0700, files 0600, fsynced) and the copy's rows point
+    there, relative to `dest_db`'s directory; a version whose file is gone points there too
+    (missing, never another database's file). Returns ``{"copied", "missing"}``."""
+    src_home = Path(os.path.abspath(src_db)).parent
+    dest_db = Path(os.path.abspath(dest_db))
+    folder = dest_db.parent / f"{dest_db.stem}.checkpoints"
+    if not folder.exists():
+        folder.mkdir(mode=0o700)
+    folder.chmod(0o700)
+    out = {"copied": 0, "missing": 0}
+    conn = sqlite3.connect(str(copy))
+    try:
+        with conn:
+            rows = conn.execute("SELECT version, path FROM model_versions "
+                                "WHERE path IS NOT NULL").fetchall()
+            for version, stored in rows:
+                src = Path(stored) if os.path.isabs(stored) else src_home / stored
+                target = folder / Path(stored).name
+                if src.is_file():
+                    tmp = target.with_name(target.name + ".tmp")
+                    shutil.copyfile(src, tmp)
+                    os.chmod(tmp, 0o600)
+                    _fsync_file(tmp)
+                    os.replace(tmp, target)
+                    out["copied"] += 1
+                else:
+                    out["missing"] += 1
+                conn.execute("UPDATE model_versions SET path = ? WHERE version = ?",
+                             [str(target.relative_to(dest_db.parent)), version])
+    finally:
+        conn.close()
+    _fsync_file(folder)
+    return out
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def passes_quick_check(path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> bool:

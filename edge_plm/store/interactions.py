@@ -28,6 +28,7 @@ class InteractionRows:
     _write: Callable[[Callable[[], Any]], Any]
     _update_row: Callable[..., None]
     _retire_active: Callable[..., None]
+    _owe: Callable[..., None]
 
     def _normalise(self, values: dict[str, Any], partial: bool = False) -> dict[str, Any]:
         """Validate and convert `values` for SQLite.
@@ -166,13 +167,16 @@ class InteractionRows:
                 where, params, select="id")}
 
     def delete_interactions(self, ids: Iterable[int], remove_audio: bool = True,
-                            activate_version: str | None = None) -> list[str]:
+                            activate_version: str | None = None,
+                            owe: Callable[[], Iterable[str]] | None = None) -> list[str]:
         """Delete rows; return the audio paths they referenced.
 
         The same transaction bumps ``meta.forget_seq`` (a running service polls it and takes
         the deleted rows out of its live model) and, with `activate_version`, makes that
         (already written) model version active: rows and the model's contribution go
-        together, or neither does.
+        together, or neither does. `owe` (read inside the transaction): the versions whose
+        checkpoints must still be rewritten without the rows, journalled in ``forget_owed``
+        by the same transaction (`owed_rewrites`; a killed `forget` is finished later).
 
         With `remove_audio`, those files are deleted too (a file already gone is logged, not an
         error). Rows go first, so a crash in between leaves an orphan file, never a row
@@ -192,6 +196,8 @@ class InteractionRows:
                 self._retire_active(except_version=activate_version)
                 self._update_row("model_versions", activate_version, {"status": "active"},
                                  f"no model version {activate_version!r}")
+            if owe is not None:
+                self._owe(owe(), ids)
             return found
 
         paths = self._write(delete)

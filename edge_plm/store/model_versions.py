@@ -1,11 +1,22 @@
-"""The rows of ``model_versions``: the model's versions, their checkpoints and status."""
+"""The rows of ``model_versions``: the model's versions, their checkpoints and status; and
+``forget_owed``, the checkpoint rewrites a `forget` still owes.
+
+A database owns its checkpoint files: new ones go to its own folder (`checkpoints_home`,
+``<database stem>.checkpoints/`` beside the file) and every path inside the database's
+directory is stored relative to that directory, resolved against where the file is now
+(a copied or moved state dir keeps working). A path outside the directory stays absolute
+and is only read (`owns_checkpoint`): another database may refer to it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import sqlite_utils
@@ -17,6 +28,7 @@ class ModelVersionRows:
     """The model-version queries of `ReplayStore` (a mixin over `StoreConnection`)."""
 
     db: sqlite_utils.Database
+    path: Path
     _lock: threading.RLock
     _clock: Callable[[], float]
     _write: Callable[[Callable[[], Any]], Any]
@@ -30,7 +42,8 @@ class ModelVersionRows:
         _check("status", status, MODEL_STATUSES)
         if not version:
             raise ValueError("model version must be a non-empty string")
-        row = {"version": version, "parent": parent, "path": path, "status": status,
+        row = {"version": version, "parent": parent, "path": self.stored_path(path),
+               "status": status,
                "metrics": None if metrics is None else json.dumps(metrics, sort_keys=True),
                "n_train": int(n_train),
                "created_ts": self._clock() if created_ts is None else created_ts}
@@ -86,20 +99,34 @@ class ModelVersionRows:
                                              f"no model version {version!r}"))
 
     def set_rewritten(self, version: str, sha256: str, config: str, n_examples: int,
-                      metrics: dict[str, Any]) -> None:
+                      metrics: dict[str, Any], path: str | Path | None = None) -> None:
         """`version`'s checkpoint was written again (`forget` took examples out of it): its
-        record, its labels learned (``n_train``, now the examples it holds) and its metrics,
-        in one transaction."""
+        record, its labels learned (``n_train``, now the examples it holds), its metrics and
+        (when the rewrite went to a new file) its path, in one transaction that also clears
+        what `forget` owed it (`owed_rewrites`)."""
         values = {"sha256": sha256, "config": config, "n_examples": int(n_examples),
                   "n_train": int(n_examples), "metrics": json.dumps(metrics, sort_keys=True)}
-        self._write(lambda: self._update_row("model_versions", version, values,
-                                             f"no model version {version!r}"))
+        if path is not None:
+            values["path"] = self.stored_path(path)
 
-    def set_model_metrics(self, version: str, metrics: dict[str, Any]) -> None:
-        """Replace a version's metrics (e.g. to mark its checkpoint pruned)."""
+        def update() -> None:
+            self._update_row("model_versions", version, values, f"no model version {version!r}")
+            self.db.execute("DELETE FROM forget_owed WHERE version = ?", [version])
+
+        self._write(update)
+
+    def set_model_metrics(self, version: str, metrics: dict[str, Any],
+                          settle_owed: bool = False) -> None:
+        """Replace a version's metrics (e.g. to mark its checkpoint pruned); `settle_owed`:
+        in the same transaction, clear what `forget` owed it (its file was deleted)."""
         values = {"metrics": json.dumps(metrics, sort_keys=True)}
-        self._write(lambda: self._update_row("model_versions", version, values,
-                                             f"no model version {version!r}"))
+
+        def update() -> None:
+            self._update_row("model_versions", version, values, f"no model version {version!r}")
+            if settle_owed:
+                self.db.execute("DELETE FROM forget_owed WHERE version = ?", [version])
+
+        self._write(update)
 
     def delete_model_version(self, version: str) -> None:
         """Remove a version row (only for debris: a candidate whose writer died)."""
@@ -110,10 +137,89 @@ class ModelVersionRows:
         """All model versions in the order they were made (rowid; ``created_ts`` is the
         clock of whoever made them, e.g. a replay's simulated time)."""
         with self._lock:
-            return [_model(r) for r in self.db["model_versions"].rows_where(order_by="rowid")]
+            return [self._resolved(_model(r))
+                    for r in self.db["model_versions"].rows_where(order_by="rowid")]
 
     def active_model_version(self) -> ModelVersion | None:
         """The active model version, if any."""
         with self._lock:
             rows = list(self.db["model_versions"].rows_where("status = 'active'"))
-        return _model(rows[0]) if rows else None
+        return self._resolved(_model(rows[0])) if rows else None
+
+    # --- the database's own files -----------------------------------------------------------
+    def home(self) -> Path:
+        """The directory the database file is in now (absolute)."""
+        return Path(os.path.abspath(self.path)).parent
+
+    def checkpoints_home(self) -> Path:
+        """This database's own checkpoint folder: ``<stem>.checkpoints`` beside the file (two
+        databases in one folder never share it; a copy of the file gets its own)."""
+        return self.home() / f"{Path(self.path).stem}.checkpoints"
+
+    def stored_path(self, path: str | Path | None) -> str | None:
+        """How `path` is stored: relative to the database's directory when inside it (a
+        copied or moved state dir keeps its paths), else absolute."""
+        if not path:
+            return None
+        full = Path(os.path.abspath(path))
+        rel = _inside(full, self.home())
+        return str(rel) if rel is not None else str(full)
+
+    def resolve_path(self, stored: str | None) -> str | None:
+        """A stored path as a path to open (relative ones against the database's directory)."""
+        if not stored:
+            return stored
+        return stored if os.path.isabs(stored) else str(self.home() / stored)
+
+    def owns_checkpoint(self, path: str | Path | None) -> bool:
+        """Whether this database may rewrite or delete the file at `path`: only inside its
+        own directory (stored relative). A file elsewhere may be another database's (an
+        older backup's paths point at the original's files): it is only read."""
+        return bool(path) and _inside(Path(os.path.abspath(path)), self.home()) is not None
+
+    def _resolved(self, v: ModelVersion) -> ModelVersion:
+        return dataclasses.replace(v, path=self.resolve_path(v.path)) if v.path else v
+
+    def rebase_checkpoints(self, moved: dict[str, str]) -> None:
+        """Point versions at new files (`db backup`: the copy's own folder), version -> path."""
+        def update() -> None:
+            for version, path in moved.items():
+                self._update_row("model_versions", version, {"path": self.stored_path(path)},
+                                 f"no model version {version!r}")
+        self._write(update)
+
+    # --- what `forget` still owes ---------------------------------------------------------
+    def owed_rewrites(self) -> dict[str, set[int]]:
+        """Version -> the forgotten interaction ids its checkpoint must still lose (written
+        by `delete_interactions` in the transaction of the delete)."""
+        out: dict[str, set[int]] = {}
+        with self._lock:
+            for version, ids in self.db.execute(
+                    "SELECT version, interaction_ids FROM forget_owed ORDER BY id"):
+                out.setdefault(version, set()).update(int(i) for i in json.loads(ids))
+        return out
+
+    def _owe(self, versions: Iterable[str], ids: list[int]) -> None:
+        """Inside a write: journal a rewrite of each of `versions` without `ids`."""
+        payload = json.dumps(sorted(int(i) for i in ids))
+        now = self._clock()
+        for version in versions:
+            self.db.execute("INSERT INTO forget_owed (version, interaction_ids, created_ts) "
+                            "VALUES (?, ?, ?)", [version, payload, now])
+
+    def settle_owed(self, version: str) -> None:
+        """Nothing is owed to `version` any more (its file is gone or holds none of them)."""
+        self._write(lambda: self.db.execute("DELETE FROM forget_owed WHERE version = ?",
+                                            [version]))
+
+
+def _inside(path: Path, directory: Path) -> Path | None:
+    """`path` relative to `directory` if it is inside it (symlinks resolved too), else None."""
+    for p, d in ((path, directory), (Path(os.path.realpath(path)), Path(os.path.realpath(directory)))):
+        try:
+            rel = p.relative_to(d)
+        except ValueError:
+            continue
+        if rel.parts and ".." not in rel.parts:
+            return rel
+    return None

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import sqlite_utils
 
@@ -182,6 +184,39 @@ def _remote_source(db: sqlite_utils.Database) -> None:
         raise SchemaError(f"integrity check after adding the 'remote' label source: {check}")
 
 
+def _own_files(db: sqlite_utils.Database) -> None:
+    """A database owns its files: checkpoint paths inside the database's directory become
+    relative to it (a copied or moved state dir keeps working; paths elsewhere stay absolute
+    and are only read), and ``forget_owed`` journals the checkpoint rewrites a `forget`
+    still owes (one row per version and forget, cleared when the file is rewritten)."""
+    db.execute("""
+        CREATE TABLE IF NOT EXISTS forget_owed (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            version TEXT NOT NULL,           -- model_versions.version
+            interaction_ids TEXT NOT NULL,   -- JSON list: what its checkpoint must lose
+            created_ts REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_forget_owed_version ON forget_owed(version)")
+    main = next((r[2] for r in db.execute("PRAGMA database_list") if r[1] == "main"), "")
+    if not main:
+        return  # an in-memory database has no directory
+    homes = {os.path.dirname(os.path.abspath(main)), os.path.dirname(os.path.realpath(main))}
+    for version, path in db.execute("SELECT version, path FROM model_versions "
+                                    "WHERE path IS NOT NULL").fetchall():
+        if not os.path.isabs(path):
+            continue
+        for home in homes:
+            for p in {os.path.abspath(path), os.path.realpath(path)}:
+                if os.path.commonpath([p, home]) == home and p != home:
+                    rel = str(Path(p).relative_to(home))
+                    db.execute("UPDATE model_versions SET path = ? WHERE version = ?",
+                               [rel, version])
+                    break
+            else:
+                continue
+            break
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
@@ -191,6 +226,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (5, "interaction_devices: each device's outcome of an utterance (several devices)", _v5),
     (6, "interactions.label_source may be 'spoken' (talk-back)", _spoken_source),
     (7, "label_source may be 'remote' (a home hub's command, MQTT)", _remote_source),
+    (8, "checkpoint paths relative to the database; forget_owed (forget's journal)", _own_files),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
