@@ -41,7 +41,7 @@ class SwitchConfig:
     l2_df_power: float = 0.0  # per unit the pull is l2 x df^-power (df: labelled examples holding it)
     l2_n0: int = 0  # beyond this many labelled examples the pull weakens as l2_n0 / n (0: constant)
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
-    refine_steps: int = 10  # full-batch refinement steps after each label
+    refine_steps: int = 10  # refinement steps after each label (on its replay sample, below)
     refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
     # a label refines on itself and at most this many earlier examples (class-balanced, seeded):
     # an update costs the same at any history (0: every example, full batch); 64 gave the

@@ -1,5 +1,5 @@
 """The switch network over collision-free units: an explicit, class-balanced solution of the
-action layer, refined by full-batch gradient steps pulled toward it (docs/method.md).
+action layer, refined by gradient steps pulled toward it (docs/method.md).
 
 Local block: the state at a word's positions is the identity of the units (word-anchored
 character n-grams and the word, ``switch/units.py``) ending there, read exactly from the unit vocabulary
@@ -15,9 +15,11 @@ U = scale * B + delta:
          counts as one example), B[j, y] = log(F[j, y] + a) - log(sum_d F[d, y] + a V), over the
          V units that occur in labelled examples (a naive-Bayes log-likelihood; ``alpha`` = a),
          rows centred over the actions; units never labelled have B = 0;
-  delta  what refinement adds: gradient steps on the class-weighted cross-entropy of every
-         labelled example (full batch) plus (l2 / 2) |delta|^2 + (l2 / 2) |b|^2, i.e. an L2 pull
-         toward the explicit solution. Deterministic: no sampling, a fixed number of steps.
+  delta  what refinement adds: gradient steps on the class-weighted cross-entropy of the
+         labelled examples plus (l2 / 2) |delta|^2 + (l2 / 2) |b|^2, i.e. an L2 pull toward the
+         explicit solution: full batch (``refine(steps)``), or after one label on its replay
+         sample (``refine(steps, keys)``, ``switch/owner.py``: the pull on the sample's units).
+         Deterministic: a seeded sample, a fixed number of steps.
 Actions that have no label yet get a large negative logit (a label never given is never
 predicted). The statistics are sums over the labelled examples, so adding, relabelling and
 forgetting an example are exact.
