@@ -192,3 +192,11 @@ def test_a_tilde_in_config_paths_is_the_home_directory(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["config", "check", "--config", str(cfg)])
     assert r.exit_code == 0 and f"state dir {home / 'edge'}" in r.stdout
     assert not (tmp_path / "~").exists()
+
+
+def test_the_retired_checkpoints_dir_key_is_not_silently_ignored(caplog):
+    from edge_plm.config.settings import parse
+
+    with caplog.at_level("WARNING"):
+        parse('[paths]\ncheckpoints_dir = "/srv/ck"\n', "old.toml")
+    assert "paths.checkpoints_dir is no longer used" in caplog.text

@@ -13,6 +13,7 @@ writes it next to the key in the generated config file.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import stat
@@ -309,6 +310,10 @@ def parse(text: str, source: str = "<string>") -> Settings:
         if section is None or not dataclasses.is_dataclass(section) or not isinstance(values, dict):
             raise ConfigError(f"{source}: unknown section [{name}]")
         _apply(section, values, f"{source}: [{name}]")
+    if settings.paths.checkpoints_dir:  # a key of older versions: say it does nothing now
+        logging.getLogger(__name__).warning(
+            "%s: paths.checkpoints_dir is no longer used (each database keeps its checkpoints in "
+            "<database stem>.checkpoints/ beside it); remove the key", source)
     validate(settings)
     return settings
 
