@@ -112,6 +112,20 @@ def test_files_after_audio_as_arguments_and_bad_paths(tmp_path):
     assert not (tmp_path / "state").exists()  # nothing was started
 
 
+def test_a_file_that_is_not_a_wav_is_refused_before_anything_starts(tmp_path):
+    cfg = config(tmp_path)
+    fake = tmp_path / "fake.wav"
+    fake.write_text("not audio at all\n")
+    for path in (ROOT / "README.md", fake):
+        res = subprocess.run([sys.executable, "-m", "edge_plm.cli", "run", "--config", str(cfg),
+                              "--audio", str(ON), str(path)],
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert res.returncode == 2, (res.stdout, res.stderr)
+        assert res.stderr.strip().splitlines() == [f"error: --audio: {path}: not a WAV file"]
+        assert res.stdout == ""
+    assert not (tmp_path / "state").exists()  # no model loaded, no database opened
+
+
 def test_wav_source_in_the_config_names_run_audio(tmp_path):
     cfg = config(tmp_path, '[audio]\nsource = "wav"\n[gpio]\npin_factory = "mock"\n')
     res = subprocess.run([sys.executable, "-m", "edge_plm.cli", "run", "--config", str(cfg)],
@@ -131,6 +145,10 @@ def test_audio_paths_expand_directories(tmp_path):
         audio_paths([empty])
     with pytest.raises(AudioError, match="no such file"):
         audio_paths([tmp_path / "nope"])
+    with pytest.raises(AudioError, match="not a WAV file"):
+        audio_paths([tmp_path / "notes.txt"])
+    with pytest.raises(AudioError, match="empty file"):
+        audio_paths([tmp_path / "b.wav"])
 
 
 def test_on_a_terminal_a_space_alone_flips_the_switch(tmp_path):

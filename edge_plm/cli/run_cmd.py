@@ -46,11 +46,12 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
             log_to(sys.stdout)
             log.info("%s during start-up: stopping", stop.reason())
             return
-        from edge_plm.loop.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
-
         if more and not audio:
             fail(f"unexpected argument {more[0]}: audio files go after --audio", 2)
+        # checked before the slow imports, the model and the database: a bad path fails at once
         files = _audio_files([*(audio or []), *(more or [])]) if audio else None
+        from edge_plm.loop.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
+
         if files:  # the printed lines are the output; the log keeps to warnings, on stderr
             log_to(sys.stderr, logging.WARNING)
         else:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from edge_plm.loop.controller import Item, wav_inputs
-from edge_plm.voice.audio import AudioError, audio_files_in
+from edge_plm.voice.audio import AudioError, audio_files_in, check_wav
 from edge_plm.voice.endpoint import Endpointer
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 def audio_paths(paths: list[Path]) -> list[Path]:
     """WAV files from `paths`: files as given, directories as their sorted ``*.wav``.
-    AudioError names the first path that is neither (or a directory without WAV files)."""
+    AudioError names the first path that is neither (a missing or unreadable file, one that
+    is not a WAV file, or a directory without WAV files)."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -43,10 +44,9 @@ def audio_paths(paths: list[Path]) -> list[Path]:
             if not found:
                 raise AudioError(f"{p}: no .wav files in this directory")
             out += found
-        elif p.is_file():
-            out.append(p)
         else:
-            raise AudioError(f"{p}: no such file or directory")
+            check_wav(p)
+            out.append(p)
     if not out:
         raise AudioError("no audio files given")
     return out

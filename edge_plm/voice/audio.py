@@ -24,7 +24,7 @@ import numpy as np
 
 from edge_plm.voice.endpoint import Dropped, Endpointer, Segment, Speech
 from edge_plm.voice.pcm import (  # noqa: F401 - re-exported: the audio API in one place
-    DEFAULT_MAX_SECONDS, TARGET_RATE, AudioError, clipped_fraction, read_wav, resample, write_wav)
+    DEFAULT_MAX_SECONDS, TARGET_RATE, AudioError, check_wav, clipped_fraction, read_wav, resample, write_wav)
 
 log = logging.getLogger(__name__)
 

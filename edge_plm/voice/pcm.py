@@ -194,6 +194,26 @@ def _convert(src: _Frames, dst_rate: int = TARGET_RATE, block: int = BLOCK_FRAME
     return out
 
 
+def check_wav(path: str | Path) -> None:
+    """Raise AudioError unless `path` is a readable file that starts like a WAV file (a RIFF,
+    RF64 or BW64 header of type WAVE). Reads 12 bytes: a quick refusal up front, before a
+    model is loaded; `read_wav` still judges the rest of the file."""
+    path = Path(path)
+    if not path.exists():
+        raise AudioError(f"{path}: no such file or directory")
+    if not path.is_file():
+        raise AudioError(f"{path}: not a regular file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError as exc:
+        raise AudioError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if not head:
+        raise AudioError(f"{path}: empty file (0 bytes), not a WAV recording")
+    if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64", b"BW64") or head[8:12] != b"WAVE":
+        raise AudioError(f"{path}: not a WAV file")
+
+
 def read_wav(path: str | Path, max_seconds: float | None = DEFAULT_MAX_SECONDS) -> tuple[np.ndarray, int]:
     """Read a WAV file as 16 kHz mono int16. Returns (samples, original sample rate).
 
