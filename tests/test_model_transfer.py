@@ -92,9 +92,14 @@ def test_import_rejects_foreign_checkpoints(db, tmp_path):
     np.savez(junk, a=np.zeros(3))
     res = cli("model", "import", str(junk), "--db", db)
     assert res.exit_code == 2 and "not an edge-plm checkpoint" in res.stderr
+    text = tmp_path / "README.md"  # not a checkpoint at all: no advice about pickle
+    text.write_text("# edge-plm\n\nA voice-controlled relay switch.\n")
+    as_text = cli("model", "import", str(text), "--db", db)
+    assert as_text.exit_code == 2 and "not an edge-plm checkpoint" in as_text.stderr
+    assert "pickle" not in as_text.stderr
     res = cli("model", "import", str(tmp_path / "missing.npz"), "--db", db)
     assert res.exit_code == 2 and "not found" in res.stderr
-    for r in (res,):
+    for r in (as_text, res):
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
     assert _active(db) == before
 

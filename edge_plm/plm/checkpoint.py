@@ -63,10 +63,26 @@ def save(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
     return path
 
 
+def _check_zip(path: Path) -> None:
+    """A checkpoint is a NumPy .npz (a zip archive): anything else is refused here in one line,
+    instead of numpy's advice to load it with pickle."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise CheckpointError(f"checkpoint {path} cannot be read: {exc.strerror or exc}") from exc
+    if not head:
+        raise CheckpointError(f"{path} is empty: not an edge-plm checkpoint")
+    if head not in (b"PK\x03\x04", b"PK\x05\x06"):
+        raise CheckpointError(f"{path} is not an edge-plm checkpoint (not a .npz archive), "
+                              "or its start is damaged")
+
+
 def load(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint not found: {path}")
+    _check_zip(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
