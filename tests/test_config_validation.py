@@ -107,6 +107,25 @@ def test_every_problem_is_reported_at_once():
     assert len(found) == 3 and any("seed" in p for p in found)
 
 
+def test_check_reports_every_bad_value_one_line_each_and_exits_2(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[model]\nseed = -1\n[gpio]\nrelay_pin = "seventeen"\ncolour = "red"\n'
+                      '[policy]\nask_window_s = -3\n')
+    proc = _run("config", "check", "--config", str(config))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = proc.stderr.strip().splitlines()
+    assert all(line.startswith(f"error: {config}: ") for line in errors), errors
+    assert len(errors) == 4, errors
+    for needle in ("model.seed", "[gpio].relay_pin: expected int", "unknown key 'colour'",
+                   "policy.ask_window_s"):
+        assert sum(needle in line for line in errors) == 1, (needle, errors)
+    with pytest.raises(ConfigError) as exc:
+        parse(config.read_text(), str(config))
+    assert exc.value.problems == [line.removeprefix("error: ") for line in errors]
+    one = _run("config", "check", "--config", str(config.with_name("missing.toml")))
+    assert one.returncode == 2 and len(one.stderr.strip().splitlines()) == 1
+
+
 def test_check_accepts_a_good_config(tmp_path):
     config = tmp_path / "ok.toml"
     config.write_text('[gpio]\nrelay_pin = 5\nswitch_pin = 6\nled_pin = -1\n[model]\nseed = 3\n')

@@ -43,9 +43,13 @@ def defaults(
 
 @config_app.command("check")
 def check(config: ConfigOpt = None) -> None:
-    """Parse and validate the config; print where it came from."""
+    """Parse and validate the config; print where it came from (a bad config: one error line
+    per problem, exit code 2)."""
     try:
         s = settings_mod.load(config)
     except settings_mod.ConfigError as exc:
-        fail(str(exc))
+        *before, last = exc.problems
+        for line in before:
+            typer.echo(f"error: {line}", err=True)
+        fail(last, 2)
     typer.echo(f"ok: {s.source} (state dir {s.paths.state()})")

@@ -26,7 +26,12 @@ from edge_plm.errors import EdgePlmError
 
 
 class ConfigError(EdgePlmError, ValueError):
-    """The configuration file is unreadable or holds an invalid value."""
+    """The configuration file is unreadable or holds an invalid value. `problems` lists each
+    problem as its own line (``config check`` prints one line each); the message joins them."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems) if problems else [message]
 
 
 def setting(default: Any, text: str) -> Any:
@@ -279,20 +284,23 @@ def candidate_paths() -> list[Path]:
     return paths
 
 
-def _apply(section_obj, values: dict, where: str) -> None:
+def _apply(section_obj, values: dict, where: str, errors: list[str]) -> None:
+    """Set the known keys of `values` that have the right type; every other key is a line in
+    `errors` (its default stays)."""
     known = {f.name: f for f in dataclasses.fields(section_obj)}
     for key, value in values.items():
         if key not in known:
-            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+            errors.append(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+            continue
         expected = type(getattr(section_obj, key))
         if expected is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         else:
             ok = isinstance(value, expected) and (expected is bool or not isinstance(value, bool))
         if not ok:
-            raise ConfigError(
-                f"{where}.{key}: expected {expected.__name__}, got {type(value).__name__} ({value!r})"
-            )
+            errors.append(
+                f"{where}.{key}: expected {expected.__name__}, got {type(value).__name__} ({value!r})")
+            continue
         setattr(section_obj, key, float(value) if expected is float else value)
 
 
@@ -302,32 +310,39 @@ def parse(text: str, source: str = "<string>") -> Settings:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
     settings = Settings(source=source)
+    errors: list[str] = []  # every problem, one line each (ConfigError.problems)
     for name, values in data.items():
         if name == "devices":
-            settings.devices = _devices(values, source)
+            settings.devices = _devices(values, source, errors)
             continue
         section = getattr(settings, name, None)
         if section is None or not dataclasses.is_dataclass(section) or not isinstance(values, dict):
-            raise ConfigError(f"{source}: unknown section [{name}]")
-        _apply(section, values, f"{source}: [{name}]")
+            errors.append(f"{source}: unknown section [{name}]")
+            continue
+        _apply(section, values, f"{source}: [{name}]", errors)
     if settings.paths.checkpoints_dir:  # a key of older versions: say it does nothing now
         logging.getLogger(__name__).warning(
             "%s: paths.checkpoints_dir is no longer used (each database keeps its checkpoints in "
             "<database stem>.checkpoints/ beside it); remove the key", source)
-    validate(settings)
+    # the values that were set are validated too (a wrong type keeps its key's default)
+    errors += [f"{source}: {p}" for p in problems(settings)]
+    if errors:
+        raise ConfigError("; ".join(errors), errors)
     return settings
 
 
-def _devices(values: Any, source: str) -> list[DeviceConfig]:
-    """The ``[[devices]]`` array of tables."""
+def _devices(values: Any, source: str, errors: list[str]) -> list[DeviceConfig]:
+    """The ``[[devices]]`` array of tables; problems are added to `errors`."""
     if not isinstance(values, list) or not all(isinstance(v, dict) for v in values):
-        raise ConfigError(f"{source}: devices must be an array of tables ([[devices]] entries)")
+        errors.append(f"{source}: devices must be an array of tables ([[devices]] entries)")
+        return []
     out = []
     for i, entry in enumerate(values, 1):
         d = DeviceConfig()
-        _apply(d, entry, f"{source}: [[devices]] #{i}")
+        _apply(d, entry, f"{source}: [[devices]] #{i}", errors)
         if "aliases" in entry and not all(isinstance(a, str) for a in d.aliases):
-            raise ConfigError(f"{source}: [[devices]] #{i}.aliases: expected a list of strings")
+            errors.append(f"{source}: [[devices]] #{i}.aliases: expected a list of strings")
+            d.aliases = []
         out.append(d)
     return out
 
@@ -616,7 +631,7 @@ def validate(s: Settings) -> None:
     """Raise `ConfigError` naming every invalid value (see `problems`)."""
     found = problems(s)
     if found:
-        raise ConfigError(f"{s.source}: " + "; ".join(found))
+        raise ConfigError(f"{s.source}: " + "; ".join(found), [f"{s.source}: {p}" for p in found])
 
 
 def _start_problem(m: ModelConfig) -> str | None:
