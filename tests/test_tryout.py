@@ -83,6 +83,26 @@ def test_a_space_on_the_pipe_flips_the_simulated_switch(tmp_path, mode):
         assert conn.execute("SELECT count(*) FROM relay_state").fetchone()[0] == 0
 
 
+def test_the_default_gap_lets_the_first_file_become_a_label(tmp_path):
+    """The README's example: two files, no --gap. The first file's window closes (the person
+    let the act stand: a label) before the second file, instead of being superseded by it."""
+    proc = start(config(tmp_path), "--audio", str(ON), str(MUSIC))
+    lines: list[str] = []
+    for line in proc.stdout:  # until the first file's label line (or its "not labelled") ...
+        lines.append(line.rstrip("\n"))
+        if line.startswith("#1 "):
+            break
+    seen = list(lines)
+    proc.stdin.write("q\n")  # ... then stop: the second file need not play out
+    proc.stdin.flush()
+    err = finish(proc, lines)
+    assert proc.returncode == 0, err
+    assert "playing 2 file(s), 11 s apart" in seen[0], seen
+    assert "[1/2] lights-on-please.slt.wav: #1 heard 'lights on please' -> ON" in seen[1], seen
+    assert seen[-1].startswith("#1 labelled ON"), (seen, err)
+    assert not any("superseded" in line for line in lines), lines
+
+
 def test_a_directory_plays_its_wav_files_and_q_stops(tmp_path):
     folder = tmp_path / "wavs"
     folder.mkdir()

@@ -32,13 +32,16 @@ AudioOpt = Annotated[Optional[list[Path]], typer.Option("--audio", help=(
     metavar="FILE")]
 MoreAudioArg = Annotated[Optional[list[Path]], typer.Argument(
     help="Further WAV files or directories for --audio.", show_default=False, metavar="FILE")]
-GapOpt = Annotated[float, typer.Option("--gap", min=0.0, help=(
-    "With --audio: seconds between two files (time to flip the switch)."))]
+GapOpt = Annotated[Optional[float], typer.Option("--gap", min=0.0, show_default=False, help=(
+    "With --audio: seconds between two files (time to flip the switch). Default: the longest "
+    "label window of the policy + 1 s (11 s by default), so each file's flip, or its absence, "
+    "becomes a label before the next file; a shorter gap leaves a file unlabelled when the "
+    "next one supersedes it."))]
 
 
 @app.command("run")
 def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudioArg = None,
-                gap: GapOpt = 3.0) -> None:
+                gap: GapOpt = None) -> None:
     """The service: microphone + GPIO from the config, until SIGTERM/SIGINT (--audio: WAV
     files on simulated pins, until the last file's question is answered)."""
     with stopping.handling() as stop:  # installed since the CLI's entry (edge_plm.loop.stopping)
@@ -62,8 +65,12 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
             from dataclasses import replace  # noqa: PLC0415
 
             settings = replace(settings, gpio=replace(settings.gpio, pin_factory="mock"))
+            if gap is None:
+                from edge_plm.loop.tryout import default_gap_s  # noqa: PLC0415
+
+                gap = default_gap_s(settings.policy)
         try:
-            run_service(settings, stop, audio_files=files, audio_gap_s=gap)
+            run_service(settings, stop, audio_files=files, audio_gap_s=3.0 if gap is None else gap)
         except CannotStart as exc:
             fail(str(exc), exc.code)
 

@@ -52,6 +52,12 @@ def audio_paths(paths: list[Path]) -> list[Path]:
     return out
 
 
+def default_gap_s(policy) -> float:
+    """The default time between two files: the longest label window (ask, override) + 1 s, so
+    that a file's window closes, and its label is printed, before the next file supersedes it."""
+    return max(policy.ask_window_s, policy.override_window_s) + 1.0
+
+
 class Printer:
     """One line at a time to `out` (the key thread and the file loop both print)."""
 
