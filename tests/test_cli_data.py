@@ -242,6 +242,11 @@ def test_export_csv_has_every_row(demo_dir):
     assert {"transcript", "label", "label_source", "prediction", "latency_total_ms",
             "holdout"} <= set(rows[0])
     assert any(r["label"] == "" for r in rows)  # unlabelled rows are included
+    only = cli("export", "--db", demo_dir / "edge-plm.db", "--format", "csv", "--labelled")
+    assert only.exit_code == 0, only.stderr
+    labelled = list(csv.DictReader(io.StringIO(only.stdout)))
+    assert labelled == [r for r in rows if r["label"] != ""] and labelled  # --labelled applies
+    assert f"skipped {48 - len(labelled)} unlabelled (--labelled)" in only.stderr
     assert cli("export", "--db", demo_dir / "edge-plm.db", "--format", "xml").exit_code == 2
 
 

@@ -531,8 +531,8 @@ def export_command(
     force: ForceOpt = False,
     since: SinceOpt = None,
     labelled: Annotated[bool, typer.Option("--labelled", help=(
-        "With jsonl, only interactions with a label (by default every one is written, label "
-        "null where none was learned)."))] = False,
+        "Only interactions with a label (by default every one is written, label null, or "
+        "empty in csv, where none was learned)."))] = False,
     include_unlabelled: Annotated[bool, typer.Option(
         "--include-unlabelled", hidden=True, help="Accepted for old scripts: now the default.")] = False,
     db: DbOpt = None,
@@ -542,7 +542,7 @@ def export_command(
 
     JSONL: every interaction as a {"text", "label", ...} line (label null where the device
     never learned one) that `edge-plm replay` accepts (a null label: the simulated person does
-    nothing); --labelled keeps only labelled ones. CSV: every row, every column."""
+    nothing). CSV: every row, every column. --labelled keeps only labelled ones (both formats)."""
     if labelled and include_unlabelled:
         fail("--labelled and --include-unlabelled contradict each other", 2)
     t_since = time_option(since, "--since")
@@ -572,7 +572,7 @@ def _write_export(rows, fmt: str, output: Optional[Path], labelled: bool,
     try:
         if fmt == "jsonl":
             return q.export_jsonl(rows, out, include_unlabelled=not labelled, devices=devices)
-        return q.export_csv(rows, out), 0
+        return q.export_csv(rows, out, include_unlabelled=not labelled)
     except BrokenPipeError:  # `edge-plm export | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0)

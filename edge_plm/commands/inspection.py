@@ -493,12 +493,18 @@ def export_jsonl(rows: Iterable[Interaction], out: IO[str],
     return written, skipped
 
 
-def export_csv(rows: Iterable[Interaction], out: IO[str]) -> int:
-    """Every interaction, one CSV row each (``holdout`` 0/1, ``distribution`` as JSON)."""
+def export_csv(rows: Iterable[Interaction], out: IO[str],
+               include_unlabelled: bool = True) -> tuple[int, int]:
+    """Every interaction, one CSV row each (``holdout`` 0/1, ``distribution`` as JSON); returns
+    (written, skipped unlabelled). Without `include_unlabelled` (``export --labelled``) only
+    labelled rows are written."""
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    n = 0
+    n = skipped = 0
     for r in rows:
+        if r.label is None and not include_unlabelled:
+            skipped += 1
+            continue
         d = dataclasses.asdict(r)
         d["time"] = iso(r.ts)
         d["holdout"] = int(r.holdout)
@@ -506,7 +512,7 @@ def export_csv(rows: Iterable[Interaction], out: IO[str]) -> int:
                              if r.distribution is not None else None)
         writer.writerow({k: d.get(k) for k in CSV_COLUMNS})
         n += 1
-    return n
+    return n, skipped
 
 
 # --- forget ---------------------------------------------------------------------------------
