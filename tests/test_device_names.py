@@ -12,7 +12,7 @@ import pytest
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.device_evidence import PRIOR, SPECIFICITY, DeviceEvidence
 from edge_plm.switch.model import SwitchModel
-from edge_plm.switch.naming import GARBLE_SHARE
+from edge_plm.switch.naming import GARBLE_SHARE, UNNAMED_PRIOR, UNNAMED_SHARE, default_share
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "switch-en.npz"
 LAMP, FAN, HEATER = DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("heater")
@@ -78,6 +78,58 @@ def test_plurals_and_garble_compare_by_their_ngrams(shipped):
     assert a.scores.tolist() == [0.0, GARBLE_SHARE, 0.0] and a.command == "turn on the"
     assert actions(shipped.predict_devices("turn off the heaters", HOME))["heater"] == "OFF"
     assert shipped.name_query.address("turn on the fun".split(), HOME).scores.tolist() == [0, 0, 0]
+
+
+def test_a_name_the_starting_model_knows_keeps_its_words(shipped):
+    light = [DeviceName("light", ("lights", "lamp")), DeviceName("plug", ("socket", "outlet"))]
+    whole, bare = shipped.predict("make the lights off"), shipped.predict("make the off")
+    assert whole.action == bare.action == "OFF" and whole.confidence > bare.confidence
+    out = shipped.predict_devices("make the lights off", light)
+    assert actions(out) == {"light": "OFF", "plug": "NOOP"}
+    assert out["light"].confidence == pytest.approx(whole.confidence)
+    # a name the starting model reads as something not switched is read without its words
+    assert shipped.predict("turn on the fan").action == "NOOP"
+    assert shipped.predict_devices("turn on the fan", HOME)["fan"].action == "ON"
+
+
+UNNAMED = [("switch it off", "OFF"), ("turn it on", "ON"), ("off please", "OFF"), ("on now", "ON"),
+           ("power it off", "OFF")]
+
+
+def test_an_unnamed_command_is_asked_until_the_owner_shows_where_it_goes(fresh, tmp_path):
+    ev = fresh.device_evidence
+    out = fresh.predict_devices("switch it off", HOME)
+    assert actions(out) == {"lamp": "OFF", "fan": "NOOP", "heater": "NOOP"}
+    assert out["lamp"].confidence == pytest.approx(UNNAMED_SHARE * fresh.predict("switch it off").confidence)
+    assert out["lamp"].confidence < 0.8  # asked about, not acted on
+    keys = []
+    for text, label in UNNAMED:  # the owner's lamp switch answers each unnamed command
+        keys.append(len(fresh.examples))
+        fresh.learn_devices(text, {"lamp": label}, HOME)
+    assert ev.unnamed_commands("lamp") == (5, 5)
+    share = (5 + UNNAMED_SHARE * UNNAMED_PRIOR) / (5 + UNNAMED_PRIOR)
+    assert default_share("lamp", ev) == pytest.approx(share) and share > 0.8
+    out = fresh.predict_devices("switch it off", HOME)
+    assert out["lamp"].confidence == pytest.approx(share * fresh.predict("switch it off").confidence)
+    # a named command does not count; an unnamed one the fan's switch answered pulls it back
+    fresh.learn_devices("turn on the lamp", {"lamp": "ON"}, HOME)
+    fresh.learn_devices("power on", {"fan": "ON"}, HOME)
+    assert ev.unnamed_commands("lamp") == (5, 6) and ev.unnamed_commands("fan") == (1, 6)
+    back = SwitchModel.load(fresh.save(tmp_path / "m.npz"))
+    assert back.device_evidence.unnamed_keys == ev.unnamed_keys
+    assert back.device_evidence.unnamed_commands("lamp") == (5, 6)
+    fresh.forget_example(keys[0])
+    assert ev.unnamed_commands("lamp") == (4, 5) and keys[0] not in ev.unnamed_keys
+    fresh.relabel_devices(keys[1], {"heater": "ON"}, HOME)
+    assert ev.unnamed_commands("lamp") == (3, 5) and ev.unnamed_commands("heater") == (1, 5)
+
+
+def test_device_label_rows_of_an_older_checkpoint_load_as_named():
+    ev = DeviceEvidence()
+    ev.load_json([[3, ["turn", "it", "on"], {"lamp": "ON", "fan": "NOOP"}]])
+    assert ev.unnamed_commands("lamp") == (0, 0) and 3 in ev.entries
+    with pytest.raises(ValueError, match="unnamed flag"):
+        DeviceEvidence().load_json([[3, ["on"], {"lamp": "ON"}, "yes"]])
 
 
 def test_a_renamed_device_is_followed_after_a_correction(fresh):

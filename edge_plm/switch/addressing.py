@@ -10,7 +10,8 @@ plurals, their character n-grams):
   smaller share when the name is only half there);
 - every device when it says "all", "every" or "everything" and names none;
 - otherwise the default device (the first configured one): "turn it on" goes where a single
-  device's switch always went.
+  device's switch always went; with several devices at the share ``naming.default_share``
+  (asked about until the owner's switches show unnamed commands are the default device's).
 
 ``addressed`` returns the share p_d in [0, 1] of each device from the names alone (a model adds
 the names its devices' switches taught it: ``SwitchModel.predict_devices``);

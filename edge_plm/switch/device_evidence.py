@@ -14,6 +14,12 @@ owner's) whose text holds w: a word that occurs in many commands ("turn", "the")
 device, a word the owner says only for one device ("breeze") names it after one label. All
 counts are plain sums over the live examples: ``remove`` takes an example out exactly, and the
 same examples in the same order give the same evidence.
+
+It also counts the *unnamed* commands: examples whose words named no device when they were
+heard (``naming.Addressing.unnamed``), u in all and u_d labelled ON / OFF for device d. The
+default device's share of the next unnamed command is read from them (``naming.address``):
+after a few unnamed commands the owner's switches gave the default device, "turn it on" is
+acted on again; after ones that were another device's, it stays asked about.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class DeviceEvidence:
         self.df: Counter[str] = Counter()
         self._for: Counter[tuple[str, str]] = Counter()
         self._against: Counter[tuple[str, str]] = Counter()
+        self.unnamed_keys: set[int] = set()
+        self._unnamed: Counter[str] = Counter()  # device -> unnamed commands labelled ON/OFF for it
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -61,21 +69,40 @@ class DeviceEvidence:
                 if table[(name, w)] == 0:
                     del table[(name, w)]
 
-    def add(self, key: int, words, labels: dict[str, str]) -> None:
-        """Example ``key`` with its words and every device's label."""
+    def _count_unnamed(self, key: int, labels: dict[str, str], sign: int) -> None:
+        if key not in self.unnamed_keys or all(v == NOOP for v in labels.values()):
+            return
+        self._unnamed[""] += sign  # "" counts the unnamed commands themselves
+        for name, label in labels.items():
+            if label != NOOP:
+                self._unnamed[name] += sign
+
+    def add(self, key: int, words, labels: dict[str, str], unnamed: bool = False) -> None:
+        """Example ``key`` with its words and every device's label; ``unnamed``: its words
+        named no device when it was heard."""
         if key in self.entries:
             raise ValueError(f"example {key} already has device labels")
         words = tuple(words)
         self.entries[key] = (words, dict(labels))
+        if unnamed:
+            self.unnamed_keys.add(key)
         self._count(words, labels, +1)
+        self._count_unnamed(key, labels, +1)
 
     def remove(self, key: int) -> bool:
         """Take example ``key`` out (exact); False when it had no device labels."""
-        entry = self.entries.pop(key, None)
+        entry = self.entries.get(key)
         if entry is None:
             return False
         self._count(*entry, -1)
+        self._count_unnamed(key, entry[1], -1)
+        del self.entries[key]
+        self.unnamed_keys.discard(key)
         return True
+
+    def unnamed_commands(self, name: str) -> tuple[int, int]:
+        """(u_d, u): the unnamed commands labelled ON / OFF for device ``name``, and all of them."""
+        return self._unnamed.get(name, 0), self._unnamed.get("", 0)
 
     def forget(self, key: int, words) -> None:
         """A forgotten example of the model: its words and its device labels (if any) go."""
@@ -84,8 +111,9 @@ class DeviceEvidence:
 
     def relabel(self, key: int, labels: dict[str, str]) -> None:
         words, _ = self.entries[key]
+        unnamed = key in self.unnamed_keys
         self.remove(key)
-        self.add(key, words, labels)
+        self.add(key, words, labels, unnamed)
 
     def evidence(self, name: str, word: str) -> float:
         a, b = self._for.get((name, word), 0), self._against.get((name, word), 0)
@@ -96,10 +124,19 @@ class DeviceEvidence:
     # -- checkpoints -------------------------------------------------------------------------
 
     def to_json(self) -> list:
-        return [[k, list(w), lab] for k, (w, lab) in sorted(self.entries.items())]
+        """One row per example: [key, words, labels, unnamed]."""
+        return [[k, list(w), lab, k in self.unnamed_keys] for k, (w, lab) in sorted(self.entries.items())]
 
     def load_json(self, rows: list) -> None:
-        for key, words, labels in rows:
+        """Rows of ``to_json``; a row of three (a checkpoint written before the unnamed count)
+        counts as named."""
+        for row in rows:
+            if len(row) not in (3, 4):
+                raise ValueError(f"a device-label row has 3 or 4 fields, got {len(row)}")
+            key, words, labels = row[:3]
             if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
                 raise ValueError(f"device labels of example {key} are not a name -> label map")
-            self.add(int(key), [str(w) for w in words], {str(n): v for n, v in labels.items()})
+            unnamed = row[3] if len(row) == 4 else False
+            if not isinstance(unnamed, bool):
+                raise ValueError(f"the unnamed flag of example {key} is not true / false")
+            self.add(int(key), [str(w) for w in words], {str(n): v for n, v in labels.items()}, unnamed)

@@ -53,21 +53,41 @@ def command_of(model, a: Addressing) -> str:
     return a.around
 
 
+def read_command(model, transcript: str, a: Addressing, prior_strength: float = 0.0,
+                 evidence_prior: float = 0.0):
+    """The command's action distribution (``SwitchPrediction``): the model's prediction of the
+    transcript without the devices' names (``command_of``), or of the whole transcript when
+    that reads the same action more surely. The starting model heard "the lights" and "the
+    plug" in commands, so keeping a name it knows keeps its confidence ("make the lights off"
+    OFF .96, "make the off" .53); a name it never heard, or heard as something not switched
+    ("turn on the fan": NOOP in the starting model), reads another action, and the command
+    without it is taken. A predicted NOOP is never replaced, so an owner's NOOP label on the
+    command (which is learned without the names) wins."""
+    command = command_of(model, a)
+    pred = model.predict(command, prior_strength, evidence_prior)
+    if pred.action == "NOOP" or command == normalize(transcript):
+        return pred
+    whole = model.predict(transcript, prior_strength, evidence_prior)
+    return whole if whole.action == pred.action and whole.confidence > pred.confidence else pred
+
+
 def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0,
                     evidence_prior: float = 0.0) -> dict:
     """Each configured device's action and confidence (``SwitchPrediction``, by name): the
     devices' name queries say which devices the transcript addresses and which words name them;
-    the command without those words is predicted (``SwitchModel.predict``) and shared out. One
-    device: exactly ``predict``."""
+    the command (``read_command``) is shared out: an addressed device's action is the
+    command's, its confidence the command's times its share (the rest of its distribution is
+    NOOP: not for it, or not a command), so a device addressed less than surely is asked about
+    rather than passed over; a device not addressed gets NOOP. One device: exactly ``predict``."""
     if len(devices) == 1:
         return {devices[0].name: model.predict(transcript, prior_strength, evidence_prior)}
     a = address(model, transcript, devices)
-    pred = model.predict(command_of(model, a), prior_strength, evidence_prior)
+    pred = read_command(model, transcript, a, prior_strength, evidence_prior)
     y = np.array([pred.distribution[x] for x in ACTIONS])
     out = {}
     for d, p in zip(devices, a.shares.tolist()):
         yd = addressing.device_distribution(y, float(p))
-        i = int(np.argmax(yd))
+        i = ACTIONS.index(pred.action) if p > 0 else int(np.argmax(yd))
         out[d.name] = type(pred)(ACTIONS[i], float(yd[i]), {x: float(q) for x, q in zip(ACTIONS, yd)})
     return out
 
@@ -83,7 +103,7 @@ def learn_devices(model, transcript: str, labels: dict[str, str], devices) -> fl
     a = address(model, transcript, devices)  # before the label: as it was predicted
     key = len(model.examples)
     loss = model.learn(command_of(model, a), addressing.command_label(full, devices))
-    model.device_evidence.add(key, normalize(transcript).split(), full)
+    model.device_evidence.add(key, normalize(transcript).split(), full, unnamed=a.unnamed)
     return loss
 
 
@@ -100,6 +120,7 @@ def relabel_devices(model, key: int, labels: dict[str, str], devices) -> bool:
         changed = ev.entries[key][1] != full
         ev.relabel(key, full)
     else:
-        ev.add(key, model.text_of(key).split(), full)
+        words = model.text_of(key)
+        ev.add(key, words.split(), full, unnamed=address(model, words, devices).unnamed)
         changed = True
     return model.relabel(key, addressing.command_label(full, devices)) or changed

@@ -25,8 +25,16 @@ Shares (``address``): the devices with r_d >= ADDRESS_FLOOR and within MARGIN of
 score are addressed, except a device whose name's positions are a strict part of another
 addressed device's ("turn on the salt lamp" is for the salt lamp, not the lamp: the longest
 name wins), with the share p_d = min(1, r_d / FULL_SHARE); when none is, "all" /
-"every" / "everything" address every device, and otherwise the first device gets the whole
-command (where a single device's switch always went). The words the addressed devices'
+"every" / "everything" address every device, and otherwise the first device (the default one,
+where a single device's switch always went) gets the share
+
+    p_0 = (u_0 + UNNAMED_SHARE * UNNAMED_PRIOR) / (u + UNNAMED_PRIOR),
+
+u the unnamed commands the owner's switches labelled, u_0 those labelled for the default device
+(``DeviceEvidence.unnamed_commands``). With several devices a command that names none ("power
+off", "turn wemo on") is the default device's only that surely: asked about, not acted on, until
+the owner has shown that unnamed commands are the default device's (about five of them), or
+its switch has taught the words that name another device (BENCHMARKS.md, "Two devices"). The words the addressed devices'
 queries picked up are the *slot*: the command's action is read from the transcript without
 them ("turn on the kettle" -> "turn on the"), so a name the action model never heard, or
 heard as another device's, does not change the action. (``SLOT_FILLER``, a word to put in the
@@ -51,6 +59,8 @@ GARBLE_SHARE = 0.9  # a near word (plural, garble) counts at most this much of t
 ADDRESS_FLOOR = 0.4  # a device scoring below this is not addressed
 FULL_SHARE = 0.6  # score from which a device gets the whole command
 MARGIN = 0.2  # a device scoring more than this below the best one is not addressed
+UNNAMED_SHARE = 0.7  # the default device's share of a command naming none, before any is labelled
+UNNAMED_PRIOR = 5.0  # pseudo-count of UNNAMED_SHARE against the owner's labelled unnamed commands
 SLOT_FILLER = ""  # what stands for the slot in the command ("": the name's words are left out)
 OWN_VOCAB = (4096, 14, 1)  # cap, bits, query words of the names' own vocabulary (model without attention)
 
@@ -69,6 +79,14 @@ class Addressing:
     command: str
     between: str = ""
     around: str = ""
+    unnamed: bool = False  # no device was addressed: the default device got the command
+
+
+def default_share(name: str, evidence=None) -> float:
+    """The default device's share of a command that names no device, with several devices:
+    UNNAMED_SHARE moved by the owner's labelled unnamed commands (module docstring)."""
+    u0, u = evidence.unnamed_commands(name) if evidence is not None else (0, 0)
+    return (u0 + UNNAMED_SHARE * UNNAMED_PRIOR) / (u + UNNAMED_PRIOR)
 
 
 def bag_cosine(a: Counter, b: Counter) -> float:
@@ -88,6 +106,7 @@ class NameQuery:
         self.min_n, self.max_n = int(min_n), int(max_n)
         self.cache = ColumnCache()
         self._bags: dict[str, Counter] = {}
+        self._cosines: dict[tuple[str, str], float] = {}
 
     def bag(self, word: str) -> Counter:
         b = self._bags.get(word)
@@ -96,6 +115,16 @@ class NameQuery:
             if len(self._bags) < 50_000:
                 self._bags[word] = b
         return b
+
+    def cosine(self, heard: str, name: str) -> float:
+        """``bag_cosine`` of two words' n-gram bags, remembered (a pure function of the two
+        strings: the same words recur in every utterance)."""
+        c = self._cosines.get((heard, name))
+        if c is None:
+            c = bag_cosine(self.bag(heard), self.bag(name))
+            if len(self._cosines) < 200_000:
+                self._cosines[(heard, name)] = c
+        return c
 
     def register(self, devices: Sequence) -> list[int]:
         """Give every name/alias word of ``devices`` a code (append-only); their ids (-1: the
@@ -115,8 +144,8 @@ class NameQuery:
             return out
         E = self.words.E
         block = self.cache.block(E, [nid[j] for j in cols], self.words.code_version)
-        norms = np.sqrt(np.einsum("ij,ij->i", E, E))
-        sub = block[hid[known]] / np.outer(norms[hid[known]], norms[[nid[j] for j in cols]])
+        rows, names = hid[known], [nid[j] for j in cols]
+        sub = block[rows] / np.outer(np.linalg.norm(E[rows], axis=1), np.linalg.norm(E[names], axis=1))
         out[np.ix_(np.flatnonzero(known), cols)] = sub
         return out
 
@@ -132,7 +161,7 @@ class NameQuery:
                 if h in (n + "s", n + "es"):
                     out[k, j] = GARBLE_SHARE
                     continue
-                c = bag_cosine(self.bag(h), self.bag(n))
+                c = self.cosine(h, n)
                 if c >= SIM_FLOOR:
                     out[k, j] = GARBLE_SHARE * c
         return out
@@ -188,7 +217,7 @@ class NameQuery:
             shares = np.ones(len(devices))
         else:
             shares = np.zeros(len(devices))
-            shares[0] = 1.0
+            shares[0] = 1.0 if len(devices) == 1 else default_share(devices[0].name, evidence)
         rest = [w for k, w in enumerate(words) if k not in slots]
         if SLOT_FILLER and slots:
             rest = [SLOT_FILLER if k in slots else w for k, w in enumerate(words)
@@ -199,4 +228,5 @@ class NameQuery:
             lo, hi = min(slots), max(slots)
             between = " ".join(w for k, w in enumerate(words) if lo < k < hi and k not in slots)
             around = " ".join(words[:lo] + words[hi + 1:])
-        return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command, between, around)
+        return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command, between, around,
+                          unnamed=not hit.any() and not ALL_WORDS.intersection(words))
