@@ -260,6 +260,15 @@ def test_a_nonsense_utterance_stays_unsure_and_a_confident_command_is_acted_on()
     assert decide(Prediction(sure.action, sure.confidence, sure.distribution), cfg) is Decision.ACT
 
 
+def test_a_young_models_prior_is_the_measured_one_not_a_sure_guess():
+    # benchmarks/young_calibration.py fitted it; a young ON / OFF prediction with a clear
+    # margin reads about .81 (the former sigmoid(margin - 1) read .98 and acted on garble)
+    young = Calibrator()
+    assert young.confidence(features(5.0, 0.7, False)) == pytest.approx(0.81, abs=0.01)
+    assert young.confidence(features(5.0, 0.0, False)) < 0.75  # no labelled support: asked at most
+    assert young.confidence(features(2.0, 1.0, True)) > young.confidence(features(2.0, 1.0, False))
+
+
 def test_calibrate_on_a_validation_file_sets_the_prior():
     m = learned()
     out = m.calibrate_on([("turn the lamp on please", "ON"), ("switch off the lights", "OFF"),

@@ -17,7 +17,13 @@ def one_label_model() -> SwitchModel:
 def test_one_labelled_action_knows_nothing_and_evidence_weighting_keeps_the_ranking():
     m = one_label_model()
     raw = m.predict("turn off the light")  # one action labelled: nothing to tell apart yet
-    assert raw.action == "NOOP" and raw.confidence == pytest.approx(1 / 3)
+    # NOOP at the labels' add-one shares: one ON label gives NOOP (0 + 1) / (1 + 3), never acts
+    assert raw.action == "NOOP" and raw.confidence == pytest.approx(1 / 4)
+    assert raw.distribution["ON"] == pytest.approx(2 / 4)
+    chatter = SwitchModel.empty("potato", kernel="numpy")
+    for text in ("what time is it", "play some jazz", "is it raining"):
+        chatter.learn(text, "NOOP")
+    assert chatter.predict("what is the time").confidence == pytest.approx(4 / 6)
     m.learn("what time is it", "NOOP")
     raw = m.predict("turn on the lamp")
     k = 3.0

@@ -18,11 +18,15 @@ def softmax(s: np.ndarray) -> np.ndarray:
 
 def calibrated(model, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
     """(top action, distribution): the calibrated confidence on the top action, the rest
-    shared by the other actions in the network's proportions."""
+    shared by the other actions in the network's proportions. Nothing known about the words
+    (support 0): NOOP at the uniform distribution. Fewer than two actions labelled: NOOP at
+    the labels' own shares (add-one smoothed; ``label_shares``), the only evidence there is."""
     n_act = len(ACTIONS)
     present = model.class_counts > 0.5
-    if support <= 0.0 or present.sum() < 2:
+    if support <= 0.0:
         return INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
+    if present.sum() < 2:
+        return INDEX["NOOP"], label_shares(model.class_counts)
     f, top = calibration_features(model, scores, support)
     conf = max(model.calib.confidence(f), 1.0 / n_act)
     p = softmax(scores)
@@ -36,6 +40,14 @@ def calibrated(model, scores: np.ndarray, support: float) -> tuple[int, np.ndarr
     y = (1.0 - conf) * share
     y[top] = conf
     return top, y
+
+def label_shares(counts: np.ndarray) -> np.ndarray:
+    """(n_a + 1) / (n + 3): how often each action was labelled, add-one smoothed. A model that
+    has seen only chatter says NOOP at about its share of chatter (10 NOOP labels: .85), not
+    1/3; one that has seen only OFF says NOOP at 1/13 after 10 and does not act."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return (counts + 1.0) / (counts.sum() + len(counts))
+
 
 def calibration_features(model, scores: np.ndarray, support: float) -> tuple[np.ndarray, int]:
     """(features, top action) of one prediction for the calibration map."""

@@ -152,9 +152,8 @@ class SwitchModel:
     def predict(self, transcript: str, prior_strength: float = 0.0, evidence_prior: float = 0.0) -> SwitchPrediction:
         """The action and its calibrated confidence (``calibration.py``): the probability that
         it is right on wording the model has not heard. An exact transcript the person labelled
-        is decided by its labels (module docstring). A transcript with no labelled support
-        (every word and longer n-gram never seen in a labelled example) or a model with fewer
-        than two labelled actions gives the uniform distribution and NOOP: nothing is known.
+        is decided by its labels (module docstring). No labelled support (no word or n-gram seen
+        labelled), or fewer than two labelled actions: NOOP (``confidence.calibrated``).
 
         ``prior_strength`` a > 0 adds a x log(class frequencies + 1) to the network's logits
         before the calibration's features are taken (off by default: the calibration is fitted
