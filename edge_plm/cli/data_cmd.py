@@ -483,9 +483,11 @@ def forget_command(
             owed = store.owed_rewrites()
             gone = not store.interaction_ids(among=selected)
             typer.echo("interrupted: " + (
+                "nothing was forgotten" if not gone else
+                "the interactions are forgotten and every older checkpoint is rewritten" if not owed else
                 f"the interactions are forgotten; {len(owed)} older checkpoint rewrite(s) "
                 "still owed are finished by the next start of the service or of a command "
-                "that changes the database" if gone else "nothing was forgotten"), err=True)
+                "that changes the database"), err=True)
             raise typer.Exit(interrupted_exit(exc)) from None
     if selected:  # a retained last decision on the home hub may hold forgotten text
         from edge_plm.bridge import clear_decision  # noqa: PLC0415
