@@ -262,3 +262,28 @@ def test_ctrl_c_and_sigterm_stop_forget_and_rebuild_cleanly(db, sig, code):
     assert cli("model", "rebuild", "--db", db).exit_code == 0
     assert query(db, "SELECT count(*) FROM forget_owed")[0][0] == 0
     assert _secret_hits(db.parent, [SECRET]) == []
+
+
+def test_audio_paths_are_stored_relative_to_the_database_like_checkpoints(tmp_path):
+    """A kept recording inside the database's folder is stored relative to it (a copy of the
+    state dir refers to its own files), one elsewhere (`paths.audio_dir`) absolute; both are
+    read back as paths to open."""
+    state = tmp_path / "state"
+    inside, outside = state / "audio" / "00000001.wav", tmp_path / "elsewhere" / "00000002.wav"
+    for p in (inside, outside):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"RIFF")
+    with ReplayStore(state / "edge-plm.db") as store:
+        a = store.add_interaction(transcript="one", audio_path=str(inside))
+        b = store.add_interaction(transcript="two")
+        store.update_interaction(b, audio_path=str(outside))
+        assert store.get(a).audio_path == str(inside) and store.get(b).audio_path == str(outside)
+        assert sorted(store.audio_paths([a, b])) == sorted([str(inside), str(outside)])
+    assert dict(query(state / "edge-plm.db", "SELECT id, audio_path FROM interactions")) == {
+        a: "audio/00000001.wav", b: str(outside)}
+    copy = tmp_path / "copy"
+    shutil.copytree(state, copy)
+    with ReplayStore(copy / "edge-plm.db") as store:
+        assert store.get(a).audio_path == str(copy / "audio" / "00000001.wav")
+        store.delete_interactions([a], remove_audio=True)
+    assert inside.exists() and not (copy / "audio" / "00000001.wav").exists()
