@@ -193,10 +193,24 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+class PersonFormatter(OneLineFormatter):
+    """A log record on a person's terminal in the style of the CLI's own lines: ``warning:
+    ...``, ``error: ...`` (with --debug also the logger's name). The service's log keeps its
+    time stamps and logger names (`log_to`)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(level)s: %(name)s: %(message)s" if debug_enabled() else "%(level)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.level = "error" if record.levelno >= logging.ERROR else record.levelname.lower()
+        return super().format(record)
+
+
 def quiet_logging() -> None:
-    """Warnings and errors of the library to stderr (stdout is for the command's output)."""
+    """Warnings and errors of the library to stderr, as ``warning: ...`` lines (stdout is for
+    the command's output)."""
     handler = _StderrHandler()
-    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(PersonFormatter())
     logging.basicConfig(level=logging.WARNING, force=True, handlers=[handler])
 
 

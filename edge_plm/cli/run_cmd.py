@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from edge_plm.loop import stopping
-from edge_plm.cli.common import ConfigOpt, SeedOpt, fail, load_settings, log_to
+from edge_plm.cli.common import ConfigOpt, SeedOpt, fail, load_settings, log_to, quiet_logging
 from edge_plm.cli.root import app
 
 log = logging.getLogger("edge_plm.cli.run")
@@ -56,7 +56,7 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
         from edge_plm.loop.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
 
         if files:  # the printed lines are the output; the log keeps to warnings, on stderr
-            log_to(sys.stderr, logging.WARNING)
+            quiet_logging()
         else:
             log_to(sys.stdout)
         settings = load_settings(config)
@@ -69,10 +69,43 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
                 from edge_plm.loop.tryout import default_gap_s  # noqa: PLC0415
 
                 gap = default_gap_s(settings.policy)
+        db_path = settings.paths.database_path()
+        before = _last_id(db_path)
         try:
             run_service(settings, stop, audio_files=files, audio_gap_s=3.0 if gap is None else gap)
         except CannotStart as exc:
             fail(str(exc), exc.code)
+        summary = _run_summary(db_path, before)
+        if files:  # the printed lines are the output
+            typer.echo(summary)
+        else:
+            log.info("%s", summary)
+
+
+def _last_id(db_path: Path) -> int:
+    """The newest interaction id of the database (0: none, or no database yet)."""
+    from edge_plm.store import ReplayStore, StoreError  # noqa: PLC0415
+
+    if not db_path.exists():
+        return 0
+    try:
+        with ReplayStore(db_path, read_only=True) as store:
+            return store.last_interaction_id()
+    except StoreError:  # the service's own start-up reports what is wrong with it
+        return 0
+
+
+def _run_summary(db_path: Path, after_id: int) -> str:
+    """One line: what this run stored and learned, and where."""
+    from edge_plm.store import ReplayStore  # noqa: PLC0415
+
+    with ReplayStore(db_path, read_only=True) as store:
+        rows = store.interactions(after_id=after_id)
+        active = store.active_model_version()
+    labelled = sum(r.label is not None for r in rows)
+    model = f"model {active.version} active" if active else "no model version saved yet"
+    return (f"run ended: {len(rows)} interaction(s) stored, {labelled} labelled; {model}; "
+            f"database {db_path}")
 
 
 def _audio_files(paths: list[Path]) -> list[Path]:
@@ -165,7 +198,7 @@ def replay_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Run a logged session through the real loop with a simulated person (mock GPIO)."""
-    log_to(sys.stderr, logging.WARNING)
+    quiet_logging()
     from edge_plm.loop.replay import SessionError, check_devices, read_session, session_devices
     from edge_plm.config.settings import device_configs
 
