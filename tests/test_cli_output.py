@@ -3,6 +3,7 @@ style for the library's warnings on stderr, and the directory-mode warning said 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,3 +65,21 @@ def test_library_warnings_are_warning_lines_and_the_mode_warning_is_said_once(tm
     assert all(not line.startswith(("WARNING", "ERROR", "INFO")) or line.startswith("20")
                for line in first.stderr.splitlines())
 
+
+def test_status_shows_the_owners_labels_apart_from_the_starting_models(tmp_path, no_user_config):
+    from edge_plm.switch.model import SwitchModel
+
+    session = tmp_path / "s.jsonl"
+    session.write_text("".join(f'{{"text": "{t}", "label": "{y}"}}\n' for t, y in [
+        ("turn on the light", "ON"), ("lights off now", "OFF"), ("what time is it", "NOOP")] * 5))
+    shipped = SwitchModel.load(ROOT / "models" / "switch-en.npz").n_examples
+    for start, frozen in (("switch-en", shipped), ("empty", 0)):
+        db = tmp_path / start / "edge-plm.db"
+        assert cli("replay", session, "--db", db, "--start", start).exit_code == 0
+        status = cli("status", "--db", db, "--json")
+        a = json.loads(status.stdout)["model"]["active"]
+        assert a["starting_examples"] == frozen and 0 < a["owner_labels"] <= 15
+        assert a["n_train"] == a["owner_labels"] + frozen
+        text = " ".join(cli("status", "--db", db).stdout.split())
+        assert f"{a['owner_labels']} of your labels learned" in text
+        assert (f"+ {frozen} examples of the starting model" in text) == bool(frozen)

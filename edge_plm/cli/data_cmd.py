@@ -62,8 +62,11 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
     a = m["active"]
     rows = [("database", f"{d['path']} ({fmt_bytes(d['bytes'])}, schema v{d['schema_version']})")]
     if a:
+        learned = (f"{a['n_train']} labels learned" if a.get("owner_labels") is None else
+                   f"{a['owner_labels']} of your labels learned" + (
+                       f" + {a['starting_examples']} examples of the starting model" if a["starting_examples"] else ""))
         rows.append(("model", f"{a['version']} active since {a['created']} (parent "
-                              f"{a['parent'] or 'none'}, {a['n_train']} labels learned); "
+                              f"{a['parent'] or 'none'}, {learned}); "
                               f"{m['versions']} versions, {m['rolled_back']} rolled back"))
     else:
         rows.append(("model", f"no active version ({m['versions']} versions): the service "
