@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"tree_commit": git.stdout.strip() or None, "commands": peaks, **stages}
     head = header()
     if tree != REPO:  # the other checkout by its commit, not by where it was on this machine
-        head["command"] = head["command"].replace(str(args.tree), f"<a checkout of {result['tree_commit']}>")
-        head["command"] = head["command"].replace(os.path.relpath(tree, REPO), f"<a checkout of {result['tree_commit']}>")
+        for shown in (os.path.relpath(tree, REPO), str(args.tree)):
+            head["command"] = head["command"].replace(shown, f"<a checkout of {result['tree_commit']}>")
     path = write_result("memory" + (f"-{args.tag}" if args.tag else ""), {**head, "result": result})
     print(f"tree at {result['tree_commit']}\n\n| command | peak RSS MB | exit |\n|---|---|---|")
     for name, p in peaks.items():
