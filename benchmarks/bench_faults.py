@@ -21,6 +21,9 @@ with ``"ok"`` plus its measurements):
 - ``forget``: secret words replayed, `forget` of some ids and `forget --all`, then every file
   under the state dir and the commands' log searched for them, also after a rollback to every
   listed version (`benchmarks/faults_forget.py`).
+- ``two_dbs``, ``backup_copy``, ``kill_forget``: a database owns its files — two databases in one
+  folder, a `db backup` copy changed every way, and `forget` killed by SIGKILL and SIGTERM after
+  each of its checkpoint rewrites (`benchmarks/faults_files.py`, which describes each).
 
 Usage (repo root): python3 benchmarks/bench_faults.py --scenario full-disk [--scenario busy]
                    python3 benchmarks/bench_faults.py --scenario all
@@ -248,6 +251,11 @@ SCENARIOS.update(faults_stops.SCENARIOS)
 import faults_forget  # noqa: E402
 
 SCENARIOS.update(faults_forget.SCENARIOS)
+
+# --- a database owns its files (faults_files.py, issue 27) -------------------------------------
+import faults_files  # noqa: E402
+
+SCENARIOS.update(faults_files.SCENARIOS)
 
 
 # --- main -------------------------------------------------------------------------------------

@@ -111,7 +111,34 @@ def test_numba_kernel_equals_numpy_twin(seed):
     np.testing.assert_allclose(dW_a, dW_b, rtol=1e-11, atol=1e-13)
 
 
-@pytest.mark.parametrize("kernel", ["numpy", "numba"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("empty", [False, True])
+def test_segments_kernel_equals_numpy_twin(seed, empty):
+    """The device's per-label kernel (vectorised NumPy, no Numba) against the per-example
+    reference, also with an example whose two words hold no known unit (x = 0) in the
+    middle, and on the same batch twice (its cached layout)."""
+    b, U, bias, mask, W = _random_batch(seed)
+    if empty:
+        z = np.zeros(0, dtype=np.int64)
+        ex = [(b.indices[b.indptr[n]:b.indptr[n + 1]], b.ent_pos[b.eptr[n]:b.eptr[n + 1]],
+               b.ent_m[b.eptr[n]:b.eptr[n + 1]], b.ent_v[b.eptr[n]:b.eptr[n + 1]],
+               b.wid[b.pptr[n]:b.pptr[n + 1]]) for n in range(len(b))]
+        ex.insert(3, (z, z, z, np.zeros(0), np.array([0, 2], dtype=np.int64)))
+        labels, cvals = np.append(b.labels, 1), np.random.default_rng(seed).uniform(0.0, 1.0, size=4)
+        b = attention.SaffuBatch(ex, b.widths, b.offsets).refresh(labels, np.full(len(ex), 1 / len(ex)),
+                                                                 lambda w: cvals[w])
+    dU_a, dW_a = np.full_like(U, 0.1), np.full_like(W, 0.2)
+    la, ba = attention.batch_loss_grad_numpy(b, U, bias, mask, W, dU_a, dW_a)
+    for _ in range(2):
+        dU_b, dW_b = np.full_like(U, 0.1), np.full_like(W, 0.2)
+        lb, bb = attention.BACKENDS["segments"](b, U, bias, mask, W, dU_b, dW_b)
+        assert la == pytest.approx(lb, rel=1e-12)
+        np.testing.assert_allclose(ba, bb, rtol=1e-11, atol=1e-13)
+        np.testing.assert_allclose(dU_a, dU_b, rtol=1e-11, atol=1e-13)
+        np.testing.assert_allclose(dW_a, dW_b, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba", "segments"])
 def test_gradients_through_the_attention_match_finite_differences(kernel):
     b, U, bias, mask, W = _random_batch(5)
     fn = attention.BACKENDS[kernel]

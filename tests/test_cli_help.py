@@ -84,3 +84,30 @@ def test_flags_show_no_type_and_debug_is_listed(path):
     assert "<int" in res.output or "<path>" in res.output or not path  # value options keep theirs
     if not path:
         assert "--debug" in res.output and "--version" in res.output
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: " ".join(p) or "edge-plm")
+def test_help_shows_plain_metavars(path):
+    """Issue 27 item 16: no Python types (`<list[Path]>`, `<int range>`) and no `{name}`
+    placeholders; arguments are NAME, [NAME]... as in click's plain help; a help text's
+    `<...>` is not swallowed as markup."""
+    import re
+
+    out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output
+    assert not re.search(r"<list\[| range>|\{[a-z_]+\}|\{[A-Z_]+\}", out), out
+    usage = next(line for line in out.splitlines() if "Usage:" in line)
+    assert all(w.isupper() or w.startswith(("[", "-")) or w in ("Usage:", "root", *path)
+               for w in usage.split()), usage
+
+
+def test_argument_metavars_read_as_in_the_readme():
+    def usage(*path):
+        out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output
+        return next(line for line in out.splitlines() if "Usage:" in line).split("[OPTIONS]")[1].strip()
+
+    assert usage("replay") == "SESSION"
+    assert usage("label") == "ID ACTION"
+    assert usage("forget") == "[ID]..."
+    assert usage("model", "export") == "VERSION OUT"
+    out = runner.invoke(app, ["forget", "--help"], env={"COLUMNS": "200"}).output
+    assert "<int>..." in out

@@ -126,6 +126,38 @@ def test_demo_runs_and_prints_its_summary(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM interactions").fetchone()[0] == 2
 
 
+def test_demo_keeps_to_demo_databases_and_the_configured_state_dir(tmp_path):
+    """Issue 27 item 15: `demo --db` of a database the demo did not make is refused (it would
+    add synthetic rows to a real one) and leaves it untouched; a demo database is used again;
+    without --db the demo's database is in the state dir of the config (`--config`); the help
+    names the default."""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("STATE_DIRECTORY", None)
+    real = tmp_path / "device" / "edge-plm.db"
+    session = write_session(tmp_path / "s.jsonl", [{"text": "turn on the light", "label": "ON"}])
+    assert cli("replay", str(session), "--db", str(real), env=env).returncode == 0
+    before = real.read_bytes()
+    refused = cli("demo", "--db", str(real), "--rounds", "1", "--limit", "1", env=env)
+    assert refused.returncode == 2
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "the demo did not make" in errors[0], refused.stderr
+    assert "Traceback" not in refused.stderr and real.read_bytes() == before
+    mine = tmp_path / "mine" / "demo.db"
+    for n in (1, 2):  # made by the demo: used again, rows added
+        proc = cli("demo", "--db", str(mine), "--rounds", "1", "--limit", "1", env=env)
+        assert proc.returncode == 0, proc.stderr
+        with sqlite3.connect(mine) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM interactions").fetchone()[0] == n
+    state = tmp_path / "configured"
+    config = tmp_path / "c.toml"
+    config.write_text(f'[paths]\nstate_dir = "{state}"\n')
+    proc = cli("demo", "--config", str(config), "--rounds", "1", "--limit", "1", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (state / "demo" / "edge-plm.db").exists() and not (tmp_path / "data" / "edge-plm" / "demo").exists()
+    shown = cli("demo", "--help", env={**env, "COLUMNS": "200"}).stdout
+    assert "default: demo/edge-plm.db in the configured state dir" in shown and "/demo/edge-plm.db," not in shown
+
+
 def test_run_refuses_simulated_pins_unless_configured(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(f'[paths]\nstate_dir = "{tmp_path / "state"}"\n[audio]\nsource = "text"\n')

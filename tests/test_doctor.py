@@ -21,7 +21,7 @@ from edge_plm.config.file import default_config_toml
 from edge_plm.device.pins import PinFactoryError
 
 Usage = namedtuple("Usage", "total used free")
-KERNELS = ["_batch_loss_grad"]  # edge_plm.switch.attention: what the device runs
+KERNELS = ["saffu_loss_grad", "softmax_xent_inplace", "unit_loss_grad"]  # edge_plm.switch.jit_kernels
 
 
 class FakeSoundDevice:
@@ -84,7 +84,7 @@ def warm_cache_dir(tmp_path: Path) -> Path:
     cache = tmp_path / "numba-cache" / "plm_0123"
     cache.mkdir(parents=True)
     for k in KERNELS:
-        (cache / f"attention.{k}-20.py311.nbi").write_bytes(b"")
+        (cache / f"jit_kernels.{k}-20.py311.nbi").write_bytes(b"")
     return cache.parent
 
 

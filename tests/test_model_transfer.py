@@ -154,3 +154,26 @@ def test_import_onto_a_new_device_creates_its_database(tmp_path):
     failed = cli("model", "import", str(tmp_path / "missing.npz"), "--db", tmp_path / "other" / "edge-plm.db")
     assert failed.exit_code == 2 and "cannot import" in failed.stderr
     assert not (tmp_path / "other").exists()  # a failed import leaves no empty database behind
+
+
+def test_a_reimported_starting_model_checkpoint_can_still_forget_everything(tmp_path):
+    """A device that started from switch-en exports a version and imports it again: the
+    database's rows are matched to the owner's examples only, never to the starting model's
+    frozen ones with the same words, so `forget --all` takes them out (it had failed on a
+    frozen example; issue 27)."""
+    session = tmp_path / "s.jsonl"
+    session.write_text("".join(f'{{"text": "{t}", "label": "{y}"}}\n' for t, y in [
+        ("turn on the light", "ON"), ("turn off the light", "OFF"), ("lights on", "ON"),
+        ("what time is it", "NOOP"), ("lights off", "OFF"), ("play some music", "NOOP")] * 4))
+    db = tmp_path / "state" / "edge-plm.db"
+    assert cli("replay", session, "--db", db).exit_code == 0
+    version = _active(db)
+    assert cli("model", "export", version, tmp_path / "out.npz", "--db", db).exit_code == 0
+    r = js(cli("model", "import", tmp_path / "out.npz", "--force", "--db", db, "--json"))
+    model = SwitchModel.load(js(cli("model", "show", r["version"], "--db", db, "--json"))["checkpoint"])
+    frozen = model.prior_examples
+    assert frozen > 1000 and r["labels_matched"] > 0
+    assert all(k >= frozen for _, k in model.meta["interaction_keys"])
+    forgot = cli("forget", "--all", "--yes", "--db", db, "--json")
+    assert forgot.exit_code == 0, forgot.output
+    assert js(cli("status", "--db", db, "--json"))["model"]["unlearned_labels"] == 0

@@ -222,8 +222,9 @@ def test_a_forget_killed_by_sigkill_is_finished_by_the_next_command(db):
 INTERRUPTER = """
 import os, signal, sys
 from edge_plm.learning import forgetting, version_registry
+SIG = getattr(signal, sys.argv.pop(1))  # SIGINT: Ctrl-C; SIGTERM: kill, systemd
 def hook(*args, **kwargs):
-    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+    os.kill(os.getpid(), SIG)
     return real(*args, **kwargs)
 if sys.argv[1] == "forget":
     real = lambda version: None
@@ -237,25 +238,52 @@ app()
 """
 
 
-def _interrupted(*args: str) -> subprocess.CompletedProcess:
+def _interrupted(*args: str, sig: str = "SIGINT") -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", INTERRUPTER, *args], env=env,
+    return subprocess.run([sys.executable, "-c", INTERRUPTER, sig, *args], env=env,
                           capture_output=True, text=True, timeout=600,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def test_ctrl_c_stops_forget_and_rebuild_cleanly(db):
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_and_sigterm_stop_forget_and_rebuild_cleanly(db, sig, code):
     ids, _ = _secret_db(db)
     active = js(cli("status", "--db", db, "--json"))["model"]["active"]["version"]
-    p = _interrupted("model", "rebuild", "--db", str(db))
-    assert p.returncode == 130, p.stderr
+    p = _interrupted("model", "rebuild", "--db", str(db), sig=sig)
+    assert p.returncode == code, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
     assert f"interrupted: nothing changed ({active} stays active)" in p.stderr
     assert js(cli("status", "--db", db, "--json"))["model"]["active"]["version"] == active
-    p = _interrupted("forget", *map(str, ids), "--yes", "--db", str(db))
-    assert p.returncode == 130, p.stderr
+    p = _interrupted("forget", *map(str, ids), "--yes", "--db", str(db), sig=sig)
+    assert p.returncode == code, p.stderr
     (line,) = [x for x in p.stderr.splitlines() if x.startswith("interrupted")]
     assert "the interactions are forgotten" in line and "still owed" in line
     assert query(db, "SELECT count(*) FROM forget_owed")[0][0] >= 1  # the journal is intact
     assert cli("model", "rebuild", "--db", db).exit_code == 0
     assert query(db, "SELECT count(*) FROM forget_owed")[0][0] == 0
     assert _secret_hits(db.parent, [SECRET]) == []
+
+
+def test_audio_paths_are_stored_relative_to_the_database_like_checkpoints(tmp_path):
+    """A kept recording inside the database's folder is stored relative to it (a copy of the
+    state dir refers to its own files), one elsewhere (`paths.audio_dir`) absolute; both are
+    read back as paths to open."""
+    state = tmp_path / "state"
+    inside, outside = state / "audio" / "00000001.wav", tmp_path / "elsewhere" / "00000002.wav"
+    for p in (inside, outside):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"RIFF")
+    with ReplayStore(state / "edge-plm.db") as store:
+        a = store.add_interaction(transcript="one", audio_path=str(inside))
+        b = store.add_interaction(transcript="two")
+        store.update_interaction(b, audio_path=str(outside))
+        assert store.get(a).audio_path == str(inside) and store.get(b).audio_path == str(outside)
+        assert sorted(store.audio_paths([a, b])) == sorted([str(inside), str(outside)])
+    assert dict(query(state / "edge-plm.db", "SELECT id, audio_path FROM interactions")) == {
+        a: "audio/00000001.wav", b: str(outside)}
+    copy = tmp_path / "copy"
+    shutil.copytree(state, copy)
+    with ReplayStore(copy / "edge-plm.db") as store:
+        assert store.get(a).audio_path == str(copy / "audio" / "00000001.wav")
+        store.delete_interactions([a], remove_audio=True)
+    assert inside.exists() and not (copy / "audio" / "00000001.wav").exists()

@@ -15,8 +15,8 @@ PACKAGE = ROOT / "edge_plm"
 
 
 def _cache_paths(env: dict[str, str]) -> list[str]:
-    code = ("import edge_plm, numba; from edge_plm.switch import unit_kernels as k; "
-            "print(numba.config.CACHE_DIR); print(k._batch_loss_grad._cache._cache_path)")
+    code = ("import edge_plm, numba; from edge_plm.switch import jit_kernels as k; "
+            "print(numba.config.CACHE_DIR); print(k.unit_loss_grad._cache._cache_path)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()

@@ -423,3 +423,37 @@ def test_with_several_devices_the_question_names_the_device_and_the_answer_is_fo
         assert per["lamp"].label == "NOOP"
     finally:
         loop.close()
+
+
+def test_run_with_talkback_that_cannot_start_is_one_clean_error(tmp_path, monkeypatch):
+    """Issue 27 item 14: talk-back on and its backend unusable (espeak-ng missing) is one
+    `error:` line and exit 1, and the learner's thread never outlives the closed database
+    (it printed `ProgrammingError: Cannot operate on a closed database`). The backend here
+    fails after the learner's idle poll would have run."""
+    import threading
+    import time
+
+    from _data_util import cli
+    from edge_plm.voice import talkback as talkback_mod
+
+    def slow_failure(*args, **kwargs):
+        time.sleep(0.8)  # > the worker's idle poll (0.25 s)
+        raise SpeechError("'espeak-ng' not found on PATH (Debian: apt-get install espeak-ng)")
+
+    monkeypatch.setattr(talkback_mod, "make_talkback", slow_failure)
+    hooked = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: hooked.append(args.exc_value))
+    state = tmp_path / "state"
+    config = tmp_path / "c.toml"
+    config.write_text(f'[paths]\nstate_dir = "{state}"\n[talkback]\nenabled = true\n[audio]\n'
+                      'source = "text"\n[gpio]\npin_factory = "mock"\n')
+    before = set(threading.enumerate())
+    r = cli("run", "--config", config, input="turn on the light\n")
+    time.sleep(0.6)
+    assert r.exit_code == 1
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: cannot start: talk-back: 'espeak-ng' not found on PATH (Debian: apt-get "
+                      "install espeak-ng) (or set [talkback] enabled = false)"], r.stderr
+    assert "Error" not in r.stderr.replace("SpeechError", ""), r.stderr
+    assert hooked == []
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []

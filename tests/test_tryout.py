@@ -38,6 +38,13 @@ def start(cfg: Path, *args: str) -> subprocess.Popen:
                             text=True, cwd=ROOT)
 
 
+def after_loading(stderr: str) -> list[str]:
+    """The stderr lines after the `loading ...` line a slow command prints first (issue 27)."""
+    lines = stderr.strip().splitlines()
+    assert lines and lines[0] == "loading speech recognition and the model...", stderr
+    return lines[1:]
+
+
 def read_until(proc: subprocess.Popen, marker: str, lines: list[str]) -> None:
     """Read stdout lines into `lines` until one contains `marker` (or stdout ends)."""
     for line in proc.stdout:
@@ -124,7 +131,7 @@ def test_files_after_audio_as_arguments_and_bad_paths(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "edge_plm.cli", "run", "--config", str(cfg),
                           "--audio", str(ON), str(tmp_path / "missing.wav")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+    assert bad.returncode == 2 and after_loading(bad.stderr) == [
         f"error: --audio: {tmp_path / 'missing.wav'}: no such file or directory"]
     loose = subprocess.run([sys.executable, "-m", "edge_plm.cli", "run", "--config", str(cfg), str(ON)],
                            capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -141,7 +148,7 @@ def test_a_file_that_is_not_a_wav_is_refused_before_anything_starts(tmp_path):
                               "--audio", str(ON), str(path)],
                              capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert res.returncode == 2, (res.stdout, res.stderr)
-        assert res.stderr.strip().splitlines() == [f"error: --audio: {path}: not a WAV file"]
+        assert after_loading(res.stderr) == [f"error: --audio: {path}: not a WAV file"]
         assert res.stdout == ""
     assert not (tmp_path / "state").exists()  # no model loaded, no database opened
 
@@ -216,3 +223,23 @@ def test_with_several_devices_a_digit_flips_that_devices_switch(tmp_path):
     assert "keys 1-2 flip the switch of 1 lamp, 2 fan" in lines[0], (lines, err)
     assert any(line.startswith("2 (fan): switch flipped (toggle) -> relay ON") for line in lines), (lines, err)
     assert "Traceback" not in err
+
+
+def test_run_says_loading_at_once_and_ends_with_a_summary_line(tmp_path):
+    """Issue 27: `loading ...` is the first stderr line, within 1 s of the start (the model and
+    pocketsphinx take seconds more), and the run's last stdout line says what it stored."""
+    t0 = time.monotonic()
+    proc = start(config(tmp_path, "[policy]\nask_window_s = 0.3\noverride_window_s = 0.3\n"),
+                 "--audio", str(ON), "--gap", "1")
+    first = proc.stderr.readline()
+    waited = time.monotonic() - t0
+    proc.stdin.close()
+    lines: list[str] = []
+    err = finish(proc, lines)
+    assert proc.returncode == 0, err
+    assert first == "loading speech recognition and the model...\n" and waited < 1.0, (first, waited)
+    db = tmp_path / "state" / "edge-plm.db"
+    (n, labelled), = sqlite3.connect(db).execute("SELECT count(*), count(label) FROM interactions")
+    assert (n, labelled) == (1, 1)
+    assert lines[-1].startswith("run ended: 1 interaction(s) stored, 1 labelled; model "), lines
+    assert lines[-1].endswith(f"; database {db}"), lines

@@ -16,14 +16,17 @@ with an exception shows the exception's type and message on the same line (`OneL
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
-# first: `run`, `replay` and `demo` stop cleanly on SIGTERM/SIGINT from here on, also during
-# the imports below (edge_plm.loop.stopping)
+# first: a slow command says `loading ...` at once (edge_plm.cli.announce), and `run`, `replay`
+# and `demo` stop cleanly on SIGTERM/SIGINT from here on, also during the imports below
+# (edge_plm.loop.stopping)
+from edge_plm.cli.announce import announce
 from edge_plm.loop.stopping import install_early
 
+if os.path.basename(sys.argv[0]) in ("edge-plm", "-m"):  # the entry point, `python -m edge_plm.cli`
+    announce(sys.argv)
 install_early(sys.argv)
 
 # each command module registers its commands on `app`; this order is the order of `--help`
@@ -36,7 +39,7 @@ from edge_plm.cli import run_cmd  # noqa: F401, E402
 from edge_plm.cli import data_cmd  # noqa: F401, E402
 from edge_plm.cli import model_cmd  # noqa: F401, E402
 from edge_plm.cli.common import (OneLineFormatter, debug_enabled, describe, enable_debug,  # noqa: E402
-                                 one_line)
+                                 one_line, quiet_logging)
 from edge_plm.cli.root import app  # noqa: E402
 
 __all__ = ["OneLineFormatter", "app", "debug_enabled", "describe", "main", "one_line"]
@@ -48,9 +51,7 @@ def main() -> None:
         enable_debug()
     # commands that set up their own logging replace this; for the others, a library warning
     # is one line on stderr too (Python's last-resort handler would print tracebacks)
-    handler = logging.StreamHandler()
-    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    quiet_logging()
     try:
         app()
     except KeyboardInterrupt:

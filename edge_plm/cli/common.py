@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -191,10 +193,24 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+class PersonFormatter(OneLineFormatter):
+    """A log record on a person's terminal in the style of the CLI's own lines: ``warning:
+    ...``, ``error: ...`` (with --debug also the logger's name). The service's log keeps its
+    time stamps and logger names (`log_to`)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(level)s: %(name)s: %(message)s" if debug_enabled() else "%(level)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.level = "error" if record.levelno >= logging.ERROR else record.levelname.lower()
+        return super().format(record)
+
+
 def quiet_logging() -> None:
-    """Warnings and errors of the library to stderr (stdout is for the command's output)."""
+    """Warnings and errors of the library to stderr, as ``warning: ...`` lines (stdout is for
+    the command's output)."""
     handler = _StderrHandler()
-    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(PersonFormatter())
     logging.basicConfig(level=logging.WARNING, force=True, handlers=[handler])
 
 
@@ -274,6 +290,35 @@ def _create_database(path: Path) -> bool:
     private_dir(path.parent)
     ReplayStore(path).close()
     return True
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a command that stops like Ctrl-C (`terminable`)."""
+
+
+@contextmanager
+def terminable() -> Iterator[None]:
+    """While the block runs, SIGTERM (`kill`, systemd) raises `Terminated` in the main thread
+    like Ctrl-C raises KeyboardInterrupt, so `forget` and `model rebuild` stop through the same
+    clean path: a transaction in progress rolls back, a checkpoint write leaves only debris
+    (cleaned later), the forget journal stays. Off the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_exit(exc: KeyboardInterrupt) -> int:
+    """The exit code of a command stopped by `exc`: 143 (128 + SIGTERM) or 130 (Ctrl-C)."""
+    return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
 
 
 def time_option(text: Optional[str], name: str) -> Optional[float]:

@@ -24,7 +24,8 @@ from edge_plm.commands import inspection as q
 from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, ConfigOpt, DbOpt,
                                  ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
                                  console, database_path, exists_refused, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
-                                 load_settings, opened, print_json, quiet_logging, time_option)
+                                 interrupted_exit, load_settings, opened, print_json, quiet_logging, terminable,
+                                 time_option)
 from edge_plm.cli.root import app
 from edge_plm.commands.device_inspection import device_record, outcomes_of
 from edge_plm.store import LABELS
@@ -61,8 +62,11 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
     a = m["active"]
     rows = [("database", f"{d['path']} ({fmt_bytes(d['bytes'])}, schema v{d['schema_version']})")]
     if a:
+        learned = (f"{a['n_train']} labels learned" if a.get("owner_labels") is None else
+                   f"{a['owner_labels']} of your labels learned" + (
+                       f" + {a['starting_examples']} examples of the starting model" if a["starting_examples"] else ""))
         rows.append(("model", f"{a['version']} active since {a['created']} (parent "
-                              f"{a['parent'] or 'none'}, {a['n_train']} labels learned); "
+                              f"{a['parent'] or 'none'}, {learned}); "
                               f"{m['versions']} versions, {m['rolled_back']} rolled back"))
     else:
         rows.append(("model", f"no active version ({m['versions']} versions): the service "
@@ -476,15 +480,18 @@ def forget_command(
             typer.echo("nothing forgotten", err=True)
             raise typer.Exit(1)
         try:
-            result = forget(store, settings, path, selected, rebuild=rebuild)
-        except KeyboardInterrupt:  # Ctrl-C: stopped; the journal says what is still owed
+            with terminable():  # SIGTERM stops like Ctrl-C
+                result = forget(store, settings, path, selected, rebuild=rebuild)
+        except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: stopped; the journal says what is still owed
             owed = store.owed_rewrites()
             gone = not store.interaction_ids(among=selected)
             typer.echo("interrupted: " + (
+                "nothing was forgotten" if not gone else
+                "the interactions are forgotten and every older checkpoint is rewritten" if not owed else
                 f"the interactions are forgotten; {len(owed)} older checkpoint rewrite(s) "
                 "still owed are finished by the next start of the service or of a command "
-                "that changes the database" if gone else "nothing was forgotten"), err=True)
-            raise typer.Exit(130) from None
+                "that changes the database"), err=True)
+            raise typer.Exit(interrupted_exit(exc)) from None
     if selected:  # a retained last decision on the home hub may hold forgotten text
         from edge_plm.bridge import clear_decision  # noqa: PLC0415
 

@@ -19,7 +19,8 @@ import typer
 
 from edge_plm.commands import inspection as q
 from edge_plm.cli.common import (RESTART_NOTE, ConfigOpt, DbOpt, ForceOpt, JsonOpt,
-                                 console, fail, fmt_ba, grid, opened, print_json)
+                                 console, fail, fmt_ba, grid, interrupted_exit, opened, print_json,
+                                 terminable)
 from edge_plm.cli.root import app
 
 model_app = typer.Typer(help="Model versions: list, show, rollback, rebuild, import, export.",
@@ -173,15 +174,16 @@ def rebuild_command(
     with opened(db, config, write=True) as (store, settings, path):
         before = store.active_model_version()
         try:
-            with Console(stderr=True).status("rebuilding the model from the database", spinner="dots"):
+            with terminable(), Console(stderr=True).status("rebuilding the model from the database",
+                                                           spinner="dots"):
                 d = rebuild(store, settings, path)
-        except KeyboardInterrupt:  # Ctrl-C: stop; a half-made version is debris, cleaned later
+        except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: stop; a half-made version is debris, cleaned later
             now = store.active_model_version()
             same = (now.version if now else None) == (before.version if before else None)
             typer.echo("interrupted: " + ("nothing changed (" + (before.version if before else "no version")
                                           + " stays active)" if same else
                                           f"the rebuilt {now.version} is active"), err=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(interrupted_exit(exc)) from None
     if as_json:
         print_json(d)
         return

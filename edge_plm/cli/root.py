@@ -3,10 +3,16 @@ register their commands on it."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import typer
-from typer.core import TyperOption
+from typer.core import TyperArgument, TyperOption
+
+try:  # typer >= 0.2x: the parameter class whose help display `_plain_metavars` corrects
+    from typer.core import _TyperParameter
+except ImportError:  # pragma: no cover - an older typer writes click's plain metavars itself
+    _TyperParameter = None
 
 from edge_plm.cli.common import OneLineUsageErrors, enable_debug
 
@@ -26,6 +32,36 @@ def _flags_without_a_type() -> None:
 
 
 _flags_without_a_type()
+
+
+def _plain_metavars() -> None:
+    """typer >= 0.2x writes a required argument as ``{session}`` in the usage line and a
+    value's type as ``<list[Path]>`` or ``<int range>``: write ``SESSION`` (``[ID]...`` when
+    optional, repeatable), ``<path>...`` and ``<int>`` instead, as click's plain help does
+    (the range itself, ``[x>=1]``, is still shown beside it)."""
+    if _TyperParameter is None or not hasattr(TyperArgument, "_usage_display_name"):
+        return
+    shown = _TyperParameter.display_type
+
+    def display_type(self, ctx):
+        label = shown(self, ctx)
+        if not label:
+            return label
+        listed = re.fullmatch(r"<list\[(\w+)\]>", label)
+        if listed:
+            return f"<{listed.group(1).lower()}>..."
+        return label.replace(" range>", ">")
+
+    def usage_name(self):
+        name = self.display_name_raw.upper()
+        name = name if self.required else f"[{name}]"
+        return name + "..." if self.nargs != 1 else name
+
+    _TyperParameter.display_type = display_type  # type: ignore[method-assign]
+    TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
+
+
+_plain_metavars()
 
 app = typer.Typer(
     cls=OneLineUsageErrors,

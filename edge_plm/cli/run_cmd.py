@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from edge_plm.loop import stopping
-from edge_plm.cli.common import ConfigOpt, SeedOpt, fail, load_settings, log_to
+from edge_plm.cli.common import ConfigOpt, SeedOpt, fail, load_settings, log_to, quiet_logging
 from edge_plm.cli.root import app
 
 log = logging.getLogger("edge_plm.cli.run")
@@ -56,7 +56,7 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
         from edge_plm.loop.service import CannotStart, run_service  # noqa: PLC0415 - keeps --help fast
 
         if files:  # the printed lines are the output; the log keeps to warnings, on stderr
-            log_to(sys.stderr, logging.WARNING)
+            quiet_logging()
         else:
             log_to(sys.stdout)
         settings = load_settings(config)
@@ -69,10 +69,43 @@ def run_command(config: ConfigOpt = None, audio: AudioOpt = None, more: MoreAudi
                 from edge_plm.loop.tryout import default_gap_s  # noqa: PLC0415
 
                 gap = default_gap_s(settings.policy)
+        db_path = settings.paths.database_path()
+        before = _last_id(db_path)
         try:
             run_service(settings, stop, audio_files=files, audio_gap_s=3.0 if gap is None else gap)
         except CannotStart as exc:
             fail(str(exc), exc.code)
+        summary = _run_summary(db_path, before)
+        if files:  # the printed lines are the output
+            typer.echo(summary)
+        else:
+            log.info("%s", summary)
+
+
+def _last_id(db_path: Path) -> int:
+    """The newest interaction id of the database (0: none, or no database yet)."""
+    from edge_plm.store import ReplayStore, StoreError  # noqa: PLC0415
+
+    if not db_path.exists():
+        return 0
+    try:
+        with ReplayStore(db_path, read_only=True) as store:
+            return store.last_interaction_id()
+    except StoreError:  # the service's own start-up reports what is wrong with it
+        return 0
+
+
+def _run_summary(db_path: Path, after_id: int) -> str:
+    """One line: what this run stored and learned, and where."""
+    from edge_plm.store import ReplayStore  # noqa: PLC0415
+
+    with ReplayStore(db_path, read_only=True) as store:
+        rows = store.interactions(after_id=after_id)
+        active = store.active_model_version()
+    labelled = sum(r.label is not None for r in rows)
+    model = f"model {active.version} active" if active else "no model version saved yet"
+    return (f"run ended: {len(rows)} interaction(s) stored, {labelled} labelled; {model}; "
+            f"database {db_path}")
 
 
 def _audio_files(paths: list[Path]) -> list[Path]:
@@ -165,7 +198,7 @@ def replay_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """Run a logged session through the real loop with a simulated person (mock GPIO)."""
-    log_to(sys.stderr, logging.WARNING)
+    quiet_logging()
     from edge_plm.loop.replay import SessionError, check_devices, read_session, session_devices
     from edge_plm.config.settings import device_configs
 
@@ -219,12 +252,35 @@ def _print_summary(console, result, versions, title: str, parts: int = 4) -> Non
                   f"; rolled back automatically: {', '.join(rolled) or 'none'})")
 
 
-def demo_db() -> Path:
-    """Where `demo` keeps its database by default: ``<state dir>/demo/edge-plm.db``, apart
-    from the device's own database (the demo's labels must not train the owner's model)."""
-    from edge_plm.config.settings import default_state_dir
+DEMO_MARK = "demo_database"  # meta key: the database was made by `edge-plm demo`
 
-    return default_state_dir() / "demo" / "edge-plm.db"
+
+def demo_db(settings) -> Path:
+    """Where `demo` keeps its database by default: ``<state dir>/demo/edge-plm.db`` of the
+    configured state dir, apart from the device's own database (the demo's labels must not
+    train the owner's model)."""
+    return settings.paths.state() / "demo" / "edge-plm.db"
+
+
+def _demo_database(db: Path) -> None:
+    """`db` as the demo's database: created and marked as one (``meta.demo_database``), or,
+    when it exists, refused unless a demo made it (the demo appends synthetic rows)."""
+    from edge_plm.store import ReplayStore, StoreError, private_dir
+
+    if db.exists():
+        try:
+            with ReplayStore(db, read_only=True) as store:
+                mark = store.meta_value(DEMO_MARK)
+        except StoreError as exc:
+            fail(f"--db {db}: {exc}", 2)
+        if mark is None:
+            fail(f"--db {db} is a database the demo did not make: the demo would add its synthetic "
+                 "interactions and labels to it; give a new path (or leave out --db)", 2)
+        return
+    if not db.parent.exists():
+        private_dir(db.parent)
+    with ReplayStore(db) as store:
+        store.set_meta_value(DEMO_MARK, "1")
 
 
 def _fresh_demo_dir(db: Path) -> None:
@@ -241,22 +297,27 @@ def _fresh_demo_dir(db: Path) -> None:
 @app.command("demo")
 def demo_command(
     db: Annotated[Optional[Path], typer.Option("--db", help=(
-        "Replay buffer to write (default: <state dir>/demo/edge-plm.db, replaced by each demo; "
-        "never the device's own database)."))] = None,
+        "Replay buffer to write (default: demo/edge-plm.db in the configured state dir, replaced "
+        "by each demo). An existing database is refused unless a demo made it."))] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Times the session is played.")] = 2,
     seed: SeedOpt = 0,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Play only the first N lines (0: all).")] = 0,
     start: StartOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """The whole loop on the embedded default: packaged WAVs -> pocketsphinx -> model ->
     policy -> mock GPIO -> SQLite. No microphone, no GPIO, no network."""
-    log_to(sys.stderr, logging.WARNING)
+    quiet_logging()
     from rich.console import Console
     from rich.progress import Progress
 
     from edge_plm.loop.replay import read_session
 
-    settings = _replay_settings(start)
+    settings = _replay_settings(start, config)  # its devices, policy and model keys, if given
+    if db is None:
+        db = demo_db(load_settings(config))  # the configured state dir (the usual lookup)
+        _fresh_demo_dir(db)
+    _demo_database(db)
     console = Console()
     lines = read_session(DEMO_SESSION)
     if limit:
@@ -266,9 +327,6 @@ def demo_command(
                   "ASR pocketsphinx, GPIO simulated (MockFactory), a simulated person flips "
                   "the switch when the device asks or gets it wrong. The model starts "
                   + ("empty." if settings.model.start == "empty" else f"from {settings.model.start}."))
-    if db is None:
-        db = demo_db()
-        _fresh_demo_dir(db)
     with stopping.handling() as stop, Progress(transient=True, console=console) as bar:
         task = bar.add_task("listening", total=len(lines) * rounds)
         result, versions = _replay(lines, db, seed, rounds=rounds,

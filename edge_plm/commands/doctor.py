@@ -461,12 +461,12 @@ def _database_file(path: Path, who: str, own: str) -> Check | str:
 
 # --- Numba cache ------------------------------------------------------------------------------
 def _device_kernel_module():
-    """The module of the Numba kernels the device's switch model runs: the objective through
-    the word attention (``switch/attention.py``; the unit network's own kernel only runs for a
-    configuration without attention)."""
-    from edge_plm.switch import attention  # noqa: PLC0415
+    """The module of the switch model's Numba kernels (``switch/jit_kernels.py``): the
+    full-batch refinement of `edge-plm train switch` runs them; the service's online
+    refinement is NumPy and needs none (``unitnet.ONLINE_KERNEL``)."""
+    from edge_plm.switch import jit_kernels  # noqa: PLC0415
 
-    return attention
+    return jit_kernels
 
 
 def kernel_names() -> list[str]:
@@ -525,10 +525,10 @@ def check_numba_cache(env: Mapping[str, str] | None = None) -> Check:
                              f"({parent} is not writable by {_whoami()})",
                              f"mkdir and chown it to the service user, or unset NUMBA_CACHE_DIR; then {warm}")
             return Check("numba_cache", WARN, f"{where} does not exist yet: the kernels are not compiled, "
-                         "the first start compiles them (tens of seconds on a Pi)", warm)
+                         "`train switch` compiles them on first use (the service runs none)", warm)
         if _probe_writable(cache_dir) is not None:
             return Check("numba_cache", FAIL, f"{where} is not writable by {_whoami()}: kernels would be "
-                         "compiled at every start", f"sudo chown -R edge-plm:edge-plm {cache_dir}")
+                         "compiled at every `train switch`", f"sudo chown -R edge-plm:edge-plm {cache_dir}")
     else:
         cache_dir = None
         where = "NUMBA_CACHE_DIR unset (cache next to the package)"
@@ -540,7 +540,7 @@ def check_numba_cache(env: Mapping[str, str] | None = None) -> Check:
         target = pkg_cache if pkg_cache.exists() else pkg_cache.parent
         if not os.access(target, os.W_OK):
             return Check("numba_cache", WARN, f"{where}: {target} is not writable by {_whoami()}, so "
-                         "Numba compiles the kernels at every start",
+                         "Numba compiles the kernels at every `train switch`",
                          f"set NUMBA_CACHE_DIR (the service uses {SERVICE_NUMBA_CACHE}); {warm}")
     try:
         cached, missing = _cached_kernels(cache_dir)
@@ -550,23 +550,30 @@ def check_numba_cache(env: Mapping[str, str] | None = None) -> Check:
     total = len(cached) + len(missing)
     if missing:
         return Check("numba_cache", WARN, f"{where}: {len(cached)}/{total} kernels compiled (missing "
-                     f"{', '.join(missing)}); the first start compiles them (tens of seconds on a Pi)", warm)
+                     f"{', '.join(missing)}); `train switch` compiles them on first use (the service runs none)", warm)
     return Check("numba_cache", OK, f"{where}: {total}/{total} kernels compiled")
 
 
 def warm_numba_cache(config: str = "potato") -> dict[str, Any]:
-    """Compile every Numba kernel into the cache: a tiny observe/learn/predict on an empty model."""
+    """Compile every Numba kernel into the cache: a tiny learn, a full-batch refinement step
+    (what `train switch` runs), and the unit network's objective on two rows."""
+    import numpy as np  # noqa: PLC0415
     from numba.core import config as nb_config  # noqa: PLC0415
 
+    from edge_plm.switch import unit_kernels  # noqa: PLC0415
     from edge_plm.switch.model import SwitchModel  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    model = SwitchModel.empty(config, seed=0)  # learn runs the refinement kernel
+    model = SwitchModel.empty(config, seed=0)
     model.observe("what time is it")
     for text, label in (("turn on the light", "ON"), ("turn off the light", "OFF"),
                         ("play some music", "NOOP")):
         model.learn(text, label)
+    model.refine(1)  # the full batch: the attention's kernel (and the row helper it calls)
     model.predict("lights on please")
+    batch = unit_kernels.csr([np.array([0, 1]), np.array([1])], [np.array([0.6, 0.8]), np.array([1.0])],
+                             np.array([0, 1]), np.array([0.5, 0.5]))
+    unit_kernels.batch_loss_grad_numba(*batch, np.zeros((2, 3)), np.zeros(3), np.zeros(3), np.zeros((2, 3)))
     return {"seconds": round(time.perf_counter() - t0, 2), "cache_dir": nb_config.CACHE_DIR or None,
             "kernels": kernel_names()}
 

@@ -231,6 +231,24 @@ def false_rollback(v: ModelVersion) -> bool:
     return diff <= 2 * se or diff <= one_row + 1e-12
 
 
+def _label_origins(v: ModelVersion) -> dict[str, int | None]:
+    """The examples the checkpoint of `v` holds, apart: the starting model's
+    (``starting_examples``, frozen) and the ones learned on this device (``owner_labels``);
+    None both when the file cannot be read."""
+    from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+    from edge_plm.switch.model_file import read_held  # noqa: PLC0415
+
+    try:
+        held = read_held(v.path) if v.path else None
+    except CheckpointError:
+        held = None
+    if held is None:
+        return {"owner_labels": None, "starting_examples": None}
+    start = int((held.meta.get("counters") or {}).get("prior_examples", 0))
+    live = len(held.examples) - len(held.removed)
+    return {"owner_labels": live - start, "starting_examples": start}
+
+
 def _unlearned(store: ReplayStore, settings: Any) -> int | None:
     from edge_plm.learning.state import unlearned_in_active  # noqa: PLC0415
     from edge_plm.config.settings import ModelConfig  # noqa: PLC0415
@@ -289,7 +307,7 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
     last_backend = store.last_asr_backend()
     model = None
     if active is not None:
-        model = model_record(active)
+        model = {**model_record(active), **_label_origins(active)}
     out = {
         "database": {"path": str(store.path), "bytes": db_bytes(store.path),
                      "schema_version": store.stored_schema_version()},

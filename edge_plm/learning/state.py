@@ -90,7 +90,10 @@ def match_examples(store: ReplayStore, model: Any, fraction: float) -> dict[int,
     from edge_plm.switch.tokenizer import ACTIONS  # noqa: PLC0415
 
     free: dict[tuple[tuple[int, ...], int], list[int]] = {}
+    frozen = model.prior_examples if model.start is not None else 0  # the starting model's
     for key in reversed(model.live_keys()):  # pop() then yields them in learning order
+        if key < frozen:  # never a row of this device's: `forget` could not take it out
+            continue
         seq, y = model.examples[key]
         free.setdefault((tuple(seq), y), []).append(key)
     keys = {}

@@ -172,10 +172,11 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
                                            devices=settings.devices)
     if _stopped_starting(stop, "starting the loop"):
         return
+    talkback = _talkback(settings)  # before the learner's thread: a failure here leaves none behind
     # learning on its own thread: the relay never waits for it (docs/loop.md)
     parts["controller"] = Controller(settings, store, parts["learner"], parts["devices"], parts["asr"],
                                      worker=LearnerWorker(parts["learner"], synchronous=False),
-                                     talkback=_talkback(settings))
+                                     talkback=talkback)
     # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
     parts["bridge"] = start_bridge(settings, parts["devices"],
                                    status_path(settings.paths.database_path()), parts["controller"])

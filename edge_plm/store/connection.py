@@ -33,6 +33,7 @@ class StoreConnection:
         self.busy_timeout_ms = int(busy_timeout_ms)
         self._clock = clock
         self._lock = threading.RLock()
+        self._loose_dir_mode: int | None = None  # the directory's mode, when group/others may enter
         if self.path.exists() and not self.path.is_file():
             kind = "a directory" if self.path.is_dir() else "not a regular file"
             raise StoreError(f"{self.path} is {kind}, not a database file")
@@ -98,9 +99,7 @@ class StoreConnection:
             directory.mkdir(parents=True, mode=0o700)
             directory.chmod(0o700)  # mkdir's mode is filtered by the umask
         elif directory.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            log.warning("directory of the replay buffer %s is accessible to group/others "
-                        "(mode %o); 0700 is recommended", directory,
-                        stat.S_IMODE(directory.stat().st_mode))
+            self._loose_dir_mode = stat.S_IMODE(directory.stat().st_mode)  # said in `_open`
         if not self.path.exists():
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
 
@@ -124,6 +123,35 @@ class StoreConnection:
         # deleted rows are overwritten with zeros, not left in free pages (`forget`)
         self.db.execute("PRAGMA secure_delete = ON")
         migrate(self.db)
+        if self._loose_dir_mode is not None:
+            self._warn_loose_dir_once(self._loose_dir_mode)
+
+    def meta_value(self, key: str) -> str | None:
+        """A value of the database's ``meta`` table (None: not set)."""
+        with self._lock:
+            row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta_value(self, key: str, value: str) -> None:
+        """Set a value of the ``meta`` table (``schema_version`` is the migration's own)."""
+        if key == "schema_version":
+            raise ValueError("meta.schema_version is set by the migration only")
+        self._write(lambda: self.db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [key, value]))
+
+    def _warn_loose_dir_once(self, mode: int) -> None:
+        """Say once, not at every command, that group/others may enter the directory (edge-plm
+        makes the directories it creates 0700; one a person made keeps its mode): the mode
+        said is kept in ``meta`` (``dir_mode_warned``), and a new mode is said again."""
+        said = self.db.execute("SELECT value FROM meta WHERE key = 'dir_mode_warned'").fetchone()
+        if said is not None and said[0] == f"{mode:o}":
+            return
+        log.warning("directory of the replay buffer %s is accessible to group/others (mode %o); "
+                    "0700 is recommended (chmod 700 %s); said once for this mode", self.path.parent,
+                    mode, self.path.parent)
+        with self.db.conn:
+            self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('dir_mode_warned', ?)",
+                            [f"{mode:o}"])
 
     # --- writing --------------------------------------------------------------------------
     def _write(self, fn: Callable[[], Any]) -> Any:

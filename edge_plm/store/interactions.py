@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import logging
 import os
@@ -50,6 +52,8 @@ class InteractionRows:
             row["transcript"] = ""
         elif partial and "transcript" in row and row["transcript"] is None:
             raise ValueError("transcript cannot be set to None (use '' for no transcript)")
+        if row.get("audio_path"):  # relative to the database's directory when inside it
+            row["audio_path"] = self.stored_path(row["audio_path"])
         check_outcome(row)
         _check_prob("asr_confidence", row.get("asr_confidence"))
         label_keys = {"label", "label_source"} & set(row)
@@ -92,7 +96,7 @@ class InteractionRows:
                 row = self.db["interactions"].get(interaction_id)
             except sqlite_utils.db.NotFoundError:
                 raise NotFoundError(f"no interaction with id {interaction_id}") from None
-        return row_to_interaction(row)
+        return self._interaction(row)
 
     def interactions(self, limit: int | None = None, labeled: bool | None = None,
                      since: float | None = None, label: Any = None,
@@ -106,7 +110,7 @@ class InteractionRows:
         if limit is not None and limit < 0:
             raise ValueError("limit must be >= 0")
         with self._lock:
-            return [row_to_interaction(r) for r in self.db["interactions"].rows_where(
+            return [self._interaction(r) for r in self.db["interactions"].rows_where(
                 where, params, order_by="id ASC" if oldest_first else "id DESC",
                 limit=None if limit is None else int(limit))]
 
@@ -151,8 +155,14 @@ class InteractionRows:
         if not ids:
             return []
         with self._lock:
-            return [r["audio_path"] for r in self.db["interactions"].rows_where(
+            return [self.resolve_path(r["audio_path"]) for r in self.db["interactions"].rows_where(
                 f"id IN ({_marks(ids)}) AND audio_path IS NOT NULL", ids, select="audio_path")]
+
+    def _interaction(self, row: dict[str, Any]) -> Interaction:
+        """A row as an `Interaction`, its audio path as a path to open (a stored relative one
+        is resolved against the database's directory, as checkpoint paths are)."""
+        it = row_to_interaction(row)
+        return dataclasses.replace(it, audio_path=self.resolve_path(it.audio_path)) if it.audio_path else it
 
     def interaction_ids(self, among: Iterable[int] | None = None) -> set[int]:
         """Every stored interaction id (only those `among` the given ids, if given)."""

@@ -1,6 +1,9 @@
 """The SAFFU block of the switch: attention over the transcript's word positions, and the
-full-batch objective of the network through it (Numba kernel + NumPy twin; parity and
-finite-difference tests in tests/test_attention.py). docs/method.md, "Word attention".
+objective of the network through it (backends: the Numba kernel of ``switch/jit_kernels.py``,
+imported on first use, for the full batch; the vectorised NumPy kernel of
+``switch/segment_kernels.py`` for a replay sample; the per-example NumPy reference below;
+parity and finite-difference tests in tests/test_attention.py). docs/method.md, "Word
+attention".
 
 For a transcript of K words with unit bags V_k (each word's units, ``UnitVocab.positioned``):
 
@@ -22,12 +25,10 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
 from edge_plm.actions import N_ACTIONS
 from edge_plm.plm.warmstart import CooccurrenceStats, check_nonnegative
-from edge_plm.switch.unit_kernels import softmax_xent_inplace
 
 TARGET_EPS = 0.05  # share of a position's target that every position gets (no position is ruled out)
 
@@ -257,105 +258,22 @@ def batch_loss_grad_numpy(b, U, bias, mask, Wflat, dU, dW):
     return loss, db
 
 
-@nb.njit(cache=True, fastmath=False)
-def _batch_loss_grad(indptr, indices, eptr, ent_pos, ent_m, ent_v, pptr, cval, branch, width, woff,
-                     labels, sw, U, bias, mask, Wflat, dU, dW):
-    N = labels.shape[0]
-    C = U.shape[1]
-    s = np.empty(C)
-    dbias = np.zeros(C)
-    loss = 0.0
-    maxM = 1
-    maxK = 1
-    for n in range(N):
-        maxM = max(maxM, indptr[n + 1] - indptr[n])
-        maxK = max(maxK, pptr[n + 1] - pptr[n])
-    z = np.empty(maxM)
-    gz = np.empty(maxM)
-    a = np.empty(maxK)
-    ga = np.empty(maxK)
-    for n in range(N):
-        i0, M = indptr[n], indptr[n + 1] - indptr[n]
-        p0, K = pptr[n], pptr[n + 1] - pptr[n]
-        e0, e1 = eptr[n], eptr[n + 1]
-        br = branch[n]
-        B = width[n]
-        w0 = woff[n]
-        # attention
-        if br >= 0:
-            mx = -1e300
-            for j in range(K):
-                t = 0.0
-                for i in range(K):
-                    t += cval[p0 + i] * Wflat[w0 + i * B + j]
-                a[j] = t
-                if t > mx:
-                    mx = t
-            tot = 0.0
-            for j in range(K):
-                a[j] = math.exp(a[j] - mx)
-                tot += a[j]
-            for j in range(K):
-                a[j] /= tot
-        else:
-            for j in range(K):
-                a[j] = 1.0 / K
-        # pooling
-        for m in range(M):
-            z[m] = 0.0
-        for e in range(e0, e1):
-            z[ent_m[e]] += K * a[ent_pos[e]] * ent_v[e]
-        nz = 0.0
-        for m in range(M):
-            nz += z[m] * z[m]
-        nz = math.sqrt(nz)
-        if nz == 0.0:  # no known unit: x = 0 and the logits are the bias
-            nz = 1.0
-            br = -1
-        for m in range(M):
-            z[m] /= nz  # z is x from here on
-        # output
-        for c in range(C):
-            s[c] = bias[c] + mask[c]
-        for m in range(M):
-            row = indices[i0 + m]
-            for c in range(C):
-                s[c] += z[m] * U[row, c]
-        loss += softmax_xent_inplace(s, labels[n], sw[n], dbias)
-        xg = 0.0
-        for m in range(M):
-            row = indices[i0 + m]
-            g = 0.0
-            for c in range(C):
-                dU[row, c] += z[m] * s[c]
-                g += U[row, c] * s[c]
-            gz[m] = g
-            xg += z[m] * g
-        if br < 0:
-            continue
-        for m in range(M):
-            gz[m] = (gz[m] - z[m] * xg) / nz
-        for k in range(K):
-            ga[k] = 0.0
-        for e in range(e0, e1):
-            ga[ent_pos[e]] += K * ent_v[e] * gz[ent_m[e]]
-        bar = 0.0
-        for k in range(K):
-            bar += a[k] * ga[k]
-        for j in range(K):
-            gl = a[j] * (ga[j] - bar)
-            for i in range(K):
-                dW[w0 + i * B + j] += cval[p0 + i] * gl
-    return loss, dbias
-
-
 def batch_loss_grad_numba(b, U, bias, mask, Wflat, dU, dW):
-    loss, db = _batch_loss_grad(b.indptr, b.indices, b.eptr, b.ent_pos, b.ent_m, b.ent_v, b.pptr, b.cval,
+    from edge_plm.switch.jit_kernels import saffu_loss_grad  # noqa: PLC0415 - Numba only when used
+
+    loss, db = saffu_loss_grad(b.indptr, b.indices, b.eptr, b.ent_pos, b.ent_m, b.ent_v, b.pptr, b.cval,
                                 b.branch, b.width, b.woff, b.labels, b.sw, U, bias, mask, Wflat, dU, dW)
     return float(loss), db
 
 
-BACKENDS = {"numba": batch_loss_grad_numba, "numpy": batch_loss_grad_numpy}
+def batch_loss_grad_segments(b, U, bias, mask, Wflat, dU, dW):
+    from edge_plm.switch.segment_kernels import batch_loss_grad_segments as fn  # noqa: PLC0415
+
+    return fn(b, U, bias, mask, Wflat, dU, dW)
+
+
+BACKENDS = {"numba": batch_loss_grad_numba, "numpy": batch_loss_grad_numpy,
+            "segments": batch_loss_grad_segments}
 
 
 class SaffuBatch:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge_plm.switch.attention import softmax
+from edge_plm.switch.unitnet import ONLINE_KERNEL
 
 
 def owner_share(n_owner: int, backoff: float) -> float:
@@ -82,4 +83,4 @@ def refine_label(model, key: int) -> float | None:
     """The refinement one label of ``model`` pays for: ``refine_budget`` steps on example
     ``key`` and its replay sample (``replay_keys``; every example while they are few)."""
     keys = replay_keys(model.net.by_label, key, model.config.replay_rows, model.seed)
-    return model.net.refine(refine_budget(model.config, len(model.net.rows)), keys)
+    return model.net.refine(refine_budget(model.config, len(model.net.rows)), keys, kernel=ONLINE_KERNEL)

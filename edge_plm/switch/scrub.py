@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from edge_plm.switch.query import query_evidence
+from edge_plm.switch.unitnet import ONLINE_KERNEL
 from edge_plm.switch.tokenizer import normalize
 
 
@@ -42,7 +43,7 @@ def forget_examples(model: Any, keys: list[int]) -> None:
             model.memory.pop(texts[key], None)
         model.examples[key] = ([], model.examples[key][1])
         model.removed.add(key)
-    model.net.refine(model.refine_budget())
+    model.net.refine(model.refine_budget(), kernel=ONLINE_KERNEL)
     model.update_query()
 
 

@@ -1,5 +1,5 @@
-"""The refinement's full-batch objective over sparse unit features: a Numba kernel and its
-NumPy twin (parity: tests/test_units.py).
+"""The refinement's full-batch objective over sparse unit features: a Numba kernel
+(``switch/jit_kernels.py``, imported on first use) and its NumPy twin (parity: tests/test_units.py).
 
 Rows are CSR (``indptr``, ``indices``, ``values``: the L2-normalised unit weights of each
 labelled example). For weights ``U`` (units x 3), ``bias`` (3,) and ``mask`` (3,: 0 for actions
@@ -12,9 +12,6 @@ d loss / d bias.
 
 from __future__ import annotations
 
-import math
-
-import numba as nb
 import numpy as np
 
 
@@ -36,61 +33,15 @@ def batch_loss_grad_numpy(indptr, indices, values, labels, sw, U, bias, mask, dU
     return loss, G.sum(axis=0)
 
 
-@nb.njit(cache=True, fastmath=False)
-def softmax_xent_inplace(s, label, weight, dbias):
-    """One row of the weighted cross-entropy: turns the logits ``s`` into weight x (softmax(s) -
-    onehot(label)), the gradient of the row's loss by its logits, adds it to ``dbias`` and
-    returns the row's loss, weight x -log softmax(s)[label] (shared by this module's kernel and
-    ``attention._batch_loss_grad``)."""
-    C = s.shape[0]
-    m = s[0]
-    for c in range(1, C):
-        if s[c] > m:
-            m = s[c]
-    tot = 0.0
-    sy = s[label] - m
-    for c in range(C):
-        s[c] = math.exp(s[c] - m)
-        tot += s[c]
-    for c in range(C):
-        s[c] /= tot
-    s[label] -= 1.0
-    for c in range(C):
-        s[c] *= weight
-        dbias[c] += s[c]
-    return -weight * (sy - math.log(tot))
-
-
-@nb.njit(cache=True, fastmath=False)
-def _batch_loss_grad(indptr, indices, values, labels, sw, U, bias, mask, dU):
-    N = labels.shape[0]
-    C = U.shape[1]
-    s = np.empty(C)
-    dbias = np.zeros(C)
-    loss = 0.0
-    for n in range(N):
-        for c in range(C):
-            s[c] = bias[c] + mask[c]
-        for k in range(indptr[n], indptr[n + 1]):
-            v = values[k]
-            row = indices[k]
-            for c in range(C):
-                s[c] += v * U[row, c]
-        loss += softmax_xent_inplace(s, labels[n], sw[n], dbias)
-        for k in range(indptr[n], indptr[n + 1]):
-            v = values[k]
-            row = indices[k]
-            for c in range(C):
-                dU[row, c] += v * s[c]
-    return loss, dbias
-
-
 def batch_loss_grad_numba(indptr, indices, values, labels, sw, U, bias, mask, dU):
-    loss, db = _batch_loss_grad(indptr, indices, values, labels, sw, U, bias, mask, dU)
+    from edge_plm.switch.jit_kernels import unit_loss_grad  # noqa: PLC0415 - Numba only when used
+
+    loss, db = unit_loss_grad(indptr, indices, values, labels, sw, U, bias, mask, dU)
     return float(loss), db
 
 
-BACKENDS = {"numba": batch_loss_grad_numba, "numpy": batch_loss_grad_numpy}
+# "segments": the NumPy twin has no loop over the examples already (unitnet.ONLINE_KERNEL)
+BACKENDS = {"numba": batch_loss_grad_numba, "numpy": batch_loss_grad_numpy, "segments": batch_loss_grad_numpy}
 
 
 def csr(ids: list[np.ndarray], values: list[np.ndarray], labels: np.ndarray, sw: np.ndarray) -> tuple:

@@ -35,6 +35,11 @@ from edge_plm.switch.attention import SaffuBatch, WordAttention
 from edge_plm.switch.config import SwitchConfig
 from edge_plm.plm.warmstart import check_nonnegative
 
+#: the backend of the device's online refinement (after a label, a relabel, a forget:
+#: ``switch/owner.py``, ``switch/scrub.py``): NumPy without a loop over the examples, so the
+#: service never loads Numba and LLVM (switch/segment_kernels.py, BENCHMARKS.md "Fits a Pi 3");
+#: ``config.kernel`` serves the desktop trainer's full-batch epochs (``refine(steps)``)
+ONLINE_KERNEL = "segments"
 ABSENT_LOGIT = -10.0
 
 
@@ -308,10 +313,11 @@ class UnitNet:
         n = len(self.rows)
         return c.l2 * min(1.0, c.l2_n0 / n) if c.l2_n0 > 0 and n > 0 else c.l2
 
-    def refine(self, steps: int, keys: list[int] | None = None) -> float | None:
+    def refine(self, steps: int, keys: list[int] | None = None, kernel: str | None = None) -> float | None:
         """``steps`` gradient steps (learning rate ``refine_lr``) on delta and b over the
-        examples ``keys`` (None: full batch, every example). Returns the objective before the
-        last step (None when there is nothing to fit)."""
+        examples ``keys`` (None: full batch, every example), with the objective's backend
+        ``kernel`` (None: ``config.kernel``). Returns the objective before the last step (None
+        when there is nothing to fit)."""
         if steps < 0:
             raise ValueError(f"steps must be >= 0, got {steps}")
         if len(self.rows) == 0 or steps == 0:
@@ -320,7 +326,7 @@ class UnitNet:
         loss = None
         for _ in range(steps):
             rows = slice(0, self.n_active) if keys is None else self.sample_batch(keys)[1]
-            loss, dD, db, gW = self.objective(keys=keys)
+            loss, dD, db, gW = self.objective(keys=keys, kernel=kernel)
             self.delta[rows] -= lr * dD
             self.bias -= lr * db
             if gW is not None:
