@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from edge_plm.learning import gate as gate_module
 from edge_plm.switch.model import SwitchModel
 from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
 from edge_plm.config.settings import ConfigError, ModelConfig, parse
@@ -192,16 +193,16 @@ def test_rebuild_skips_holdout_but_keeps_labels_of_rolled_back_windows(store, af
 
 
 # --- the gate: margin and holdout coverage ----------------------------------------------------
-def scripted_scores(learner, cand_ba: float, base_ba: float, per_class: dict):
-    """Make `score` return fixed holdout scores: `cand_ba` for the live model, `base_ba` for
-    the active one (the gate logic is what is under test, not the model)."""
+def scripted_scores(monkeypatch, learner, cand_ba: float, base_ba: float, per_class: dict):
+    """Make the gate's scores fixed: `cand_ba` for the live model, `base_ba` for the active
+    one (the gate logic is what is under test, not the model)."""
     n = sum(per_class.values())
 
-    def score(model, rows=None, **kw):
+    def score(model, rows=None, preds=None):
         ba = cand_ba if model is learner.model else base_ba
         return HoldoutScore(n, ba, dict(per_class))
-    learner.score = score
-    learner._score_base = lambda rows: HoldoutScore(n, base_ba, dict(per_class))
+    monkeypatch.setattr(gate_module, "score", score)
+    monkeypatch.setattr(gate_module, "score_preds", lambda preds, rows: HoldoutScore(n, base_ba, dict(per_class)))
 
 
 def first_version(store, tmp_path, **kw):
@@ -217,9 +218,9 @@ def first_version(store, tmp_path, **kw):
     (0.76, "active", "passed (within noise)"),  # 0.04 lower, but 10 holdout rows: noise
     (0.30, "rolled_back", "rolled back"),  # 0.5 lower: clearly worse
 ])
-def test_rollback_margin(store, tmp_path, cand, status, gate):
+def test_rollback_margin(monkeypatch, store, tmp_path, cand, status, gate):
     learner = first_version(store, tmp_path, rollback_margin=0.03)
-    scripted_scores(learner, cand, 0.80, {"ON": 3, "OFF": 3, "NOOP": 4})
+    scripted_scores(monkeypatch, learner, cand, 0.80, {"ON": 3, "OFF": 3, "NOOP": 4})
     event = feed(learner, store, 6)[-1].event
     assert event.status == status
     row = next(v for v in store.model_versions() if v.version == event.version)
@@ -230,9 +231,9 @@ def test_rollback_margin(store, tmp_path, cand, status, gate):
     ({"ON": 1, "OFF": 5, "NOOP": 6}, "ON=1"),  # a trained class with one holdout row
     ({"ON": 0, "OFF": 6, "NOOP": 6}, "ON=0"),
 ])
-def test_holdout_lacking_a_trained_class_cannot_roll_back(store, tmp_path, per_class, why):
+def test_holdout_lacking_a_trained_class_cannot_roll_back(monkeypatch, store, tmp_path, per_class, why):
     learner = first_version(store, tmp_path)
-    scripted_scores(learner, 0.1, 0.9, per_class)  # would be a clear rollback if judged
+    scripted_scores(monkeypatch, learner, 0.1, 0.9, per_class)  # would be a clear rollback if judged
     event = feed(learner, store, 6)[-1].event
     assert event.status == "active" and why in event.reason
     metrics = store.model_versions()[-1].metrics
@@ -241,22 +242,22 @@ def test_holdout_lacking_a_trained_class_cannot_roll_back(store, tmp_path, per_c
     assert metrics["trained_classes"] == ["ON", "OFF", "NOOP"]
 
 
-def test_holdout_too_small_is_recorded(store, tmp_path):
+def test_holdout_too_small_is_recorded(monkeypatch, store, tmp_path):
     learner = first_version(store, tmp_path, holdout_min=20)
-    scripted_scores(learner, 0.1, 0.9, {"ON": 5, "OFF": 5, "NOOP": 5})
+    scripted_scores(monkeypatch, learner, 0.1, 0.9, {"ON": 5, "OFF": 5, "NOOP": 5})
     event = feed(learner, store, 6)[-1].event
     assert event.status == "active" and "15 < 20" in event.reason
     assert store.model_versions()[-1].metrics["gate"] == "holdout too small"
 
 
-def test_untrained_class_does_not_need_holdout_rows(store, tmp_path):
+def test_untrained_class_does_not_need_holdout_rows(monkeypatch, store, tmp_path):
     learner = Learner(store, cfg(holdout_fraction=0.0), tmp_path / "ckpt")
     for i in range(6):  # ON and OFF only
         text, label = PHRASES[i % 2]
         iid = store.add_interaction(transcript=text)
         store.set_label(iid, label, "asked")
         learner.on_label(iid, text, label)
-    scripted_scores(learner, 0.1, 0.9, {"ON": 3, "OFF": 3, "NOOP": 0})
+    scripted_scores(monkeypatch, learner, 0.1, 0.9, {"ON": 3, "OFF": 3, "NOOP": 0})
     for i in range(6):
         text, label = PHRASES[i % 2]
         iid = store.add_interaction(transcript=text)

@@ -14,6 +14,7 @@ from edge_plm.commands import inspection as q
 from edge_plm.learning import state
 from edge_plm.loop.replay import SessionLine, run_session
 from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
+from edge_plm.learning import gate as gate_module
 from edge_plm.switch.model import SwitchModel
 from edge_plm.decide.policy import Action
 from edge_plm.store import ReplayStore
@@ -143,16 +144,17 @@ def test_status_json_reports_unlearned_labels(store, db, tmp_path, monkeypatch):
 
 
 # --- 2. rollback rejects a model, never labels; the gate and noise ----------------------
-def scripted(learner, cand_ba, base_ba, per_class, lost: int, won: int):
+def scripted(monkeypatch, learner, cand_ba, base_ba, per_class, lost: int, won: int):
     """Fixed holdout scores; `lost`/`won`: rows the candidate gets wrong/right that the
     active version gets right/wrong."""
     n = sum(per_class.values())
     base_ok = tuple([True] * lost + [False] * won + [True] * (n - lost - won))
     cand_ok = tuple([False] * lost + [True] * won + [True] * (n - lost - won))
     recall = {a: 1.0 for a in per_class}
-    learner.score = lambda model, rows=None, **kw: HoldoutScore(
-        n, cand_ba, dict(per_class), cand_ok, recall)
-    learner._score_base = lambda rows: HoldoutScore(n, base_ba, dict(per_class), base_ok, recall)
+    monkeypatch.setattr(gate_module, "score", lambda model, rows=None, preds=None: HoldoutScore(
+        n, cand_ba, dict(per_class), cand_ok, recall))
+    monkeypatch.setattr(gate_module, "score_preds", lambda preds, rows: HoldoutScore(
+        n, base_ba, dict(per_class), base_ok, recall))
 
 
 @pytest.mark.parametrize("lost,won,source,status", [
@@ -161,11 +163,11 @@ def scripted(learner, cand_ba, base_ba, per_class, lost: int, won: int):
     (6, 0, "override", "active"),  # p = 0.016 < 0.05, but it carries a correction: 0.01
     (6, 0, "asked", "rolled_back"),  # p = 0.016: real
 ])
-def test_the_gate_never_rolls_back_for_noise(store, db, lost, won, source, status):
+def test_the_gate_never_rolls_back_for_noise(monkeypatch, store, db, lost, won, source, status):
     learner = Learner(store, cfg(holdout_fraction=0.0), db.parent / "checkpoints")
     feed(learner, store, 5)  # v0001, first version
     per_class = {"ON": 40, "OFF": 40, "NOOP": 40}
-    scripted(learner, 1.0 - lost / 120, 1.0, per_class, lost, won)
+    scripted(monkeypatch, learner, 1.0 - lost / 120, 1.0, per_class, lost, won)
     ids = add(store, 5, 5, source=source)
     for iid in ids:
         row = store.get(iid)
@@ -176,10 +178,10 @@ def test_the_gate_never_rolls_back_for_noise(store, db, lost, won, source, statu
     assert learner.unlearned() == 0  # either way the labels are in the live model
 
 
-def test_rolled_back_labels_reach_the_model_and_false_rollbacks_are_counted(store, db):
+def test_rolled_back_labels_reach_the_model_and_false_rollbacks_are_counted(monkeypatch, store, db):
     learner = Learner(store, cfg(holdout_fraction=0.0), db.parent / "checkpoints")
     feed(learner, store, 5)
-    scripted(learner, 0.5, 1.0, {"ON": 40, "OFF": 40, "NOOP": 40}, 60, 0)
+    scripted(monkeypatch, learner, 0.5, 1.0, {"ON": 40, "OFF": 40, "NOOP": 40}, 60, 0)
     ids = feed(learner, store, 5, 5)
     versions = store.model_versions()
     rolled = [v for v in versions if v.status == "rolled_back"]

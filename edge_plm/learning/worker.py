@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_plm.errors import EdgePlmError
-from edge_plm.learning import devices as device_learning
 from edge_plm.learning.learner import Learner, LabelOutcome
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
@@ -134,7 +133,7 @@ class LearnerWorker:
         exactly as `Learner.predict`)."""
         if self.synchronous:  # the lock held: the version is the one of the model that predicted
             with self._lock:
-                preds = device_learning.predict_devices(self.learner, text)
+                preds = self.learner.predict_devices(text)
                 return Predicted(preds, self.learner.version)
         cfg = self.learner.cfg
         snap = self._snapshot  # one read: the predictions and the version from one object

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from edge_plm.learning.devices import device_names, set_devices
+from edge_plm.learning.devices import device_names
 from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Resolved, Steps
 from edge_plm.decide.policy import Action, Decision, Prediction
 from edge_plm.config.settings import Settings, device_configs
@@ -52,7 +52,7 @@ def attach(settings: Settings, devices: Devices, learner: Learner) -> list[str]:
     if [d.name for d in configured] != devices.names:
         raise ValueError(f"the devices {devices.names} are not the configured ones "
                          f"{[d.name for d in configured]}")
-    set_devices(learner, device_names(configured))
+    learner.set_devices(device_names(configured))
     return devices.names
 
 

@@ -642,7 +642,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         tb.warm()
     controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall,
                             talkback=tb)
-    bridge = start_bridge(settings, devices, status_path(db), controller)  # None unless [mqtt] is on
+    bridge = start_bridge(settings, devices, status_path(db), controller.watchers)  # None unless [mqtt] is on
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 
 
