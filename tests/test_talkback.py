@@ -423,3 +423,25 @@ def test_with_several_devices_the_question_names_the_device_and_the_answer_is_fo
         assert per["lamp"].label == "NOOP"
     finally:
         loop.close()
+
+
+def test_a_replay_with_several_devices_answers_the_question_about_the_device_in_doubt(tmp_path, sphinx):
+    """One session runner for one device and several: the simulated person answers by voice
+    about the device the question is about, with their wish for that device."""
+    from edge_plm.config.settings import DeviceConfig
+
+    devices = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
+               DeviceConfig("fan", [], relay_pin=23, switch_pin=24)]
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "turn on the fan", "label": "ON", "device": "fan", "answer": "voice"}\n')
+    r = build_replay(replace(Settings(devices=devices), policy=ASK_ALL), tmp_path / "e.db",
+                     asr=sphinx, talkback=True)
+    try:
+        res = run_session(read_session(path), r.controller, r.clock, endpointer=r.endpointer)
+        relays = {n: r.controller.devices.relays[n].is_on for n in ("lamp", "fan")}
+    finally:
+        r.close()
+    s = res.summary()
+    assert res.answers == [(0, True, True)] and s["spoken_answers"] == 1 and s["answer_errors"] == 0
+    assert relays == {"lamp": False, "fan": True} and res.lines[0].flips == 0  # the yes switched it
+    assert s["devices"]["fan"]["asked"] == 1 and s["acted_wrong_device"] == 0
