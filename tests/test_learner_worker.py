@@ -16,6 +16,7 @@ import pytest
 from edge_plm.loop.controller import Controller, text_utterance
 from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.errors import EdgePlmError
+from edge_plm.learning import devices as device_learning
 from edge_plm.learning.worker import LearnerWorker, Snapshot, WorkerTimeout, clone_model
 from edge_plm.learning.state import unlearned_in_active
 from edge_plm.decide.policy import PolicyConfig
@@ -418,6 +419,103 @@ def test_two_threads_predict_while_the_worker_learns(tmp_path):
                 reference[sid, text] = alone.predict(
                     text, prior_strength=cfg.prior_strength,
                     evidence_prior=cfg.evidence_prior).distribution
+        assert all(dist == reference[id(s), text] for s, text, dist in seen)
+    finally:
+        replay.close()
+
+
+def _state_but_bag_memo(model) -> bytes:
+    """The model's pickled state without the name queries' memo of n-gram bags (pure values of
+    the heard words, each stored in one dict assignment; the only thing a prediction adds)."""
+    parts = {k: v for k, v in vars(model).items() if k != "name_query"}
+    query = vars(model).get("name_query")
+    names = None if query is None else {k: v for k, v in vars(query).items() if k != "_bags"}
+    return pickle.dumps((parts, names))
+
+
+def make_devices(tmp_path):
+    from edge_plm.config.settings import DeviceConfig
+
+    devices = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
+               DeviceConfig("fan", ["ceiling fan"], relay_pin=23, switch_pin=24)]
+    replay = build_replay(replace(Settings(devices=devices), policy=ACT),
+                          tmp_path / "db" / "edge-plm.db", learner_cfg=LearnerConfig(version_every=1000))
+    lr = replay.controller.learner
+    for _ in range(4):
+        for text, labels in (("turn on the lamp", {"lamp": "ON"}), ("fan off", {"fan": "OFF"}),
+                             ("what time is it", {})):
+            lr.model.learn_devices(text, labels, lr.devices)
+    return replay
+
+
+def test_several_devices_predict_without_the_snapshot_lock_while_the_worker_learns(tmp_path):
+    """Several devices: the snapshot's name queries are made before it is published, so a
+    prediction holds no lock (one held elsewhere does not stop it), two threads predict while
+    the worker learns without an exception, every prediction equals a single-threaded one of
+    the same snapshot, and each snapshot is, after them, what the worker published."""
+    replay = make_devices(tmp_path)
+    texts = ["turn on the lamp", "fan off", "switch the ceiling fan on", "lights off please",
+             "what time is it", "turn everything off", "the light and the fan on", "zzz qqq"]
+    published: dict[int, bytes] = {}
+    names = replay.controller.learner.devices
+
+    def recording_clone(model):  # on the worker thread, before predictions can see it
+        copy = clone_model(model)
+        device_learning.prime(copy, names)
+        published[id(copy)] = _state_but_bag_memo(copy)
+        return copy
+
+    try:
+        c = asynchronous(replay, clone=recording_clone)
+        c.worker.call(lambda lr: lr.model.learn_devices("fan on", {"fan": "ON"}, lr.devices))
+        snap = c.worker.snapshot
+        with snap.lock:  # held elsewhere: the prediction does not wait for it
+            box: list = []
+            t = threading.Thread(target=lambda: box.append(c.worker.predict_all("turn on the fan")))
+            t.start()
+            t.join(WAIT_S)
+        assert box and set(box[0].devices) == {"lamp", "fan"}
+
+        seen: list[tuple[Snapshot, str, dict]] = []
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def predictor(offset: int) -> None:
+            i = offset
+            try:
+                while not stop.is_set():
+                    s, text = c.worker.snapshot, texts[i % len(texts)]
+                    preds = s.predict_devices(text, names, c.learner.cfg)
+                    seen.append((s, text, {n: p.distribution for n, p in preds.items()}))
+                    i += 1
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)  # switch threads often: races show
+        threads = [threading.Thread(target=predictor, args=(k,)) for k in (0, 3)]
+        try:
+            for th in threads:
+                th.start()
+            for k in range(6):  # each call publishes a snapshot before it returns
+                c.worker.call(lambda lr, k=k: lr.model.learn_devices(
+                    f"turn on the lamp number {k}", {"lamp": "ON"}, lr.devices))
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            for th in threads:
+                th.join()
+            sys.setswitchinterval(old)
+        assert not errors, errors
+        snaps = {id(s): s for s, _, _ in seen}
+        assert len(snaps) > 1  # the worker published while they predicted
+        assert all(_state_but_bag_memo(s.model) == published[id(s.model)] for s in snaps.values())
+        reference = {}
+        for sid, s in snaps.items():
+            alone = Snapshot(clone_model(s.model), s.version)
+            for text in texts:
+                reference[sid, text] = {n: p.distribution for n, p in
+                                        alone.predict_devices(text, names, c.learner.cfg).items()}
         assert all(dist == reference[id(s), text] for s, text, dist in seen)
     finally:
         replay.close()

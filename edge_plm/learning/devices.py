@@ -33,6 +33,14 @@ def predict(model: SwitchModel, text: str, devices: Sequence[DeviceName],
                                  evidence_prior=cfg.evidence_prior)
 
 
+def prime(model: SwitchModel, devices: Sequence[DeviceName]) -> None:
+    """Several devices: the model's name queries made for `devices` now (their names' codes
+    and comparison columns, ``NameQuery.register``), so that predicting afterwards only reads
+    the model; one device: nothing to make (its prediction never reads the names)."""
+    if len(devices) > 1:
+        model.name_query.register(list(devices))
+
+
 def stored_labels(store: ReplayStore, devices: Sequence[DeviceName],
                   interaction_id: int) -> dict[str, str] | None:
     """The devices' labels of a stored interaction (None: one device, or none stored)."""
@@ -50,4 +58,4 @@ def known_labels(devices: Sequence[DeviceName], labels: dict[str, str] | None) -
     return {d: v for d, v in labels.items() if d in names} or None
 
 
-__all__ = ["device_names", "known_labels", "predict", "stored_labels"]
+__all__ = ["device_names", "known_labels", "predict", "prime", "stored_labels"]

@@ -98,10 +98,14 @@ class NameQuery:
         return b
 
     def register(self, devices: Sequence) -> list[int]:
-        """Give every name/alias word of ``devices`` a code (append-only); their ids (-1: the
-        vocabulary is full)."""
+        """Give every name/alias word of ``devices`` a code (append-only) and its comparison
+        column (so that `code_match` then only reads the cache); their ids (-1: the vocabulary
+        is full). Once the devices are registered, a call changes nothing."""
         ids = [self.words.add(w) for d in devices for p in d.phrases() for w in p]
         self.words.refresh()  # a no-op unless a name was new
+        known = [i for i in ids if i >= 0]
+        if not self.cache.covers(self.words.E, known, self.words.code_version):
+            self.cache.block(self.words.E, known, self.words.code_version)
         return ids
 
     def code_match(self, heard: Sequence[str], name_words: Sequence[str]) -> np.ndarray:
@@ -114,7 +118,10 @@ class NameQuery:
         if not cols or not known.any():
             return out
         E = self.words.E
-        block = self.cache.block(E, [nid[j] for j in cols], self.words.code_version)
+        query = [nid[j] for j in cols]
+        block = self.cache.read(E, query, self.words.code_version)  # registered names: a read
+        if block is None:
+            block = self.cache.block(E, query, self.words.code_version)
         norms = np.sqrt(np.einsum("ij,ij->i", E, E))
         sub = block[hid[known]] / np.outer(norms[hid[known]], norms[[nid[j] for j in cols]])
         out[np.ix_(np.flatnonzero(known), cols)] = sub
