@@ -216,3 +216,22 @@ def test_with_several_devices_a_digit_flips_that_devices_switch(tmp_path):
     assert "keys 1-2 flip the switch of 1 lamp, 2 fan" in lines[0], (lines, err)
     assert any(line.startswith("2 (fan): switch flipped (toggle) -> relay ON") for line in lines), (lines, err)
     assert "Traceback" not in err
+
+
+def test_with_several_devices_the_ask_and_flip_lines_name_the_device(tmp_path):
+    """The ask line says which device is in doubt and its key; a space (the first device's
+    switch) says whose switch it flipped."""
+    cfg = config(tmp_path, '[policy]\nask_threshold = 0.0\nact_threshold = 1.0\n'
+                 '[[devices]]\nname = "lamp"\naliases = ["lights"]\nrelay_pin = 17\nswitch_pin = 27\n'
+                 '[[devices]]\nname = "fan"\nrelay_pin = 23\nswitch_pin = 24\n')
+    proc = start(cfg, "--gap", "0", "--audio", str(DEMO / "turn-on-the-light.rms.wav"))  # ON, lamp
+    lines: list[str] = []
+    read_until(proc, "[1/1]", lines)
+    proc.stdin.write(" \n")  # the person answers with the first device's switch
+    proc.stdin.flush()
+    err = finish(proc, lines)
+    assert proc.returncode == 0, err
+    heard = next(line for line in lines if line.startswith("[1/1]"))
+    assert heard.endswith("ask about lamp (device 1, LED blinks): flip its switch (key 1) the way "
+                          "you want it"), (lines, err)
+    assert any(line.startswith("space (lamp): switch flipped (toggle) -> relay ON") for line in lines), (lines, err)
