@@ -20,7 +20,7 @@ from edge_plm.config.settings import ConfigError, PolicyConfig, Settings, parse
 from edge_plm.store import SCHEMA_VERSION, ReplayStore
 from edge_plm.store.schema import migrate
 from edge_plm.voice.talkback import Talkback, confirmation_text, prompt_text
-from edge_plm.voice.answers import GrammarAnswers, answer_jsgf, classify_answer
+from edge_plm.voice.answers import GrammarAnswers, answer_jsgf, classify_answer, stated_state
 from edge_plm.voice.asr import PocketSphinxASR
 from edge_plm.voice.echo import EchoGuard
 from edge_plm.voice.speech import (EspeakSpeech, NoSpeech, NullPlayer, PiperSpeech, PromptCache,
@@ -140,6 +140,28 @@ def test_a_spoken_no_labels_noop_by_the_no_flip_rule():
     assert p.tick(100.0)[0].label is Action.NOOP
 
 
+def test_a_bare_no_never_teaches_not_a_command_when_the_other_state_is_the_runner_up():
+    """Asked "On?" with the light off, the person who wanted it OFF says "no": OFF (as it is) or
+    not a command. With OFF the model's runner-up a no gives no label (it used to be NOOP when
+    p(OFF) was under the ambiguity floor: an OFF command learned as "not a command")."""
+    p = _asked(dist={Action.ON: 0.75, Action.OFF: 0.15, Action.NOOP: 0.10})
+    p.on_answer(False, 2.0)
+    (r,) = p.tick(100.0)
+    assert (r.label, r.source) == (None, None) and "no label" in r.reason
+    p = _asked(dist={Action.ON: 0.75, Action.OFF: 0.10, Action.NOOP: 0.15})  # NOOP the runner-up
+    p.on_answer(False, 2.0)
+    assert p.tick(100.0)[0].label is Action.NOOP
+
+
+def test_an_answer_naming_the_other_state_labels_that_state():
+    assert [stated_state(t) for t in ("off", "no, off", "yes on", "no", "on and off", "")] == \
+        ["OFF", "OFF", "ON", None, None, None]
+    p = _asked(dist={Action.ON: 0.75, Action.OFF: 0.05, Action.NOOP: 0.20})
+    p.on_answer(False, 2.0, said=Action.OFF)  # "off" to "On?"
+    (r,) = p.tick(100.0)
+    assert (r.label, r.source, r.ts) == (Action.OFF, LabelSource.SPOKEN, 2.0)
+
+
 def test_the_switch_wins_over_a_spoken_answer_and_answers_need_an_open_ask():
     p = _asked()
     p.on_answer(True, 1.0)
@@ -229,6 +251,19 @@ def test_a_spoken_no_through_the_loop_leaves_the_relay(loop):
     loop.controller.pump()
     row = loop.store.get(asked.interaction_id)
     assert row.label_source in ("spoken", None) and row.label != "ON"
+
+
+def test_off_to_on_through_the_loop_switches_off_and_labels_off(loop):
+    c = loop.controller
+    c.devices.drive("ON", now=loop.clock())  # the light is on; "turn on the light" is asked
+    loop.clock.advance(30.0)
+    asked = _ask(loop)
+    out = c.handle(text_utterance("no off"))
+    assert out.answer is False and out.action is Action.OFF and not c.devices.relay.is_on
+    loop.clock.advance(60.0)
+    c.pump()
+    row = loop.store.get(asked.interaction_id)
+    assert (row.label, row.label_source, row.action) == ("OFF", "spoken", "OFF")
 
 
 def test_chatter_with_yes_or_no_outside_an_ask_window_is_never_a_spoken_label(loop):

@@ -156,11 +156,11 @@ class Dialogue:
     def spoken_answer(self, text: str, utt: Utterance, watch: Stopwatch,
                       stopping: bool) -> Outcome | None:
         """A yes/no while an ask is open: the policy keeps it as the ask's label (a flip before
-        the window ends wins); a yes drives the relay to the asked state (not once
-        `stopping`); what it resolves is labelled after this input (`take_deferred`). A short
-        utterance that is neither an answer nor a likely command (`Talkback.unclear`) is a
-        misheard answer: no row, the ask stays open. None: no question open, or an ordinary
-        utterance (it supersedes the ask)."""
+        the window ends wins); a yes drives the relay to the asked state, an answer naming the
+        other state ("off" to "On?") to that one (not once `stopping`); what it resolves is
+        labelled after this input (`take_deferred`). A short utterance that is neither an
+        answer nor a likely command (`Talkback.unclear`) is a misheard answer: no row, the ask
+        stays open. None: no question open, or an ordinary utterance (it supersedes the ask)."""
         if self.talkback is None:
             return None
         asking = [(n, o) for n, o in self.policies.open.items()
@@ -174,21 +174,24 @@ class Dialogue:
                 return None
             log.info("#%s: not understood as an answer; the ask stays open", o.key)
             return Outcome(o.key, text, None, None, None, None, "unclear answer", watch.stop())
+        said = self.talkback.said(text)  # "off" to "On?": a no that asks for OFF
+        wanted = o.prediction.action if yes else (Action(said) if said else None)
         now = self.clock()
-        self.deferred += self.policies.on_answer(name, yes, now)
+        self.deferred += self.policies.on_answer(name, yes, now, wanted)
         driven = None
         if self.devices.led.asking:
             self.devices.done(self.names.shown(name))
         with watch.stage("actuator"):
-            if yes and not stopping:
-                if self.devices.drive(o.prediction.action.value, name, now=now):
-                    driven = o.prediction.action
+            if wanted is not None and not stopping:
+                if self.devices.drive(wanted.value, name, now=now):
+                    driven = wanted
                 else:
-                    log.warning("interaction %s: relay %s refused %s after a spoken yes (rate "
-                                "limit)", o.key, name, o.prediction.action.value)
+                    log.warning("interaction %s: relay %s refused %s after a spoken answer (rate "
+                                "limit)", o.key, name, wanted.value)
         if driven is not None:
             self.recorder.answered(o.key, name, driven)
-        log.info("#%s spoken answer%s: %s", o.key, self.names.of(name, " ({})"), "yes" if yes else "no")
+        log.info("#%s spoken answer%s: %s%s", o.key, self.names.of(name, " ({})"),
+                 "yes" if yes else "no", f" ({said})" if said else "")
         return Outcome(o.key, text, None, None, None, driven, None, watch.stop(), answer=yes)
 
 
