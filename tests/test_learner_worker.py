@@ -358,6 +358,44 @@ def test_prediction_changes_nothing_in_the_published_model(tmp_path):
         replay.close()
 
 
+def predict_while_learning(c: Controller, texts: list[str], predict, learn, calls: int) -> list:
+    """Two threads call ``predict(snapshot, text)`` on the latest snapshot, in turn over
+    `texts`, while the worker runs ``learn(learner, k)`` `calls` times (each `call` publishes a
+    snapshot before it returns); (snapshot, text, result) of every prediction. Fails on any
+    exception in a predicting thread."""
+    seen: list[tuple[Snapshot, str, object]] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def predictor(offset: int) -> None:
+        i = offset
+        try:
+            while not stop.is_set():
+                snap, text = c.worker.snapshot, texts[i % len(texts)]
+                seen.append((snap, text, predict(snap, text)))
+                i += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: races show
+    threads = [threading.Thread(target=predictor, args=(k,)) for k in (0, 3)]
+    try:
+        for t in threads:
+            t.start()
+        for k in range(calls):
+            c.worker.call(lambda lr, k=k: learn(lr, k))
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(old)
+    assert not errors, errors
+    assert len({id(snap) for snap, _, _ in seen}) > 1  # the worker published while they predicted
+    return seen
+
+
 def test_two_threads_predict_while_the_worker_learns(tmp_path):
     """Two threads predict from the published snapshots while the worker learns and observes:
     no exception, every prediction equals a single-threaded one of the same snapshot, and each
@@ -374,44 +412,14 @@ def test_two_threads_predict_while_the_worker_learns(tmp_path):
 
     try:
         c = asynchronous(replay, clone=recording_clone)
-        seen: list[tuple[Snapshot, str, dict]] = []
-        errors: list[BaseException] = []
-        stop = threading.Event()
-
-        def predictor(offset: int) -> None:
-            i = offset
-            try:
-                while not stop.is_set():
-                    snap = c.worker.snapshot
-                    text = texts[i % len(texts)]
-                    cfg = c.learner.cfg
-                    p = snap.model.predict(text, prior_strength=cfg.prior_strength,
-                                           evidence_prior=cfg.evidence_prior)
-                    seen.append((snap, text, p.distribution))
-                    i += 1
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(1e-5)  # switch threads often: races show
-        threads = [threading.Thread(target=predictor, args=(k,)) for k in (0, 3)]
-        try:
-            for t in threads:
-                t.start()
-            for k in range(8):  # each call publishes a snapshot before it returns
-                c.worker.call(lambda lr, k=k: (lr.model.learn(f"turn on number {k}", "ON"),
-                                               lr.model.observe(f"word{k} and another{k} here")))
-                time.sleep(0.02)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join()
-            sys.setswitchinterval(old)
-        assert not errors, errors
-        snaps = {id(s): s for s, _, _ in seen}
-        assert len(snaps) > 1  # the worker published while they predicted
-        assert all(_state(s.model) == published[id(s.model)] for s in snaps.values())
         cfg = c.learner.cfg
+        seen = predict_while_learning(
+            c, texts, lambda snap, text: snap.model.predict(
+                text, prior_strength=cfg.prior_strength, evidence_prior=cfg.evidence_prior).distribution,
+            lambda lr, k: (lr.model.learn(f"turn on number {k}", "ON"),
+                           lr.model.observe(f"word{k} and another{k} here")), 8)
+        snaps = {id(s): s for s, _, _ in seen}
+        assert all(_state(s.model) == published[id(s.model)] for s in snaps.values())
         reference = {}
         for sid, snap in snaps.items():
             alone = clone_model(snap.model)
@@ -476,39 +484,12 @@ def test_several_devices_predict_without_the_snapshot_lock_while_the_worker_lear
             t.join(WAIT_S)
         assert box and set(box[0].devices) == {"lamp", "fan"}
 
-        seen: list[tuple[Snapshot, str, dict]] = []
-        errors: list[BaseException] = []
-        stop = threading.Event()
-
-        def predictor(offset: int) -> None:
-            i = offset
-            try:
-                while not stop.is_set():
-                    s, text = c.worker.snapshot, texts[i % len(texts)]
-                    preds = s.predict_devices(text, names, c.learner.cfg)
-                    seen.append((s, text, {n: p.distribution for n, p in preds.items()}))
-                    i += 1
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(1e-5)  # switch threads often: races show
-        threads = [threading.Thread(target=predictor, args=(k,)) for k in (0, 3)]
-        try:
-            for th in threads:
-                th.start()
-            for k in range(6):  # each call publishes a snapshot before it returns
-                c.worker.call(lambda lr, k=k: lr.model.learn_devices(
-                    f"turn on the lamp number {k}", {"lamp": "ON"}, lr.devices))
-                time.sleep(0.02)
-        finally:
-            stop.set()
-            for th in threads:
-                th.join()
-            sys.setswitchinterval(old)
-        assert not errors, errors
+        seen = predict_while_learning(
+            c, texts, lambda snap, text: {n: p.distribution for n, p in
+                                          snap.predict_devices(text, names, c.learner.cfg).items()},
+            lambda lr, k: lr.model.learn_devices(f"turn on the lamp number {k}", {"lamp": "ON"},
+                                                 lr.devices), 6)
         snaps = {id(s): s for s, _, _ in seen}
-        assert len(snaps) > 1  # the worker published while they predicted
         assert all(_state_but_bag_memo(s.model) == published[id(s.model)] for s in snaps.values())
         reference = {}
         for sid, s in snaps.items():
