@@ -325,7 +325,7 @@ class SessionResult:
         return out
 
 
-def _flip_switch(switch: PersonSwitch, factory_pin: Any, clock: SimClock) -> None:
+def flip_switch(switch: PersonSwitch, factory_pin: Any, clock: SimClock) -> None:
     """Move the person's (mock) switch once, on its MockFactory pin `factory_pin`, as a hand
     would: the real PersonSwitch reacts."""
     if switch.cfg.mode == "momentary":
@@ -378,7 +378,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
             for flip in person.react(wants[n], before[n], after[n], clock()):
                 clock.set(max(clock(), flip.at))
                 switch = devices.switches[n]
-                _flip_switch(switch, devices.factory.pin(switch.cfg.pin), clock)
+                flip_switch(switch, devices.factory.pin(switch.cfg.pin), clock)
                 flips += 1
                 failures = controller.storage_failures
                 controller.pump()
@@ -616,6 +616,6 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
 
 __all__ = ["ANSWER_WAYS", "Answerer", "LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine",
-           "SessionResult", "SimClock", "SpokenAnswers", "build_replay", "check_devices", "default_gap_s",
+           "SessionResult", "SimClock", "SpokenAnswers", "build_replay", "check_devices", "default_gap_s", "flip_switch",
            "read_session", "replay_asr", "run_session", "session_devices", "session_span_s", "spoken_input", "uses_talkback",
            "wanted_actions"]
