@@ -1,6 +1,6 @@
 """The SAFFU block of the switch: attention over the transcript's word positions, and the
 full-batch objective of the network through it (Numba kernel + NumPy twin; parity and
-finite-difference tests in tests/test_attention.py). docs/method.md, "Word attention".
+finite-difference tests in tests/switch/test_attention.py). docs/method.md, "Word attention".
 
 For a transcript of K words with unit bags V_k (each word's units, ``UnitVocab.positioned``):
 

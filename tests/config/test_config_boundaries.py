@@ -13,7 +13,7 @@ import pytest
 
 from edge_plm.config.starting_model import shipped_path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 
 # case: (the TOML added to a usable service config, whether check and run accept it)

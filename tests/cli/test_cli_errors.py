@@ -16,7 +16,7 @@ import pytest
 
 from edge_plm.store import SCHEMA_VERSION, ReplayStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 COMMANDS = ("replay", "run", "status", "log", "stats", "label", "forget", "export",
             "model-list", "db-backup")

@@ -16,7 +16,7 @@ import pytest
 
 from edge_plm.store import BUSY_TIMEOUT_MS, ReplayStore, is_busy, retry_busy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 
 

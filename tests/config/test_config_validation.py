@@ -13,7 +13,7 @@ import pytest
 from edge_plm.config.file import default_config_toml
 from edge_plm.config.settings import ConfigError, Settings, parse, problems
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 
 # case | TOML body (\n: a new line) | what the one error line names

@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from kit import PHRASES  # noqa: E402
 from notified_service import notified_service, text_service_config, wait_for_interactions  # noqa: E402
 
-DEMO = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "edge_plm" / "data" / "demo"
 CLI = [sys.executable, "-c", "from edge_plm.cli import main; main()"]
 
 

@@ -18,7 +18,7 @@ from edge_plm.device.restore import restored_state
 from edge_plm.config.settings import GpioConfig, Settings, problems
 from edge_plm.store import SCHEMA_VERSION, ReplayStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def start(db: Path, restore: str = "last", **gpio) -> tuple[Devices, ReplayStore]:

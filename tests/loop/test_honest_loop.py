@@ -21,7 +21,7 @@ from edge_plm.decide.policy import Action
 from edge_plm.store import ReplayStore, StorageError
 from kit import PHRASES, make_replay
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 TEXTS = PHRASES[:3]
 

@@ -20,7 +20,7 @@ from edge_plm.config.settings import ConfigError, ModelConfig, parse
 from edge_plm.config.starting_model import StartError, resolve, shipped_path
 from kit import PHRASES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "models" / "switch-en.npz"
 CLI = [sys.executable, "-c", "from edge_plm.cli import main; main()"]
 

@@ -20,7 +20,7 @@ from _data_util import cli, demo_text_lines, js, populate, query
 from edge_plm.learning import forgetting, trust
 from edge_plm.store import SCHEMA_VERSION, ReplayStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _files(directory: Path) -> dict[str, bytes]:

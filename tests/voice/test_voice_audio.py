@@ -16,7 +16,7 @@ from edge_plm.voice.audio import (
     AudioError, MicrophoneSource, TextSource, WavSource, read_wav, resample, write_wav)
 from edge_plm.voice.endpoint import Endpointer, block_dbfs
 
-DEMO = Path(__file__).resolve().parents[1] / "edge_plm" / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "edge_plm" / "data" / "demo"
 RATE = 16000
 
 
@@ -292,7 +292,7 @@ def test_text_source_handles_blank_lines_and_bad_utf8(caplog):
 def test_voice_modules_do_not_import_sounddevice():
     code = ("import sys, edge_plm.voice.audio, edge_plm.voice.endpoint, edge_plm.voice.asr, "
             "edge_plm.voice.models; assert 'sounddevice' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 def test_microphone_without_device_gives_audio_error():

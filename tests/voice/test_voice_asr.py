@@ -18,7 +18,7 @@ from edge_plm.voice.asr import AsrError, PocketSphinxASR, TextASR, Transcript, V
 from edge_plm.voice.audio import TextSource, Utterance, WavSource, read_wav
 from edge_plm.voice.endpoint import Endpointer
 
-DEMO = Path(__file__).resolve().parents[1] / "edge_plm" / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "edge_plm" / "data" / "demo"
 HANGUL = re.compile("[\uac00-\ud7a3]")
 
 

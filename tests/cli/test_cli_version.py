@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from edge_plm.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_version_matches_the_project_metadata():

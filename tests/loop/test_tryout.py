@@ -20,7 +20,7 @@ import pytest
 from edge_plm.loop.tryout import audio_paths
 from edge_plm.voice.audio import AudioError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "edge_plm" / "data" / "demo"
 ON = DEMO / "lights-on-please.slt.wav"  # the starting model acts ON on it
 MUSIC = DEMO / "play-some-music.awb.wav"

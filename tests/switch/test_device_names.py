@@ -14,7 +14,7 @@ from edge_plm.switch.device_evidence import PRIOR, SPECIFICITY, DeviceEvidence
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch.naming import GARBLE_SHARE
 
-SHIPPED = Path(__file__).resolve().parents[1] / "models" / "switch-en.npz"
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "switch-en.npz"
 LAMP, FAN, HEATER = DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("heater")
 HOME = [LAMP, FAN, HEATER]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from edge_plm.loop.service import Notifier
 from kit import FakeClock
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from notified_service import notified_service, text_service_config  # noqa: E402
 

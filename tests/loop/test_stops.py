@@ -22,7 +22,7 @@ from edge_plm.config.settings import Settings
 from edge_plm.store import ReplayStore
 from edge_plm.voice.audio import TextSource
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from notified_service import text_service_config  # noqa: E402

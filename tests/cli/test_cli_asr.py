@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from edge_plm.cli import app
 
-DEMO = Path(__file__).resolve().parents[1] / "edge_plm" / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "edge_plm" / "data" / "demo"
 
 
 @pytest.fixture(autouse=True)

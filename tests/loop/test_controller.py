@@ -20,7 +20,7 @@ from edge_plm.voice.asr import PocketSphinxASR
 from edge_plm.voice.audio import Utterance, write_wav
 from kit import make_replay
 
-DEMO = Path(__file__).resolve().parent.parent / "edge_plm" / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "edge_plm" / "data" / "demo"
 ON, OFF = "turn on the light", "turn off the light"
 
 

@@ -23,7 +23,7 @@ from edge_plm.voice.pcm import AudioError
 from edge_plm.voice.vad import make_vad
 
 RATE = 16000
-DEMO = Path(__file__).resolve().parents[1] / "edge_plm" / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "edge_plm" / "data" / "demo"
 
 
 def tone(freq: float, seconds: float, amp: float = 8000.0) -> np.ndarray:

@@ -1,6 +1,6 @@
 """A command from the home hub (MQTT) as the owner's answer: the policy's ``remote`` source,
 the schema that stores it (migration v7), the config checks of ``[mqtt]`` and the topics —
-everything of the bridge that needs no broker (tests/test_mqtt_bridge.py runs one)."""
+everything of the bridge that needs no broker (tests/bridge/test_mqtt_bridge.py runs one)."""
 
 from __future__ import annotations
 
