@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 from edge_plm.loop.controller import Controller, text_utterance  # noqa: E402
 from edge_plm.decide.policy import SimulatedPerson  # noqa: E402
-from edge_plm.loop.replay import _flip_switch, build_replay, read_session  # noqa: E402
+from edge_plm.loop.replay import flip_switch, build_replay, read_session  # noqa: E402
 from edge_plm.config.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def instrument(c: Controller, marks: dict) -> None:
     """Mark when the transcript is ready and when the relay/ask/ignore step has returned, and
     time storing the interaction's row (a SQLite commit, ``synchronous = FULL``: on the path,
     an unstored interaction is not acted on)."""
-    predict, act, add = c.worker.predict_devices, c._act_or_ask, c.store.add_interaction
+    predict, act, add = c.worker.predict_all, c.dialogue.act_or_ask, c.store.add_interaction
 
     def add_interaction(*a, **k):
         t = time.perf_counter()
@@ -75,7 +75,7 @@ def instrument(c: Controller, marks: dict) -> None:
 
     c.store.add_interaction = add_interaction
 
-    def predict_devices(*a, **k):  # called as soon as the transcript is ready
+    def predict_all(*a, **k):  # called as soon as the transcript is ready
         marks["ready"] = time.perf_counter()
         return predict(*a, **k)
 
@@ -84,7 +84,7 @@ def instrument(c: Controller, marks: dict) -> None:
         marks["relay"] = time.perf_counter()
         return out
 
-    c.worker.predict_devices, c._act_or_ask = predict_devices, act_or_ask
+    c.worker.predict_all, c.dialogue.act_or_ask = predict_all, act_or_ask
 
 
 def session(path: Path, mode: str, pace_s: float) -> dict:
@@ -118,7 +118,7 @@ def session(path: Path, mode: str, pace_s: float) -> dict:
             for flip in [] if line.wish is None else person.react(
                     line.wish, before, c.devices.relay.is_on, clock()):
                 clock.set(max(clock(), flip.at))
-                _flip_switch(c.devices, pin, c.devices.switch.cfg.mode, clock)
+                flip_switch(c.devices.switch, pin, clock)
                 c.pump()
             if pace_s:
                 time.sleep(pace_s)

@@ -36,7 +36,7 @@ if [ -n "$stray" ]; then
 fi
 
 step "command 2"
-export PYTEST_ADDOPTS="${QUICKSTART_TESTS-tests/test_cli_version.py tests/test_cli_data.py tests/test_doctor.py}"
+export PYTEST_ADDOPTS="${QUICKSTART_TESTS-tests/cli/test_cli_version.py tests/cli/test_cli_data.py tests/commands/test_doctor.py}"
 bash scripts/setup-dev.sh && .venv/bin/python -m pytest -q
 
 step "the CLI afterwards"

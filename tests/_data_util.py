@@ -1,4 +1,4 @@
-"""Shared by tests/test_cli_data.py and tests/test_cli_model.py: a replay buffer populated by
+"""Shared by tests/cli/test_cli_data.py and tests/cli/test_cli_model.py: a replay buffer populated by
 the real loop (controller + learner + policy on mock GPIO), and the CLI runner."""
 
 from __future__ import annotations

@@ -62,6 +62,6 @@ def test_make_replay_applies_its_knobs(tmp_path):
 def test_no_test_file_defines_its_own_clock():
     """One fake clock for every test (kit.FakeClock): no Clock classes, no lambda clocks."""
     own = re.compile(r"^class \w*Clock\b|(clock|wall|now)\s*=\s*lambda", re.M)
-    offenders = [p.name for p in sorted(TESTS.glob("*.py"))
+    offenders = [p.name for p in sorted(TESTS.rglob("*.py"))
                  if p.name != "kit.py" and p.name != Path(__file__).name and own.search(p.read_text())]
     assert offenders == []

@@ -255,3 +255,18 @@ def test_each_part_owns_its_state():
            if (path, attr) not in PRIVATE_REACHES}
     assert new == set()
     assert [key for key in PRIVATE_REACHES if key not in found] == []
+
+
+def test_tests_mirror_the_package():
+    """A room's tests live in tests/<room>/; only tests of the whole package, the kit and the
+    deployment sit directly under tests/. One left there (e.g. by a merge) is filed by
+    ``python3 scripts/mirror_tests.py``."""
+    import importlib.util  # noqa: PLC0415
+
+    root = PACKAGE.parent
+    spec = importlib.util.spec_from_file_location("mirror_tests", root / "scripts" / "mirror_tests.py")
+    mirror = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mirror)
+    assert mirror.plan() == {}
+    folders = {p.name for p in (root / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= mirror.package_rooms() | {"benchmarks"}

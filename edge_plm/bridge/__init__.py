@@ -9,17 +9,27 @@ switches (`PersonSwitch.remote`); topics and payloads: `edge_plm.bridge.topics`,
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from edge_plm.bridge.topics import LoopOutcome
+from edge_plm.config.settings import Settings
+
+if TYPE_CHECKING:
+    from edge_plm.bridge.mqtt import MqttBridge
+    from edge_plm.device import Devices
 
 log = logging.getLogger(__name__)
 
 
-def start_bridge(settings: Any, devices: Any, status_file: Path | None = None,
-                 controller: Any = None) -> Any:
-    """The started `MqttBridge` of ``settings.mqtt`` for `devices` (and the last decision of
-    `controller`'s utterances, when given), or None (off, or it cannot be built: paho missing,
-    an unreadable password file, a bad TLS file; said once)."""
+def start_bridge(settings: Settings, devices: Devices, status_file: Path | None = None,
+                 outcome_watchers: list[Callable[[LoopOutcome], None]] | None = None
+                 ) -> MqttBridge | None:
+    """The started `MqttBridge` of ``settings.mqtt`` for `devices`, or None (off, or it cannot
+    be built: paho missing, an unreadable password file, a bad TLS file; said once). With
+    `outcome_watchers` (the loop's `Controller.watchers`), the bridge adds itself there to
+    publish the last decision of each utterance."""
     if not settings.mqtt.enabled:
         return None
     try:
@@ -28,8 +38,8 @@ def start_bridge(settings: Any, devices: Any, status_file: Path | None = None,
 
         topics = Topics.of(settings.mqtt, devices.names)
         bridge = MqttBridge(settings.mqtt, devices, topics, status_file=status_file).start()
-        if controller is not None:
-            controller.watchers.append(bridge.on_outcome)
+        if outcome_watchers is not None:
+            outcome_watchers.append(bridge.on_outcome)
         return bridge
     except ImportError as exc:
         log.error("mqtt: the bridge needs paho-mqtt (pip install 'edge-plm[mqtt]'): %s; "
@@ -40,7 +50,7 @@ def start_bridge(settings: Any, devices: Any, status_file: Path | None = None,
     return None
 
 
-def stop_bridge(bridge: Any) -> None:
+def stop_bridge(bridge: MqttBridge | None) -> None:
     """Stop `bridge` (None: nothing); a failure is logged, never raised."""
     if bridge is None:
         return
@@ -50,7 +60,7 @@ def stop_bridge(bridge: Any) -> None:
         log.exception("mqtt: the bridge did not stop cleanly")
 
 
-def clear_decision(settings: Any) -> bool:
+def clear_decision(settings: Settings) -> bool:
     """After `forget`: the retained last decision (it may hold a forgotten transcript) is
     replaced by an empty payload on the broker. True when done; nothing to do when ``[mqtt]``
     is off or publishes no transcripts."""

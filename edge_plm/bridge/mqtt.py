@@ -246,7 +246,7 @@ class MqttBridge:
             self._outbox.put(("state", device_id, bool(on)))
         return watch
 
-    def on_outcome(self, outcome: Any) -> None:
+    def on_outcome(self, outcome: t.LoopOutcome) -> None:
         """An utterance's outcome (`Controller.watchers`): the last-decision sensor's payload
         (the transcript only with ``publish_transcripts``), queued; never blocks."""
         if outcome.decision is None:  # an input error, an answer, the device's own voice

@@ -17,9 +17,28 @@ import json
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from edge_plm import __version__
 from edge_plm.config.settings import MqttConfig, topic_id
+from edge_plm.decide.policy import Action, Decision
+
+
+class LoopOutcome(Protocol):
+    """What the bridge reads of an utterance's outcome (the loop's `Outcome`)."""
+
+    @property
+    def interaction_id(self) -> int | None: ...
+    @property
+    def transcript(self) -> str: ...
+    @property
+    def decision(self) -> Decision | None: ...
+    @property
+    def prediction(self) -> str | None: ...
+    @property
+    def confidence(self) -> float | None: ...
+    @property
+    def action(self) -> Action | None: ...
 
 ONLINE, OFFLINE = "online", "offline"
 ON, OFF = "ON", "OFF"
@@ -150,5 +169,5 @@ def discovery_payload(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-__all__ = ["MAX_COMMAND_BYTES", "OFF", "OFFLINE", "ON", "ONLINE", "Topics", "command_state",
+__all__ = ["MAX_COMMAND_BYTES", "OFF", "OFFLINE", "ON", "ONLINE", "LoopOutcome", "Topics", "command_state",
            "decision_payload", "discovery_payload", "node_id", "shown", "state_payload"]

@@ -9,7 +9,6 @@ from typing import Any, Optional
 
 from edge_plm.learning import forgetting
 from edge_plm.commands import inspection as q
-from edge_plm.learning import devices as device_learning
 from edge_plm.decide.devices import command_of
 from edge_plm.learning.learner import Learner, device_names
 from edge_plm.config.settings import device_configs
@@ -88,8 +87,7 @@ def _device_relabel(store, settings, row, label: str, device: Optional[str]):
 def _learn_correction(learner: Learner, interaction: int, label: str,
                       device_labels: Optional[dict[str, str]] = None):
     """(holdout, learned, replaced, version) of one gated update with the corrected label."""
-    outcome = (learner.on_relabel(interaction, label) if device_labels is None
-               else device_learning.relabel(learner, interaction, label, device_labels))
+    outcome = learner.on_relabel(interaction, label, device_labels)
     holdout, learned = outcome.holdout, not outcome.holdout
     version = None
     if learned:

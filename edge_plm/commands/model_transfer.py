@@ -13,7 +13,8 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig
+from edge_plm.learning.gate import HoldoutScore, score
+from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.learning.state import match_examples
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.config import CONFIGS
@@ -71,8 +72,8 @@ def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: s
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
     learner = Learner.open(store, cfg, checkpoints_dir)
     previous = learner.version
-    cand = learner.score(model)
-    base = learner.score(learner.model)
+    rows = learner.holdout_rows()
+    cand, base = score(model, rows), score(learner.model, rows)
     result = {"source": str(path.resolve()), "source_sha256": sha256_of(path), "previous": previous,
               "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
               "previous_balanced_accuracy": _ba(base), "forced": False, "version": None,

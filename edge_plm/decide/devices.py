@@ -156,10 +156,12 @@ class DevicePolicies:
                 for r in self.policies[device].on_flip(desired, now, remote=remote)]
         return out
 
-    def on_answer(self, device: str, yes: bool, now: float) -> list[DeviceResolution]:
-        """A spoken yes/no to device `device`'s open ask (talk-back, `Policy.on_answer`)."""
+    def on_answer(self, device: str, yes: bool, now: float,
+                  said: Action | None = None) -> list[DeviceResolution]:
+        """A spoken yes/no to device `device`'s open ask (talk-back, `Policy.on_answer`;
+        ``said``: the state the answer named, if any)."""
         out = self.tick(now)
-        out += [DeviceResolution(device, r) for r in self.policies[device].on_answer(yes, now)]
+        out += [DeviceResolution(device, r) for r in self.policies[device].on_answer(yes, now, said)]
         return out
 
     def tick(self, now: float) -> list[DeviceResolution]:

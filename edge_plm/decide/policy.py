@@ -135,6 +135,7 @@ class OpenInteraction:
     applied: bool = True  # False when the relay refused the ACT (rate limit)
     answer: bool | None = None  # ASK: the person's spoken yes (True) / no (False), if any
     answered_at: float | None = None
+    said: Action | None = None  # ASK: the state the answer named ("off" to "On?"), if any
 
 
 def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
@@ -217,8 +218,9 @@ class Policy:
                                  f"{why}; person flipped to {flipped.value}")
         return self._after_act(o, flipped, now)
 
-    def on_answer(self, yes: bool, now: float) -> list[Resolution]:
-        """A spoken yes/no to the open ask (talk-back); returns what `tick` resolved.
+    def on_answer(self, yes: bool, now: float, said: Action | None = None) -> list[Resolution]:
+        """A spoken yes/no to the open ask (talk-back); returns what `tick` resolved. ``said``:
+        the state the answer named, if it named one ("off" to "On?" is a no that says OFF).
 
         The answer is kept on the interaction and becomes its label (source ``spoken``) when
         the window ends or a new utterance supersedes it; a flip before then wins (`on_flip`).
@@ -229,21 +231,35 @@ class Policy:
         if o is None or o.decision is not Decision.ASK or o.answer is not None:
             return resolved
         o.answer, o.answered_at = bool(yes), now
+        o.said = said if said is not None and said.state is not None else None
         return resolved
 
     def _answered(self, o: OpenInteraction) -> Resolution:
-        """The label of an answered ask: yes -> the asked action; no -> "not that": of the
-        other state and NOOP, the no-flip rule's choice (`_no_flip`) when the relay is in the
-        other state, NOOP when it already was in the asked one (a person who wanted the other
-        state flips, and the flip wins)."""
+        """The label of an answered ask (docs/policy.md, "Talk-back"): yes -> the asked action;
+        an answer naming a state ("off" to "On?") -> that state; a bare no -> "not that":
+        NOOP when the relay already was in the asked state (a person who wanted the other
+        state flips, and the flip wins); with the relay in the other state S the person
+        wanted S (already so) or nothing, so NOOP only when the model finds NOOP at least as
+        likely as S (`_no_flip`), else no label: a no never teaches an S command "not a
+        command"."""
         at = o.answered_at if o.answered_at is not None else o.deadline
         action = o.prediction.action
         if o.answer:
             return self._resolve(action, LabelSource.SPOKEN, at,
                                  f"asked {action.value}; person said yes")
+        if o.said is not None:
+            return self._resolve(o.said, LabelSource.SPOKEN, at,
+                                 f"asked {action.value}; person said {o.said.value}")
         if action.state == o.relay_before:
             return self._resolve(Action.NOOP, LabelSource.SPOKEN, at, f"asked {action.value} "
                                  "while already in that state; person said no")
+        s = Action.from_state(o.relay_before)
+        dist = o.prediction.distribution
+        p_s, p_noop = o.prediction.prob_bound(s), None if dist is None else dist.get(Action.NOOP)
+        if p_noop is None or p_s > p_noop:
+            return self._resolve(None, None, at, f"asked {action.value}; person said no: "
+                                 f"{s.value} (as it is) or not a command, p({s.value})={p_s:.2f} "
+                                 f"> p(NOOP): no label")
         return self._no_flip(o, LabelSource.SPOKEN, at, f"asked {action.value}; person said no")
 
     def _after_act(self, o: OpenInteraction, flipped: Action, now: float) -> Resolution:

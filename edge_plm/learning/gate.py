@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from collections.abc import Callable
 
 from edge_plm.learning.evaluation import balanced_accuracy, confusion
 from edge_plm.switch.model import SwitchModel
@@ -28,6 +30,14 @@ class HoldoutScore:
     # per holdout row (in the order of the rows scored): did the model get it right
     correct: tuple[bool, ...] = ()
     recall: dict[str, float] = field(default_factory=dict)  # per class with rows
+
+
+def score(model: SwitchModel, rows: Rows, preds: dict[int, str] | None = None) -> HoldoutScore:
+    """Balanced accuracy of `model` on `rows`; ``preds``: predictions already made (id ->
+    action), the missing ones are made and added to it."""
+    preds = {} if preds is None else preds
+    preds.update(predict_rows(model, [r for r in rows if r[0] not in preds]))
+    return score_preds(preds, rows)
 
 
 def predict_rows(model: SwitchModel, rows: Rows) -> dict[int, str]:
@@ -152,5 +162,74 @@ def candidate_metrics(window: Any, cand: HoldoutScore, cand_all: HoldoutScore,
     return metrics
 
 
-__all__ = ["MIN_PER_CLASS", "HoldoutScore", "accept_reason", "candidate_metrics", "noise_test", "predict_rows",
-           "score_preds", "trained_classes", "unjudgeable"]
+def relearned_metrics(rolled: str, after: HoldoutScore, verdict: Verdict, diff: Any,
+                      window: Any) -> dict[str, Any]:
+    """The metrics of the version saved after candidate `rolled` was rolled back and its
+    labels (`diff`: what was learned again) went onto the active version (score `after`)."""
+    return {"gate": "relearned", "rolled_back_candidate": rolled, "holdout_n": after.n,
+            "balanced_accuracy": after.balanced_accuracy,
+            "parent_balanced_accuracy": verdict.base.balanced_accuracy,
+            "candidate_balanced_accuracy": verdict.candidate.balanced_accuracy,
+            "labels_in_window": len(diff.missing) + len(diff.changed),
+            "interactions": [window.first_id, window.last_id], "holdout_classes": after.per_class}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's judgement of a candidate: its scores, the metrics it is stored with (the
+    verdict in ``metrics["gate"]`` when accepted), and whether it is rolled back."""
+
+    candidate: HoldoutScore  # on the rows the gate compared
+    base: HoldoutScore | None  # the active version's score on them (None: no active version)
+    preds: dict[int, str]  # the candidate's holdout predictions
+    metrics: dict[str, Any]
+    roll_back: bool
+    reason: str  # why it was accepted ("" for a rollback: `Learner` words it)
+
+
+class GateConfig(Protocol):
+    """The learner configuration's fields the gate reads (`LearnerConfig`)."""
+
+    holdout_min: int
+    noise_se: float
+    rollback_margin: float
+
+
+def judge(model: SwitchModel, version: str | None, good_preds: dict[int, str], rows: Rows,
+          window: Any, cfg: GateConfig, corrections: Callable[[list[int]], int],
+          extra_metrics: dict[str, Any] | None = None) -> Verdict:
+    """Judge `model` as a candidate against the active `version` on the holdout `rows`: the
+    active version by its cached predictions `good_preds`, on the rows it was scored on
+    (rows labelled since are judged at the next version; the model is not kept).
+    ``corrections(ids)``: how many of the window's labels are corrections (asked only when
+    the candidate can be judged). Worse beyond ``rollback_margin`` and beyond the holdout's
+    noise (`noise_test`): rolled back."""
+    cand_preds: dict[int, str] = {}
+    cand = cand_all = score(model, rows, preds=cand_preds)
+    base = None
+    if version is not None:
+        common = [r for r in rows if r[0] in good_preds]
+        base = score_preds(good_preds, common)
+        if len(common) != len(rows):
+            cand = score(model, common, preds=cand_preds)
+    metrics = candidate_metrics(window, cand, cand_all, base, model)
+    metrics.update(extra_metrics or {})
+    why_not = unjudgeable(cand, model, cfg.holdout_min) if base is not None else None
+    judged = (base is not None and base.balanced_accuracy is not None
+              and cand.balanced_accuracy is not None and why_not is None)
+    noise = None
+    if judged:
+        n_corrections = corrections(window.learned + window.relabelled)  # override / manual
+        noise = noise_test(cand, base, cfg.noise_se, n_corrections)
+        metrics["noise"] = noise
+        metrics["corrections"] = n_corrections
+    worse = judged and cand.balanced_accuracy < base.balanced_accuracy - cfg.rollback_margin
+    if worse and not noise["within_noise"]:
+        return Verdict(cand, base, cand_preds, metrics, True, "")
+    reason = accept_reason(metrics, cand, base, judged, why_not, noise if worse else None,
+                           cfg.rollback_margin, cfg.holdout_min)
+    return Verdict(cand, base, cand_preds, metrics, False, reason)
+
+
+__all__ = ["MIN_PER_CLASS", "GateConfig", "HoldoutScore", "Verdict", "accept_reason", "candidate_metrics",
+           "judge", "noise_test", "predict_rows", "relearned_metrics", "score", "score_preds", "trained_classes", "unjudgeable"]

@@ -136,6 +136,12 @@ class Window:
         if interaction_id not in self.learned and interaction_id not in self.relabelled:
             self.relabelled.append(interaction_id)
 
+    def drop(self, ids: set[int]) -> None:
+        """Interactions taken out of the model (forgotten): no longer in the window's lists
+        (the count stays: the labels were learned)."""
+        self.learned = [i for i in self.learned if i not in ids]
+        self.relabelled = [i for i in self.relabelled if i not in ids]
+
 
 def start_checkpoint(m: ModelConfig) -> str:
     """The checkpoint path of ``model.start`` ("" for "empty"); StartError when unusable."""

@@ -1,55 +1,56 @@
 """The learner's model versions: naming and writing checkpoints (row first, then the file, then
-its status; retention prunes old ones), loading them, a candidate's automatic rollback and a
-manual one, and rebuilding a model from the database. One `VersionRegistry` belongs to one
-`Learner` and works on its live state (docs/loop.md, "Versions and automatic rollback")."""
+its status; retention prunes old ones), loading them (at start-up: the first that loads), the
+checks of a manual rollback, and rebuilding a model from the database. One `VersionRegistry`
+serves one `Learner`: it is given the store, the checkpoints directory and how a fresh model
+starts, and is handed the model, keys and parent of each version it writes; it never holds
+or changes the learner's live state (docs/loop.md, "Versions and automatic rollback")."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-from edge_plm.learning import trust
+from edge_plm.learning import gate, trust
 from edge_plm.learning import forgetting
 from edge_plm.learning import state
-from edge_plm.learning.types import VersionEvent, Window, keys_of
+from edge_plm.learning.types import LearnerConfig, keys_of
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.store import ModelVersion
+from edge_plm.store import ModelVersion, ReplayStore
+from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import LABEL_INDEX, SwitchModel
-
-if TYPE_CHECKING:
-    from edge_plm.learning.gate import HoldoutScore
 
 log = logging.getLogger("edge_plm.learning.learner")
 
 
 class VersionRegistry:
-    """Write, load, roll back and rebuild versions for `learner` (its store and directory)."""
+    """Write, load and rebuild versions in `store` and `checkpoints_dir`; ``fresh()``: the model
+    learning starts from (``cfg.start`` or empty)."""
 
-    def __init__(self, learner: Any) -> None:
-        self.learner = learner
+    def __init__(self, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: Path,
+                 fresh: Callable[[], SwitchModel]) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.checkpoints_dir = checkpoints_dir
+        self.fresh = fresh
 
     # --- start-up -----------------------------------------------------------------------
-    def initial_model(self) -> SwitchModel:
-        """The model before `open` loads a version. When the database has saved versions the
-        starting model is not loaded (`open` loads a version; a rebuild loads the starting
-        model itself): a device that has versions does not depend on the starting-model file
-        (it may since have been moved or deleted). `open` loads it if no version loads."""
-        lr = self.learner
-        if lr.cfg.start and any(v.path for v in lr.store.model_versions()):
-            lr.start_deferred = True
-            return SwitchModel.empty(lr.cfg.config, seed=lr.cfg.seed)
-        return lr.fresh_model()
+    def has_checkpoints(self) -> bool:
+        """Some saved version has a checkpoint file (the starting model is then not loaded
+        before `first_loadable`: a device that has versions does not depend on it)."""
+        return any(v.path for v in self.store.model_versions())
 
-    def start_up(self) -> None:
-        """The active checkpoint, else the previous good one, else a rebuild (labels in the
-        database) or the starting model; then the catch-up (`Learner.reconcile`)."""
-        lr = self.learner
-        state.ensure_dir(lr.checkpoints_dir)
-        state.clean_debris(lr.store, lr.checkpoints_dir)
-        forgetting.complete_owed(lr.store)  # what a killed `forget` still owes, first
-        versions = lr.store.model_versions()
-        active = lr.store.active_model_version()
+    def first_loadable(self) -> tuple[ModelVersion, SwitchModel] | None:
+        """Start-up: after cleaning debris and finishing what a killed `forget` owes, the
+        active checkpoint, else the newest earlier one that was active once (retired), loaded;
+        one that does not load is marked rolled back (with why), a fallback is made active.
+        None: no version loads."""
+        state.ensure_dir(self.checkpoints_dir)
+        state.clean_debris(self.store, self.checkpoints_dir)
+        forgetting.complete_owed(self.store)  # what a killed `forget` still owes, first
+        versions = self.store.model_versions()
+        active = self.store.active_model_version()
         # newest first: the active one, then earlier versions that were active once (retired)
         candidates = ([active] if active else []) + [
             v for v in reversed(versions)
@@ -60,31 +61,21 @@ class VersionRegistry:
             except CheckpointError as exc:
                 log.error("model version %s cannot be loaded (%s); marking it rolled back and "
                           "trying the previous good version", v.version, exc)
-                lr.store.set_model_status(v.version, "rolled_back")
-                lr.store.set_model_metrics(v.version, {**(v.metrics or {}), "damaged": str(exc)})
+                self.store.set_model_status(v.version, "rolled_back")
+                self.store.set_model_metrics(v.version, {**(v.metrics or {}), "damaged": str(exc)})
                 continue
             if v.status != "active":
-                lr.store.set_model_status(v.version, "active")
+                self.store.set_model_status(v.version, "active")
                 log.warning("fell back to model version %s (%d labels learned); labels after "
                             "it are in the database: `rebuild_from_store` re-learns them",
                             v.version, v.n_train)
-            lr.set_live(model, v.version)
             log.info("model version %s loaded (%d labels learned)", v.version, v.n_train)
-            lr.reconcile()
-            return
-        if lr.store.count(labeled=True):
-            log.warning("no loadable model checkpoint; rebuilding the model from the %d "
-                        "labelled interactions in the database", lr.store.count(labeled=True))
-            lr.rebuild_from_store()
-        else:
-            if lr.start_deferred:  # versions exist but none loaded: the starting model
-                lr.model = lr.fresh_model()
-            log.info("no model version yet: starting from %s",
-                     lr.cfg.start or f"an empty {lr.cfg.config} model")
+            return v, model
+        return None
 
     # --- naming and writing -------------------------------------------------------------
     def next_name(self) -> str:
-        numbers = [int(v.version[1:]) for v in self.learner.store.model_versions()
+        numbers = [int(v.version[1:]) for v in self.store.model_versions()
                    if v.version[:1] == "v" and v.version[1:].isdigit()]
         return f"v{max(numbers, default=0) + 1:04d}"
 
@@ -93,43 +84,43 @@ class VersionRegistry:
         goes first, so two processes never pick the same name (the database refuses the
         second insert; it tries the next name). With a checkpoint, the row is a candidate
         with its future path until `write` has written the file."""
-        lr = self.learner
         for _ in range(100):
             name = self.next_name()
-            path = str(lr.checkpoints_dir / f"{name}.npz") if row.get("path") else None
+            path = str(self.checkpoints_dir / f"{name}.npz") if row.get("path") else None
             try:
-                lr.store.add_model_version(name, **{**row, "path": path})
+                self.store.add_model_version(name, **{**row, "path": path})
                 return name
             except ValueError:
-                if not any(v.version == name for v in lr.store.model_versions()):
+                if not any(v.version == name for v in self.store.model_versions()):
                     raise
                 log.info("model version name %s was taken by another process; next", name)
         raise RuntimeError("could not claim a model version name")
 
     def write(self, model: SwitchModel, keys: dict[int, int], metrics: dict[str, Any],
-              status: str = "active", commit: Callable[[str], Any] | None = None) -> str:
-        """Claim a name (row first), write the checkpoint, then make the row `status` (or call
-        ``commit(name)``, which must make it active: `forget_interactions`' one transaction);
-        then retention prunes old checkpoints. The checkpoints directory's lock is held shared
-        meanwhile, so no other process takes the candidate row or the temp file for debris."""
-        lr = self.learner
-        state.ensure_dir(lr.checkpoints_dir)
+              parent: str | None, status: str = "active",
+              commit: Callable[[str], Any] | None = None) -> str:
+        """Claim a name (row first, its parent `parent`), write the checkpoint, then make the row
+        `status` (or call ``commit(name)``, which must make it active: `forget_interactions`'
+        one transaction); then retention prunes old checkpoints. The checkpoints directory's
+        lock is held shared meanwhile, so no other process takes the candidate row or the
+        temp file for debris."""
+        state.ensure_dir(self.checkpoints_dir)
         pairs = sorted([i, k] for i, k in keys.items())
-        with state.checkpoint_lock(lr.checkpoints_dir):
-            name = self.claim(parent=lr.version, path=True, status="candidate",
+        with state.checkpoint_lock(self.checkpoints_dir):
+            name = self.claim(parent=parent, path=True, status="candidate",
                               metrics=metrics, n_train=model.n_examples)
-            path = model.save(lr.checkpoints_dir / f"{name}.npz",
-                              extra={"version": name, "parent": lr.version, "interaction_keys": pairs})
-            lr.store.set_checkpoint_record(name, **trust.record_of(path, model))
+            path = model.save(self.checkpoints_dir / f"{name}.npz",
+                              extra={"version": name, "parent": parent, "interaction_keys": pairs})
+            self.store.set_checkpoint_record(name, **trust.record_of(path, model))
             model.meta = {**model.meta, "interaction_keys": pairs}
             if commit is not None:
                 commit(name)
                 status = "active"
             elif status != "candidate":
-                lr.store.set_model_status(name, status)
+                self.store.set_model_status(name, status)
         if status == "active":
-            state.prune_checkpoints(lr.store, lr.cfg.keep_checkpoints,
-                                    lr.cfg.checkpoints_max_mb * 1e6)
+            state.prune_checkpoints(self.store, self.cfg.keep_checkpoints,
+                                    self.cfg.checkpoints_max_mb * 1e6)
         return name
 
     @staticmethod
@@ -148,89 +139,57 @@ class VersionRegistry:
         trust.check_model(v, model)
         return model
 
-    def reload_good(self) -> tuple[SwitchModel, dict[int, int]]:
-        """The active version again (and its key map), from its checkpoint (a fresh model if
-        that fails: the database's labels are then learned again)."""
-        lr = self.learner
-        active = lr.store.active_model_version()
-        if active is not None and active.path and active.version == lr.version:
+    def reload_good(self, version: str | None) -> tuple[SwitchModel, dict[int, int]]:
+        """Active `version` again (and its key map), from its checkpoint (a fresh model if
+        that fails or it is no longer the active one: the database's labels are then learned
+        again)."""
+        active = self.store.active_model_version()
+        if active is not None and active.path and active.version == version:
             try:
                 model = SwitchModel.load(active.path)
                 return model, keys_of(model)
             except CheckpointError as exc:
                 log.error("active checkpoint %s unreadable (%s); starting from an empty "
                           "model (the database's labels are learned again)", active.path, exc)
-        return lr.fresh_model(), {}
+        return self.fresh(), {}
 
-    # --- rollbacks ----------------------------------------------------------------------
-    def roll_back_candidate(self, metrics: dict[str, Any], cand: HoldoutScore,
-                            base: HoldoutScore, window: Window) -> VersionEvent:
-        """Record the candidate ``rolled_back``, reload the active version and learn the
-        labels onto it again (a new active version)."""
-        lr = self.learner
-        reason = (f"holdout balanced accuracy {cand.balanced_accuracy:.3f} < active "
-                  f"{lr.version} {base.balanced_accuracy:.3f} (n={cand.n})")
-        metrics["gate"] = "rolled back"
-        parent = lr.version
-        name = self.claim(parent=lr.version, path=None, status="rolled_back",
-                          metrics=metrics, n_train=lr.model.n_examples)
-        # the candidate goes before the active version is loaded: two models at once
-        # raised the resident high-water mark by a model's size, for good
-        lr.model, lr.keys = lr.fresh_model(), {}
-        lr.model, lr.keys = self.reload_good()
-        lr.window = Window()
-        relearned = self._relearn_after_rollback(name, cand, base, window)
-        log.warning("model candidate %s rolled back: %s; its labels were learned again "
-                    "onto %s: %s is active", name, reason, parent, relearned)
-        return VersionEvent(name, "rolled_back", parent, cand, base,
-                            f"{reason}; labels re-learned onto {parent} as {relearned}")
-
-    def _relearn_after_rollback(self, rolled: str, cand: HoldoutScore, base: HoldoutScore,
-                                window: Window) -> str:
-        """After a rollback: the labels back onto the last good model (see `new_version`)."""
-        lr = self.learner
-        diff = lr.apply_difference()
-        lr.model.regather_all()  # exact sums: re-solving the explicit layer is enough
-        after = lr.score(lr.model)
-        metrics = {"gate": "relearned", "rolled_back_candidate": rolled,
-                   "holdout_n": after.n, "balanced_accuracy": after.balanced_accuracy,
-                   "parent_balanced_accuracy": base.balanced_accuracy,
-                   "candidate_balanced_accuracy": cand.balanced_accuracy,
-                   "labels_in_window": len(diff.missing) + len(diff.changed),
-                   "interactions": [window.first_id, window.last_id],
-                   "holdout_classes": after.per_class}
-        return lr.save_active(metrics)
-
-    def rollback(self, version: str) -> str | None:
-        """Manual rollback: make saved `version` active and the live model; return the
-        version it replaced (None: none was active)."""
-        lr = self.learner
-        matches = [v for v in lr.store.model_versions() if v.version == version]
+    # --- a manual rollback --------------------------------------------------------------
+    def activate(self, version: str) -> tuple[SwitchModel, str | None]:
+        """Manual rollback: saved `version` loaded and made active; (its model, the version it
+        replaced or None). Nothing changes when it cannot be (LookupError, CheckpointError)."""
+        matches = [v for v in self.store.model_versions() if v.version == version]
         if not matches:
             raise LookupError(f"no model version {version!r}")
-        if version in lr.store.owed_rewrites():
+        if version in self.store.owed_rewrites():
             raise CheckpointError(f"the checkpoint of model version {version} still holds "
                                   "interactions a `forget` deleted (its rewrite is owed; it "
                                   "is finished at the next start of the service or of a "
                                   "model command)")
         model = self.load(matches[0])  # CheckpointError propagates: nothing changed
-        replaced = lr.store.activate_model_version(version)
-        lr.set_live(model, version)
-        log.warning("manual rollback: model version %s is active (was %s)", version, replaced or "none")
-        return replaced
+        return model, self.store.activate_model_version(version)
 
     # --- rebuilding ---------------------------------------------------------------------
-    def rebuilt_model(self, exclude: set[int] = frozenset()
+    def rebuild(self, devices: Sequence[DeviceName]) -> tuple[SwitchModel, dict[int, int], dict[str, Any]]:
+        """`rebuilt_model` from every row, with the metrics its version is saved with (its
+        holdout score; a rollback rejects a model, never the person's labels, so
+        ``skipped_rolled_back`` is always 0)."""
+        model, keys, learned = self.rebuilt_model(devices)
+        cand = gate.score(model, self.store.holdout_rows())
+        return model, keys, {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
+                             "gate": "rebuild", "labels_in_window": learned,
+                             "skipped_rolled_back": 0, "interactions": [None, None]}
+
+    def rebuilt_model(self, devices: Sequence[DeviceName], exclude: set[int] = frozenset()
                       ) -> tuple[SwitchModel, dict[int, int], int]:
         """A fresh model from the database in interaction order: learnable labels learned
-        (`learning_state.should_learn`), unlabelled transcripts observed, rows in `exclude`
-        left out. Returns (model, interaction keys, labels learned)."""
-        lr = self.learner
-        model = lr.fresh_model()
+        (`learning_state.should_learn`; several `devices`: each device's stored label),
+        unlabelled transcripts observed, rows in `exclude` left out. Returns (model,
+        interaction keys, labels learned)."""
+        model = self.fresh()
         keys: dict[int, int] = {}
         learned = 0
-        rows = list(lr.store.interactions(oldest_first=True))
-        by_device = relearn_devices(lr, [r.id for r in rows if r.label is not None])
+        rows = list(self.store.interactions(oldest_first=True))
+        by_device = relearn_devices(self.store, devices, [r.id for r in rows if r.label is not None])
         for row in rows:
             if row.id in exclude or row.error or not row.transcript.strip():
                 continue
@@ -238,13 +197,13 @@ class VersionRegistry:
                 model.observe(row.transcript)
                 continue
             lrow = state.LabelRow(row.id, row.transcript, row.label, row.label_source, row.holdout)
-            if not state.should_learn(lrow, lr.cfg.holdout_fraction, False):
+            if not state.should_learn(lrow, self.cfg.holdout_fraction, False):
                 if not row.holdout:
-                    lr.store.set_holdout(row.id, True)
+                    self.store.set_holdout(row.id, True)
                 continue
             keys[row.id] = len(model.examples)
             if row.id in by_device:  # several devices: what each device's switch said
-                model.learn_devices(row.transcript, by_device[row.id], lr.devices)
+                model.learn_devices(row.transcript, by_device[row.id], list(devices))
                 if model.examples[-1][1] != LABEL_INDEX[row.label]:  # the database's label wins
                     model.relabel(keys[row.id], row.label)
             else:
@@ -252,36 +211,17 @@ class VersionRegistry:
             learned += 1
         return model, keys, learned
 
-    def rebuild_from_store(self) -> str:
-        """Re-learn a fresh model from the database in time order; save it as the active version.
 
-        Every learnable label is learned (labelled, not holdout, with a transcript and no
-        error), unlabelled transcripts are observed. Labels of windows whose candidate was
-        rolled back are learned too: a rollback rejects a model, never the person's labels
-        (``skipped_rolled_back`` stays in the metrics, always 0).
-        """
-        lr = self.learner
-        model, keys, learned = self.rebuilt_model()
-        lr.model, lr.keys = model, keys
-        lr.window = Window()
-        cand = lr.score(model)
-        metrics = {"holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
-                   "gate": "rebuild", "labels_in_window": learned,
-                   "skipped_rolled_back": 0, "interactions": [None, None]}
-        name = lr.save_active(metrics)
-        log.info("model rebuilt from the database as %s: %d labels learned", name, learned)
-        return name
-
-
-def relearn_devices(lr, ids: list[int]) -> dict[int, dict[str, str]]:
-    """The stored per-device labels of `ids` for the learner's configured devices (several
-    devices only; a device no longer configured is left out): what a rebuild re-learns with
+def relearn_devices(store: ReplayStore, devices: Sequence[DeviceName],
+                    ids: list[int]) -> dict[int, dict[str, str]]:
+    """The stored per-device labels of `ids` for the configured `devices` (several devices
+    only; a device no longer configured is left out): what a rebuild re-learns with
     ``SwitchModel.learn_devices``."""
-    if len(lr.devices) < 2 or not ids:
+    if len(devices) < 2 or not ids:
         return {}
-    names = {d.name for d in lr.devices}
+    names = {d.name for d in devices}
     out = {}
-    for iid, labels in lr.store.device_labels(ids).items():
+    for iid, labels in store.device_labels(ids).items():
         kept = {d: v for d, v in labels.items() if d in names}
         if kept:
             out[iid] = kept

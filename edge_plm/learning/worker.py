@@ -14,8 +14,8 @@ and prediction reads the live model itself, so results are exactly reproducible.
 
 The hand-off: an utterance reads the snapshot once (`predict_all`: the predictions and the
 version stored with them come from the same `Snapshot`); a published model is only read
-(`SwitchModel.predict` changes nothing in it; several devices' name queries still fill caches,
-so their prediction holds the snapshot's own lock); `call` returns once the snapshot after its
+(`SwitchModel.predict` changes nothing in it; with several devices the snapshot's name queries
+are made once, before it is published, and then only read: `Snapshot.ready`); `call` returns once the snapshot after its
 task is published, or raises `WorkerTimeout`; `submit` and `close` check and change
 ``closed`` under one lock, so nothing is queued after the worker's last item.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 from edge_plm.errors import EdgePlmError
 from edge_plm.learning import devices as device_learning
-from edge_plm.learning.learner import Learner, LabelOutcome
+from edge_plm.learning.learner import Learner, LabelOutcome, LearnerConfig
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
 
@@ -58,22 +58,31 @@ def clone_model(model: SwitchModel) -> SwitchModel:
 @dataclass(frozen=True)
 class Snapshot:
     """A model as the worker published it, with the version it descends from. Predictions
-    only read ``model``; ``lock`` serialises the several-devices path (its name queries fill
-    caches in the model)."""
+    only read ``model``. With several devices the model's name queries must know the devices'
+    names first (`ready`: their codes and comparison columns, made once under ``lock``);
+    after that a prediction changes nothing in it (the n-gram bags it memoises are pure
+    values, each stored in one dict assignment), so it needs no lock."""
 
     model: SwitchModel
     version: str | None
     lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
+    primed: set = field(default_factory=set, repr=False, compare=False)  # device name tuples
 
-    def predict_devices(self, text: str, devices: list[DeviceName], prior_strength: float,
-                        evidence_prior: float) -> dict[str, SwitchPrediction]:
-        """Each device's prediction (`SwitchModel.predict_devices`; one device: `predict`)."""
-        if len(devices) == 1:
-            return {devices[0].name: self.model.predict(text, prior_strength=prior_strength,
-                                                        evidence_prior=evidence_prior)}
+    def ready(self, devices: list[DeviceName]) -> None:
+        """Make the name queries of `devices` in the model (`devices.prime`) unless done."""
+        key = tuple(devices)
+        if key in self.primed:
+            return
         with self.lock:
-            return self.model.predict_devices(text, devices, prior_strength=prior_strength,
-                                              evidence_prior=evidence_prior)
+            if key not in self.primed:
+                device_learning.prime(self.model, devices)
+                self.primed.add(key)
+
+    def predict_devices(self, text: str, devices: list[DeviceName],
+                        cfg: LearnerConfig) -> dict[str, SwitchPrediction]:
+        """Each device's prediction (`devices.predict`); `ready` for `devices` first."""
+        self.ready(devices)
+        return device_learning.predict(self.model, text, devices, cfg)
 
 
 @dataclass(frozen=True)
@@ -134,12 +143,11 @@ class LearnerWorker:
         exactly as `Learner.predict`)."""
         if self.synchronous:  # the lock held: the version is the one of the model that predicted
             with self._lock:
-                preds = device_learning.predict_devices(self.learner, text)
+                preds = self.learner.predict_devices(text)
                 return Predicted(preds, self.learner.version)
-        cfg = self.learner.cfg
         snap = self._snapshot  # one read: the predictions and the version from one object
-        return Predicted(snap.predict_devices(text, self.learner.devices, cfg.prior_strength,
-                                              cfg.evidence_prior), snap.version)
+        return Predicted(snap.predict_devices(text, self.learner.devices, self.learner.cfg),
+                         snap.version)
 
     def predict(self, text: str) -> SwitchPrediction:
         """The prediction of the latest snapshot for the first device (one device: the only)."""
@@ -307,6 +315,7 @@ class LearnerWorker:
         with self._lock:
             try:
                 snap = Snapshot(self._clone(self.learner.model), self.learner.version)
+                snap.ready(self.learner.devices)  # here, not on the utterance path
             except Exception:
                 log.exception("learner worker: could not publish a model snapshot; "
                               "predictions keep the previous one")

@@ -1,12 +1,16 @@
-"""The controller's per-device helpers: what it records, drives and signals per device.
+"""The controller's per-device helpers: how it names a device, what it stores, drives and
+signals per device. One device is the case N = 1 of the same code.
 
 The interaction's own row holds the *lead* device's prediction, decision and action
 (`lead_device`): the device the utterance most confidently asks to switch, else the first one.
-With one device that is the device itself, so the row holds exactly what it always held, and no
-per-device rows are written. With several, each device's outcome goes to
-``interaction_devices`` (`edge_plm.store.devices`) and `DeviceResult` carries it to the caller
-(``Outcome.devices``, replays and their counts). `drive_and_ask` drives the relays the policies
-decided on and asks about the devices in doubt; `light_out` puts the ask signals out.
+With one device that is the device itself, so the row holds exactly what it always held.
+Each device's outcome goes to ``interaction_devices`` (`edge_plm.store.devices`) when there are
+several (`DeviceRows`: with one device that row would repeat the interaction's own, so none is
+written) and `DeviceResult` carries it to the caller (``Outcome.devices``, replays and their
+counts). `DeviceNames` says which device a log line, a question or a signal is about: with one
+device it says none (every line reads as it did before there were several). `drive_and_ask`
+drives the relays the policies decided on and asks about the devices in doubt; `light_out`
+puts the ask signals out.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from edge_plm.learning.devices import device_names, set_devices
+from edge_plm.learning.devices import device_names
 from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Resolved, Steps
 from edge_plm.decide.policy import Action, Decision, Prediction
 from edge_plm.config.settings import Settings, device_configs
@@ -41,19 +45,39 @@ class DeviceResult:
     action: Action | None  # the relay state driven (an ACT that reached the relay)
 
 
+@dataclass(frozen=True)
+class DeviceNames:
+    """The configured devices' names, in order, and how the loop says which one it means."""
+
+    names: tuple[str, ...]
+
+    @property
+    def several(self) -> bool:
+        return len(self.names) > 1
+
+    def shown(self, name: str) -> str | None:
+        """`name` where it must be said (several devices), else None: the device's signal,
+        question and confirmation are then the plain ones (`Devices.ask`, `Talkback.ask`)."""
+        return name if self.several else None
+
+    def of(self, name: str, form: str = " ({})") -> str:
+        """`form` filled with `name` for a log or printed line (several devices), else ""."""
+        return form.format(name) if self.several else ""
+
+
 def _clamp(p: float) -> float:
     return min(1.0, max(0.0, float(p)))
 
 
-def attach(settings: Settings, devices: Devices, learner: Learner) -> list[str]:
+def attach(settings: Settings, devices: Devices, learner: Learner) -> DeviceNames:
     """The configured devices' names, in order, once `devices` are checked to be them; the
     learner learns their names and aliases."""
     configured = device_configs(settings)
     if [d.name for d in configured] != devices.names:
         raise ValueError(f"the devices {devices.names} are not the configured ones "
                          f"{[d.name for d in configured]}")
-    set_devices(learner, device_names(configured))
-    return devices.names
+    learner.set_devices(device_names(configured))
+    return DeviceNames(tuple(devices.names))
 
 
 def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None) -> dict[str, Prediction]:
@@ -65,15 +89,14 @@ def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None) 
     return out
 
 
-def drive_and_ask(devices: Devices, policies: DevicePolicies, iid: int, steps: Steps, now: float,
-                  stopping: bool) -> dict[str, Action]:
+def drive_and_ask(devices: Devices, policies: DevicePolicies, names: DeviceNames, iid: int,
+                  steps: Steps, now: float, stopping: bool) -> dict[str, Action]:
     """Drive the relays the steps ask for (a refusal, by the rate limit or because the loop is
     `stopping`, is told to that device's policy) and signal the devices in doubt; returns the
     states driven, by device."""
     driven: dict[str, Action] = {}
-    several = len(policies.names) > 1
     for name, drive in steps.drives.items():
-        where = f" ({name})" if several else ""
+        where = names.of(name, " ({})")
         if stopping:
             policies.action_refused(name, iid)
             log.info("interaction %d: stopping, relay%s not driven %s", iid, where, drive.value)
@@ -83,25 +106,24 @@ def drive_and_ask(devices: Devices, policies: DevicePolicies, iid: int, steps: S
             policies.action_refused(name, iid)
             log.warning("interaction %d: relay%s refused %s (rate limit)", iid, where, drive.value)
     for name in steps.asks:
-        devices.ask(name if several else None)
+        devices.ask(names.shown(name))
     return driven
 
 
-def light_out(devices: Devices, policies: DevicePolicies, resolutions: list[DeviceResolution]) -> None:
-    """An asked window closed: its signal goes out (several devices: that device's; the shared
-    LED moves on to a device still in doubt, and everything goes out when none is)."""
+def light_out(devices: Devices, policies: DevicePolicies, names: DeviceNames,
+              resolutions: list[DeviceResolution]) -> None:
+    """An asked window closed: its signal goes out (several devices: that device's), the
+    shared LED moves on to a device still in doubt, and everything goes out when none is."""
     asked = [r.device for r in resolutions if r.resolution.decision is Decision.ASK]
     if not asked or not devices.led.asking:
         return
-    if len(policies.names) > 1:
-        for name in asked:
-            devices.done(name)
-        still = [n for n, o in policies.open.items() if o.decision is Decision.ASK]
-        for name in still:  # the shared LED moves on to the next device in doubt
-            devices.ask(name, beep=False)
-        if still:
-            return
-    devices.done()
+    for name in asked:
+        devices.done(names.shown(name))
+    still = [n for n, o in policies.open.items() if o.decision is Decision.ASK]
+    for name in still:  # the shared LED moves on to the next device in doubt
+        devices.ask(names.shown(name), beep=False)
+    if not still:
+        devices.done()
 
 
 def lead_device(preds: Mapping[str, SwitchPrediction]) -> str:
@@ -114,51 +136,56 @@ def lead_device(preds: Mapping[str, SwitchPrediction]) -> str:
     return max(commands, key=lambda n: (preds[n].confidence, -names.index(n)))
 
 
-def record_predictions(store: ReplayStore, iid: int, preds: Mapping[str, SwitchPrediction]) -> None:
-    """Each device's prediction of interaction `iid` (several devices only)."""
-    if len(preds) < 2:
-        return
-    store.add_device_outcomes(iid, {n: {"prediction": p.action, "confidence": _clamp(p.confidence),
-                                        "distribution": {a: _clamp(v) for a, v in (p.distribution or {}).items()}
-                                        or None}
-                                    for n, p in preds.items()})
+class DeviceRows:
+    """Each device's outcome of an utterance in ``interaction_devices``: written when there
+    are several devices (with one, the interaction's own row is that device's outcome)."""
 
+    def __init__(self, store: ReplayStore, names: DeviceNames) -> None:
+        self.store = store
+        self.per_device = names.several
 
-def record_decisions(store: ReplayStore, iid: int, steps: Steps, driven: Mapping[str, Action]) -> None:
-    """Each device's decision and what was driven (several devices only)."""
-    if len(steps.steps) < 2:
-        return
-    store.update_device_outcomes(iid, {n: {"decision": s.decision.value,
-                                           "action": driven[n].value if n in driven else None}
-                                       for n, s in steps.steps.items()})
+    def _write(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if self.per_device:
+            write(*args, **kwargs)
 
+    def predictions(self, iid: int, preds: Mapping[str, SwitchPrediction]) -> None:
+        """Each device's prediction of interaction `iid`."""
+        self._write(self.store.add_device_outcomes, iid, {
+            n: {"prediction": p.action, "confidence": _clamp(p.confidence),
+                "distribution": {a: _clamp(v) for a, v in (p.distribution or {}).items()} or None}
+            for n, p in preds.items()})
 
-def record_label(store: ReplayStore, dr: DeviceResolution, ts: float, n_devices: int) -> None:
-    """A device's label of an utterance (several devices; none: only the command's is kept)."""
-    r = dr.resolution
-    if n_devices < 2 or r.label is None or r.source is None:
-        return
-    store.set_device_label(int(r.key), dr.device, r.label.value, r.source.value, ts=ts)
+    def decisions(self, iid: int, steps: Steps, driven: Mapping[str, Action]) -> None:
+        """Each device's decision and what was driven."""
+        self._write(self.store.update_device_outcomes, iid, {
+            n: {"decision": s.decision.value, "action": driven[n].value if n in driven else None}
+            for n, s in steps.steps.items()})
 
-
-def record_labels(store: ReplayStore, policies: DevicePolicies, resolutions: list[DeviceResolution],
-                  label_time: Callable[[float], float],
-                  storage_failed: Callable[[str, Exception], None]) -> list[Resolved]:
-    """Each device's label as its window closes (several devices; a device label that cannot
-    be stored is told to ``storage_failed``, the utterance still resolves); returns the
-    utterances now resolved for every device (`DevicePolicies.completed`). ``label_time``: the
-    wall-clock time of a resolution's loop-clock time."""
-    done: list[Resolved] = []
-    for dr in resolutions:
+    def label(self, dr: DeviceResolution, ts: float) -> None:
+        """A device's label of an utterance (none: only the command's is kept)."""
         r = dr.resolution
-        try:
-            record_label(store, dr, label_time(r.ts), len(policies.names))
-        except StorageError as exc:
-            storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
-        except Exception:  # e.g. the row was deleted meanwhile
-            log.exception("could not store the label of interaction %s for %r", r.key, dr.device)
-        done += policies.completed([dr])
-    return done
+        if r.label is not None and r.source is not None:
+            self._write(self.store.set_device_label, int(r.key), dr.device, r.label.value,
+                        r.source.value, ts=ts)
+
+    def labels(self, policies: DevicePolicies, resolutions: list[DeviceResolution],
+               label_time: Callable[[float], float],
+               storage_failed: Callable[[str, Exception], None]) -> list[Resolved]:
+        """Each device's label as its window closes (a device label that cannot be stored is
+        told to ``storage_failed``, the utterance still resolves); returns the utterances now
+        resolved for every device (`DevicePolicies.completed`). ``label_time``: the
+        wall-clock time of a resolution's loop-clock time."""
+        done: list[Resolved] = []
+        for dr in resolutions:
+            r = dr.resolution
+            try:
+                self.label(dr, label_time(r.ts))
+            except StorageError as exc:
+                storage_failed(f"label of interaction {r.key} for {dr.device!r}", exc)
+            except Exception:  # e.g. the row was deleted meanwhile
+                log.exception("could not store the label of interaction %s for %r", r.key, dr.device)
+            done += policies.completed([dr])
+        return done
 
 
 def results(preds: Mapping[str, SwitchPrediction], steps: Steps,
@@ -168,5 +195,5 @@ def results(preds: Mapping[str, SwitchPrediction], steps: Steps,
             for n, s in steps.steps.items()}
 
 
-__all__ = ["DeviceResult", "attach", "drive_and_ask", "lead_device", "light_out", "policy_predictions",
-           "record_decisions", "record_label", "record_labels", "record_predictions", "results"]
+__all__ = ["DeviceNames", "DeviceResult", "DeviceRows", "attach", "drive_and_ask", "lead_device",
+           "light_out", "policy_predictions", "results"]

@@ -24,6 +24,7 @@ from edge_plm.bridge import start_bridge, stop_bridge
 from edge_plm.bridge.status import status_path
 from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_inputs
 from edge_plm.device import Devices
+from edge_plm.device.person_switch import PersonSwitch
 from edge_plm.learning.evaluation import percentiles
 from edge_plm.learning.learner import Learner, LearnerConfig, device_names
 from edge_plm.jsonl import JsonlError, label_of, read_objects
@@ -127,7 +128,10 @@ def _devices_of(path: Path, no: int, value: object) -> tuple[str, ...] | None:
 
 
 def check_devices(lines: list[SessionLine], names: list[str]) -> None:
-    """Every device a line names is configured (`SessionError` naming the line, else)."""
+    """Every device a line names is configured (`SessionError` naming the line, else). One
+    device: every line is for it, whatever device a line names (`wanted_actions`)."""
+    if len(names) == 1:
+        return
     for i, line in enumerate(lines, 1):
         unknown = [d for d in line.devices or () if d not in names]
         if unknown:
@@ -187,43 +191,42 @@ class LineResult:
     relay_after: bool  # right after the device responded
     flips: int
     relay_final: bool  # after the person's reaction
-    # several devices: what the person wanted of each device (None: one device)
+    # what the person wanted of each device (None: not known; one device: the wish)
     wants: dict[str, Action] | None = None
 
+    def _devices(self) -> dict:
+        """Each device's `DeviceResult` ({} for an input that never reached the policies)."""
+        return self.outcome.devices or {}
+
     def _acts(self) -> dict[str, Action | None]:
-        """Several devices: the action each device was acted on with (None: not acted)."""
-        devs = self.outcome.devices or {}
-        return {n: Action(r.prediction) if r.decision is Decision.ACT else None for n, r in devs.items()}
+        """The action each device was acted on with (None: not acted)."""
+        return {n: Action(r.prediction) if r.decision is Decision.ACT else None
+                for n, r in self._devices().items()}
 
     @property
     def asked(self) -> bool:
         """The device asked (several devices: about any of them)."""
-        if self.outcome.devices:
-            return any(r.decision is Decision.ASK for r in self.outcome.devices.values())
-        return self.outcome.decision is Decision.ASK
+        return any(r.decision is Decision.ASK for r in self._devices().values())
 
     @property
     def acted(self) -> bool:
         """The device acted (several devices: on any of them)."""
-        if self.outcome.devices:
-            return any(a is not None for a in self._acts().values())
-        return self.outcome.decision is Decision.ACT
+        return any(a is not None for a in self._acts().values())
 
     @property
     def acted_wrong(self) -> bool:
-        """Acted, and the action was not what the person wanted (unknown wish: never).
-        Several devices: some device was acted on with an action the person did not want of
-        it (a device they did not name: anything but NOOP)."""
-        if self.wish is None:
+        """Acted, and the action was not what the person wanted (unknown wish: never):
+        some device was acted on with an action the person did not want of it (several
+        devices: a device they did not name, anything but NOOP)."""
+        if self.wish is None or self.wants is None:
             return False
-        if self.outcome.devices and self.wants is not None:
-            return any(a is not None and a is not self.wants[n] for n, a in self._acts().items())
-        return self.acted and self.outcome.prediction != self.wish.value
+        return any(a is not None and a is not self.wants[n] for n, a in self._acts().items())
 
     @property
     def acted_wrong_device(self) -> bool:
-        """Several devices: a device the person did not name was acted on with ON / OFF."""
-        if self.wish is None or not self.outcome.devices or self.wants is None:
+        """Several devices: a device the person did not name was acted on with ON / OFF (one
+        device: never, there is no other)."""
+        if self.wish is None or self.wants is None or len(self.wants) < 2:
             return False
         return any(a is not None and a.state is not None and self.wants[n] is Action.NOOP
                    for n, a in self._acts().items())
@@ -235,15 +238,13 @@ class LineResult:
 
     @property
     def missed(self) -> bool:
-        """An ON/OFF wish that got neither an action nor a question (incl. input errors);
-        several devices: on one of the devices it was for."""
-        if self.wish not in (Action.ON, Action.OFF):
+        """An ON/OFF wish that got neither an action nor a question (incl. input errors) on
+        one of the devices it was for."""
+        if self.wish not in (Action.ON, Action.OFF) or self.wants is None:
             return False
-        if self.outcome.devices and self.wants is not None:
-            devs = self.outcome.devices
-            return any(w.state is not None and devs[n].decision is Decision.IGNORE
-                       for n, w in self.wants.items())
-        return not (self.asked or self.acted)
+        devs = self._devices()
+        return any(w.state is not None and (n not in devs or devs[n].decision is Decision.IGNORE)
+                   for n, w in self.wants.items())
 
 
 @dataclass
@@ -260,6 +261,7 @@ class SessionResult:
     answer_errors: int = 0  # ... not heard as what was said (the other answer, or none)
     own_voice_dropped: int = 0  # utterances dropped as the device's own voice
     answers: list[tuple[int, bool, bool | None]] = field(default_factory=list)  # (line, said, heard)
+    several: bool = False  # several devices: the summary adds per-device counts
 
     def summary(self) -> dict:
         """The ``edge-plm replay --json`` object (docs/contracts.md), exact keys and types;
@@ -284,7 +286,7 @@ class SessionResult:
             **({"spoken_answers": self.spoken_answers, "answer_errors": self.answer_errors,
                 "own_voice_dropped": self.own_voice_dropped} if self.talkback else {}),
         }
-        if any(r.wants is not None for r in self.lines):
+        if self.several and any(r.wants is not None for r in self.lines):
             out["acted_wrong_device"] = sum(r.acted_wrong_device for r in self.lines)
             out["devices"] = self.device_counts()
         return out
@@ -323,12 +325,10 @@ class SessionResult:
         return out
 
 
-def _flip_switch(devices: Devices, factory_pin, mode: str, clock: SimClock,
-                 device: str | None = None) -> None:
-    """Move the person's (mock) switch once, as a hand would: the real PersonSwitch reacts.
-    `device`: whose switch (default: the first device's)."""
-    switch = devices.switch if device is None else devices.switches[device]
-    if mode == "momentary":
+def flip_switch(switch: PersonSwitch, factory_pin: Any, clock: SimClock) -> None:
+    """Move the person's (mock) switch once, on its MockFactory pin `factory_pin`, as a hand
+    would: the real PersonSwitch reacts."""
+    if switch.cfg.mode == "momentary":
         factory_pin.drive_low() if switch.cfg.pull_up else factory_pin.drive_high()
         clock.advance(0.2)
         factory_pin.drive_high() if switch.cfg.pull_up else factory_pin.drive_low()
@@ -345,48 +345,52 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     """Replay `lines` through `controller` (built on MockFactory pins and `clock`).
 
     Each line: the clock jumps `gap_s` (default: longer than both windows, so the previous
-    interaction resolves by itself), the utterance is handled, and the simulated person flips
-    the mock switch if the relay is not where they want it (after their reaction time).
-    `stop` (SIGTERM/SIGINT, `edge_plm.loop.stopping`) is checked before each line: the lines played
-    so far are the result, and the caller's `Controller.stop` saves what was learned.
-    A line with ``answer="voice"`` that was asked about is answered by voice first
-    (`_answer_by_voice`; `answerer` gives the samples, default `SpokenAnswers`).
+    interaction resolves by itself), the utterance is handled, and the simulated person puts
+    each device where they want it (`wanted_actions`) with that device's own mock switch,
+    after their reaction time. `stop` (SIGTERM/SIGINT, `edge_plm.loop.stopping`) is checked
+    before each line: the lines played so far are the result, and the caller's
+    `Controller.stop` saves what was learned. A line with ``answer="voice"`` that was asked
+    about is answered by voice first (`_answer_by_voice`; `answerer` gives the samples,
+    default `SpokenAnswers`).
     """
     person = person or SimulatedPerson()
     gap = gap_s if gap_s is not None else default_gap_s(controller.settings)
     devices = controller.devices
-    if len(devices.names) > 1:
-        return _run_devices(lines, controller, clock, person, endpointer, gap, progress, stop)
-    pin = devices.factory.pin(devices.switch.cfg.pin)
+    names = devices.names
+    check_devices(lines, names)
     result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms,
-                           talkback=controller.talkback is not None)
+                           talkback=controller.talkback is not None, several=len(names) > 1)
     answer_ep = endpointer or Endpointer.from_config(controller.settings.audio)
-    first_id: int | None = None
     for i, line in enumerate(lines):
         if stop is not None and stop.is_set():
             break
         clock.advance(gap)
         controller.pump()
-        before = devices.relay.is_on
+        before = {n: devices.relays[n].is_on for n in names}
         outcome = _handle_line(line, controller, endpointer, i, len(lines))
-        if first_id is None and outcome.interaction_id is not None:
-            first_id = outcome.interaction_id
-        if line.answer == "voice" and outcome.decision is Decision.ASK:
-            _answer_by_voice(line.wish, controller, clock, answer_ep, answerer, result)
-        after = devices.relay.is_on
-        flips = [] if line.wish is None else person.react(line.wish, before, after, clock())
-        for flip in flips:
-            clock.set(max(clock(), flip.at))
-            _flip_switch(devices, pin, devices.switch.cfg.mode, clock)
-            failures = controller.storage_failures
-            controller.pump()
-            if controller.storage_failures > failures:
-                raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
-            if devices.relay.is_on != flip.desired:
-                log.warning("line %d: after the simulated flip the relay is %s, the person "
-                            "wanted %s", i + 1, devices.relay.is_on, flip.desired)
-        result.lines.append(LineResult(i, line.wish, outcome, before, after, len(flips),
-                                       devices.relay.is_on))
+        wants = wanted_actions(line, names)
+        if line.answer == "voice" and any(r.decision is Decision.ASK
+                                          for r in (outcome.devices or {}).values()):
+            _answer_by_voice(wants, controller, clock, answer_ep, answerer, result)
+        after = {n: devices.relays[n].is_on for n in names}
+        flips = 0
+        for n in names if wants is not None else ():
+            for flip in person.react(wants[n], before[n], after[n], clock()):
+                clock.set(max(clock(), flip.at))
+                switch = devices.switches[n]
+                flip_switch(switch, devices.factory.pin(switch.cfg.pin), clock)
+                flips += 1
+                failures = controller.storage_failures
+                controller.pump()
+                if controller.storage_failures > failures:
+                    raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
+                if devices.relays[n].is_on != flip.desired:
+                    log.warning("line %d: after the simulated flip%s the relay is %s, the person "
+                                "wanted %s", i + 1, controller.device_names.of(n, " of {!r}"),
+                                devices.relays[n].is_on, flip.desired)
+        first = names[0]
+        result.lines.append(LineResult(i, line.wish, outcome, before[first], after[first], flips,
+                                       devices.relays[first].is_on, wants))
         if progress:
             progress()
     return _finish(result, controller, clock, gap)
@@ -412,11 +416,12 @@ def _tally(result: SessionResult, controller: Controller) -> SessionResult:
 
 
 def wanted_actions(line: SessionLine, names: list[str]) -> dict[str, Action] | None:
-    """Several devices: the person's wish for each device (the line's devices get its wish,
-    the others NOOP: stay as they are); None for a line whose wish is not known."""
+    """The person's wish for each device: the line's devices get its wish, the others NOOP
+    (stay as they are; one device: every line is for it); None for a line whose wish is not
+    known."""
     if line.wish is None:
         return None
-    targets = set(line.devices or names[:1])
+    targets = set(line.devices or names[:1]) if len(names) > 1 else set(names)
     return {n: line.wish if n in targets else Action.NOOP for n in names}
 
 
@@ -433,45 +438,6 @@ def _handle_line(line: SessionLine, controller: Controller, endpointer: Endpoint
     if controller.storage_failures > failures or not outcome.stored:
         raise ReplayStorageError(i + 1, n, controller.last_storage_error or outcome.error or "not stored")
     return outcome
-
-
-def _run_devices(lines: list[SessionLine], controller: Controller, clock: SimClock,
-                 person: SimulatedPerson, endpointer: Endpointer | None, gap: float,
-                 progress: Callable[[], None] | None, stop: StopFlag | None) -> SessionResult:
-    """`run_session` with several devices: the person puts each device where they want it
-    with that device's own switch (`wanted_actions`)."""
-    devices = controller.devices
-    names = devices.names
-    check_devices(lines, names)
-    result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms)
-    for i, line in enumerate(lines):
-        if stop is not None and stop.is_set():
-            break
-        clock.advance(gap)
-        controller.pump()
-        before = {n: devices.relays[n].is_on for n in names}
-        outcome = _handle_line(line, controller, endpointer, i, len(lines))
-        after = {n: devices.relays[n].is_on for n in names}
-        wants = wanted_actions(line, names)
-        flips = 0
-        for n in names if wants is not None else ():
-            for flip in person.react(wants[n], before[n], after[n], clock()):
-                clock.set(max(clock(), flip.at))
-                switch = devices.switches[n]
-                _flip_switch(devices, devices.factory.pin(switch.cfg.pin), switch.cfg.mode, clock, n)
-                flips += 1
-                failures = controller.storage_failures
-                controller.pump()
-                if controller.storage_failures > failures:
-                    raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
-                if devices.relays[n].is_on != flip.desired:
-                    log.warning("line %d: after the simulated flip %r is %s, the person wanted %s",
-                                i + 1, n, devices.relays[n].is_on, flip.desired)
-        result.lines.append(LineResult(i, line.wish, outcome, before[names[0]], after[names[0]], flips,
-                                       devices.relay.is_on, wants))
-        if progress:
-            progress()
-    return _finish(result, controller, clock, gap)
 
 
 #: The samples of the simulated person's answer: ``answerer(yes, n)`` for their n-th answer.
@@ -517,16 +483,19 @@ def _default_answerer() -> SpokenAnswers:
     return SpokenAnswers()
 
 
-def _answer_by_voice(wish: Action | None, controller: Controller, clock: SimClock,
+def _answer_by_voice(wants: dict[str, Action] | None, controller: Controller, clock: SimClock,
                      endpointer: Endpointer, answerer: Answerer | None,
                      result: SessionResult) -> None:
-    """The person answers the open ask (talk-back on, wish known): after the question and the
-    echo guard, "yes" when the asked action is their wish, else "no", through the real loop
-    (endpointer, ASR, answer recogniser)."""
-    o = controller.policies.open.get(controller.names[0])  # one device (several: not simulated)
-    if wish is None or controller.talkback is None or o is None or o.decision is not Decision.ASK:
+    """The person answers the open ask (talk-back on, wish known) about the device the
+    question is about (the first still in doubt, as the loop takes it): after the question
+    and the echo guard, "yes" when the asked action is their wish for it, else "no", through
+    the real loop (endpointer, ASR, answer recogniser)."""
+    asking = [(n, o) for n, o in controller.policies.open.items()
+              if o.decision is Decision.ASK and o.answer is None]
+    if wants is None or controller.talkback is None or not asking:
         return
-    yes = o.prediction.action is wish
+    name, o = asking[0]
+    yes = o.prediction.action is wants[name]
     samples = (answerer or _default_answerer())(yes, result.spoken_answers)
     utt = spoken_input(samples, endpointer, controller.asr)
     quiet = controller.talkback.guard.quiet_at()
@@ -642,11 +611,11 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         tb.warm()
     controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall,
                             talkback=tb)
-    bridge = start_bridge(settings, devices, status_path(db), controller)  # None unless [mqtt] is on
+    bridge = start_bridge(settings, devices, status_path(db), controller.watchers)  # None unless [mqtt] is on
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 
 
 __all__ = ["ANSWER_WAYS", "Answerer", "LineResult", "Replay", "ReplayStorageError", "SessionError", "SessionLine",
-           "SessionResult", "SimClock", "SpokenAnswers", "build_replay", "check_devices", "default_gap_s",
+           "SessionResult", "SimClock", "SpokenAnswers", "build_replay", "check_devices", "default_gap_s", "flip_switch",
            "read_session", "replay_asr", "run_session", "session_devices", "session_span_s", "spoken_input", "uses_talkback",
            "wanted_actions"]

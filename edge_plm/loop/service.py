@@ -179,7 +179,8 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
                                      talkback=talkback)
     # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
     parts["bridge"] = start_bridge(settings, parts["devices"],
-                                   status_path(settings.paths.database_path()), parts["controller"])
+                                   status_path(settings.paths.database_path()),
+                                   parts["controller"].watchers)
 
 
 def _talkback(settings):

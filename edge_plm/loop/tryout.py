@@ -132,7 +132,8 @@ class KeySwitch:
         devices = self.controller.devices
         name = device or next(iter(devices.switches))
         switch, relay = devices.switches[name], devices.relays[name]
-        key = "space" if device is None else f"{list(devices.switches).index(name) + 1} ({name})"
+        key = (f"space{self.controller.device_names.of(name, ' ({})')}" if device is None
+               else f"{list(devices.switches).index(name) + 1} ({name})")
         pin = devices.factory.pin(switch.cfg.pin)
         before = relay.is_on
         settle = 2 * switch.cfg.bounce_ms / 1000 + 0.02  # past the debounce filter
@@ -259,14 +260,32 @@ class FileSession:
         if row.error:
             self.print(f"[{n}/{len(self.paths)}] {name}: #{row.id} error: {row.error}")
             return
-        did = {"act": f"act, relay {_word(self.controller.devices.relay.is_on)}",
-               "ask": "ask (LED blinks): flip the switch (space) the way you want it",
-               "ignore": "ignore"}.get(row.decision or "", row.decision or "nothing")
+        did = self._did(row)
         if row.decision is not None:
             self._decided.add(row.id)
         conf = f" {row.confidence:.2f}" if row.confidence is not None else ""
         self.print(f"[{n}/{len(self.paths)}] {name}: #{row.id} heard {row.transcript!r} -> "
                    f"{row.prediction}{conf}: {did}")
+
+    def _did(self, row) -> str:
+        """What the device did with the utterance of `row`: with several devices, which
+        relay it switched and which device it is in doubt about (and the key of its switch)."""
+        c = self.controller
+        if not c.device_names.several:
+            return {"act": f"act, relay {_word(c.devices.relay.is_on)}",
+                    "ask": "ask (LED blinks): flip the switch (space) the way you want it",
+                    "ignore": "ignore"}.get(row.decision or "", row.decision or "nothing")
+        names = list(c.devices.switches)
+        parts = []
+        for name, o in c.store.device_outcomes([row.id]).get(row.id, {}).items():
+            number = names.index(name) + 1
+            if o.decision == "act":
+                parts.append(f"act, {name} relay {_word(c.devices.relays[name].is_on)}")
+            elif o.decision == "ask":
+                key = f"key {number}" if number <= 9 else "its switch"
+                parts.append(f"ask about {name} (device {number}, LED blinks): flip its switch "
+                             f"({key}) the way you want it")
+        return "; ".join(parts) or row.decision or "nothing"
 
     def _print_labels(self) -> None:
         for r in list(self.controller.resolutions):

@@ -78,6 +78,21 @@ class ColumnCache:
             return stacked
         return None
 
+    def covers(self, E: np.ndarray, query, version: object = None) -> bool:
+        """Every column of `query` is cached and current for this E and version."""
+        return (version == self.version and E.shape[0] == self.rows
+                and all(int(q) in self.columns for q in query))
+
+    def read(self, E: np.ndarray, query, version: object = None) -> np.ndarray | None:
+        """C[:, query] from the columns already cached for this E and version, or None when
+        one is missing or stale (then `block` makes it); changes nothing (a reader's path,
+        safe beside other readers)."""
+        if not self.covers(E, query, version):
+            return None
+        if not query:
+            return np.zeros((E.shape[0], 0))
+        return np.stack([self.columns[int(q)] for q in query], axis=1)
+
     def block(self, E: np.ndarray, query, version: object = None) -> np.ndarray:
         """C[:, query] for the current E (V x len(query))."""
         query = [int(q) for q in query]

@@ -1,6 +1,6 @@
 """Numba kernels for the SAFFU hot loops; ``saffu.py`` holds their NumPy reference twins.
 
-Each kernel computes exactly what its twin computes (parity tests: tests/test_kernels.py) but
+Each kernel computes exactly what its twin computes (parity tests: tests/research/test_kernels.py) but
 as fused loops without temporaries, compiled once and cached on disk (``cache=True``). The
 functions ``local_forward`` ... ``global_backward`` at the bottom have the same signatures and
 return the same objects as the reference ones, so ``research/charnet/network.py`` selects a backend by name.
@@ -88,7 +88,7 @@ def softmax_inplace(v):
 @nb.njit(cache=True, fastmath=False)
 def _exp_into(x, out, kbuf):
     """out[i] = exp(x[i]) for x[i] <= 0 (softmax arguments after the max is subtracted),
-    within 1 ulp of libm's exp (twin: np.exp; parity test in tests/test_kernels.py); 0 below
+    within 1 ulp of libm's exp (twin: np.exp; parity test in tests/research/test_kernels.py); 0 below
     _EXP_MIN, where exp is subnormal; NaN stays NaN. kbuf: float64 scratch, len(x)."""
     n = x.shape[0]
     for i in range(n):

@@ -2,7 +2,7 @@
 objective of the network through it (backends: the Numba kernel of ``switch/jit_kernels.py``,
 imported on first use, for the full batch; the vectorised NumPy kernel of
 ``switch/segment_kernels.py`` for a replay sample; the per-example NumPy reference below;
-parity and finite-difference tests in tests/test_attention.py). docs/method.md, "Word
+parity and finite-difference tests in tests/switch/test_attention.py). docs/method.md, "Word
 attention".
 
 For a transcript of K words with unit bags V_k (each word's units, ``UnitVocab.positioned``):

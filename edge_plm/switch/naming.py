@@ -127,10 +127,14 @@ class NameQuery:
         return c
 
     def register(self, devices: Sequence) -> list[int]:
-        """Give every name/alias word of ``devices`` a code (append-only); their ids (-1: the
-        vocabulary is full)."""
+        """Give every name/alias word of ``devices`` a code (append-only) and its comparison
+        column (so that `code_match` then only reads the cache); their ids (-1: the vocabulary
+        is full). Once the devices are registered, a call changes nothing."""
         ids = [self.words.add(w) for d in devices for p in d.phrases() for w in p]
         self.words.refresh()  # a no-op unless a name was new
+        known = [i for i in ids if i >= 0]
+        if not self.cache.covers(self.words.E, known, self.words.code_version):
+            self.cache.block(self.words.E, known, self.words.code_version)
         return ids
 
     def code_match(self, heard: Sequence[str], name_words: Sequence[str]) -> np.ndarray:
@@ -143,9 +147,12 @@ class NameQuery:
         if not cols or not known.any():
             return out
         E = self.words.E
-        block = self.cache.block(E, [nid[j] for j in cols], self.words.code_version)
-        rows, names = hid[known], [nid[j] for j in cols]
-        sub = block[rows] / np.outer(np.linalg.norm(E[rows], axis=1), np.linalg.norm(E[names], axis=1))
+        query = [nid[j] for j in cols]
+        block = self.cache.read(E, query, self.words.code_version)  # registered names: a read
+        if block is None:
+            block = self.cache.block(E, query, self.words.code_version)
+        rows = hid[known]
+        sub = block[rows] / np.outer(np.linalg.norm(E[rows], axis=1), np.linalg.norm(E[query], axis=1))
         out[np.ix_(np.flatnonzero(known), cols)] = sub
         return out
 

@@ -1,5 +1,5 @@
 """The refinement's full-batch objective over sparse unit features: a Numba kernel
-(``switch/jit_kernels.py``, imported on first use) and its NumPy twin (parity: tests/test_units.py).
+(``switch/jit_kernels.py``, imported on first use) and its NumPy twin (parity: tests/switch/test_units.py).
 
 Rows are CSR (``indptr``, ``indices``, ``values``: the L2-normalised unit weights of each
 labelled example). For weights ``U`` (units x 3), ``bias`` (3,) and ``mask`` (3,: 0 for actions

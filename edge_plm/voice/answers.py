@@ -13,7 +13,9 @@ Rules (whole words, case-insensitive):
   * yes words: yes, yeah, yep, yup, sure, okay, ok, please, "do it", "go ahead";
   * no words: no, nope, nah, "leave it", "don't", "not", "stop";
   * "on" / "off": the word naming the asked action confirms, the other one rejects (to "On?",
-    "off" is a no); without an asked action, "on" confirms and "off" rejects;
+    "off" is a no); without an asked action, "on" confirms and "off" rejects; an answer that
+    says one of them also says which state the person wants (`stated_state`: to "On?", "off"
+    or "no, off" is a no that asks for OFF);
   * words that contradict each other ("yes no"; "no, on" to "On?"), no answer word at all, or
     more than `MAX_ANSWER_WORDS` words ("yes, and turn on the fan too" is a new command): not
     an answer (None); the utterance is then handled as an ordinary one.
@@ -56,6 +58,16 @@ def classify_answer(text: str, asked: str | None = None, states: bool = True) ->
         if word in words:
             verdicts.add(asked is None and state == "ON" or asked == state)
     return verdicts.pop() if len(verdicts) == 1 else None
+
+
+def stated_state(text: str) -> str | None:
+    """"ON" / "OFF" when the (short) answer `text` names exactly one of the two states ("off",
+    "no, off", "yes on"), else None (a bare "yes" / "no", or both words)."""
+    words = _WORD.findall(text.lower())
+    if not words or len(words) > MAX_ANSWER_WORDS:
+        return None
+    named = {state for word, state in (("on", "ON"), ("off", "OFF")) if word in words}
+    return named.pop() if len(named) == 1 else None
 
 
 #: The JSGF grammar of `GrammarAnswers`: the answer phrases, and a filler word loop that lets
@@ -124,4 +136,4 @@ class GrammarAnswers:
 
 
 __all__ = ["FILLERS", "MAX_ANSWER_WORDS", "NO_PHRASES", "YES_PHRASES", "GrammarAnswers", "answer_jsgf",
-           "classify_answer"]
+           "classify_answer", "stated_state"]

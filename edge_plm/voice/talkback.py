@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.config.settings import TalkbackConfig
-from edge_plm.voice.answers import MAX_ANSWER_WORDS, classify_answer
+from edge_plm.voice.answers import MAX_ANSWER_WORDS, classify_answer, stated_state
 from edge_plm.voice.asr_base import AsrError
 from edge_plm.voice.audio import Utterance
 from edge_plm.voice.echo import EchoGuard
@@ -150,6 +150,12 @@ class Talkback:
         if verdict is not None:
             self.answers += 1
         return verdict
+
+
+    def said(self, text: str) -> str | None:
+        """The state ("ON" / "OFF") an answer heard in transcript `text` names, if one
+        (`stated_state`; the grammar's "on" / "off" are not trusted, so the transcript's)."""
+        return stated_state(text)
 
 
 def make_player(cfg: TalkbackConfig):

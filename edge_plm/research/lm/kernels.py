@@ -1,4 +1,4 @@
-"""Numba twin of ``research/lm/reference.py`` (parity: tests/test_lm_model.py, test_numba_equals_numpy).
+"""Numba twin of ``research/lm/reference.py`` (parity: tests/research/test_lm_model.py, test_numba_equals_numpy).
 
 The dense products (c W, z U, h O and their transposes) go to BLAS as 2-D matrix products;
 Numba fuses what NumPy would materialise: the comparison gather from the cache, the masked

@@ -1,0 +1,289 @@
+"""A database owns its files (docs/loop.md "What forget reaches on disk", docs/deploy.md):
+two databases in one folder never share a checkpoint, a `db backup` copy or a copied state dir
+is independent of the original, and a forget killed between its checkpoint rewrites is
+finished at the next start (issue 27, items 1-3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _data_util import cli, demo_text_lines, js, populate, query
+from edge_plm.learning import forgetting, trust
+from edge_plm.store import SCHEMA_VERSION, ReplayStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    """The checkpoint files under `directory` (and any other file but SQLite's -wal/-shm,
+    which a read-only look at the database creates)."""
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*"))
+            if p.is_file() and not p.name.endswith(("-wal", "-shm", ".lock"))}
+
+
+def _damaged(db: Path) -> list[str]:
+    """Versions `model list` shows damaged, or whose file is not the one their record says."""
+    return [d["version"] for d in js(cli("model", "list", "--db", db, "--json"))
+            if d.get("damaged") or (d["checkpoint_exists"] and trust.file_problem(d))]
+
+
+def _secret_hits(directory: Path, words: list[str]) -> list[str]:
+    return [name for name, data in _files(directory).items()
+            if name.endswith(".npz") and any(w.encode() in data for w in words)]
+
+
+def test_two_databases_in_one_folder_each_keep_their_own_checkpoints(tmp_path):
+    a, b = tmp_path / "two" / "a.db", tmp_path / "two" / "b.db"
+    populate(a, demo_text_lines())
+    populate(b, demo_text_lines())
+    st = cli("status", "--db", a)
+    assert st.exit_code == 0 and "damaged" not in st.output, st.output
+    assert js(cli("status", "--db", a, "--json"))["model"]["active"]["version"]
+    assert _damaged(a) == [] and _damaged(b) == []
+    for db in (a, b):
+        paths = [p for p, in query(db, "SELECT path FROM model_versions WHERE path IS NOT NULL")]
+        assert paths and all(p.startswith(f"{db.stem}.checkpoints/") for p in paths), paths
+        assert (db.parent / f"{db.stem}.checkpoints").is_dir()
+    assert not (tmp_path / "two" / "checkpoints").exists()
+    assert cli("model", "rebuild", "--db", b).exit_code == 0  # and using one leaves the other
+    assert _damaged(a) == [] and _damaged(b) == []
+
+
+def test_a_backup_is_independent_of_the_original(db, tmp_path):
+    state = db.parent
+    before = _files(state)
+    listed = js(cli("model", "list", "--db", db, "--json"))
+    (tmp_path / "bk").mkdir()
+    r = js(cli("db", "backup", tmp_path / "bk" / "backup.db", "--db", db, "--json"))
+    assert r["checkpoints_copied"] >= 1 and r["checkpoints_missing"] == 0
+    copy = tmp_path / "bk" / "backup.db"
+    assert _damaged(copy) == []
+    assert js(cli("forget", "--all", "--yes", "--db", copy, "--json"))["deleted"] == 48
+    assert cli("model", "rebuild", "--db", copy).exit_code == 0
+    assert _files(state) == before  # every file of the original byte-identical
+    assert js(cli("model", "list", "--db", db, "--json")) == listed
+    assert _damaged(db) == []
+    assert js(cli("status", "--db", db, "--json"))["model"]["unlearned_labels"] == 0
+    copied = _files(tmp_path / "bk" / "backup.checkpoints")
+    assert copied and not any("state" in p for p, in query(copy, "SELECT path FROM model_versions "
+                                                             "WHERE path IS NOT NULL"))
+
+
+def test_a_copied_state_dir_works_where_it_is_and_leaves_the_original_alone(db, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(db.parent, moved, symlinks=True)  # cp -a
+    original = db.parent.rename(tmp_path / "gone")  # nothing may still point there
+    before = _files(original)
+    copy = moved / db.name
+    assert _damaged(copy) == []
+    versions = [d["version"] for d in js(cli("model", "list", "--db", copy, "--json"))
+                if d["checkpoint_exists"] and d["status"] == "retired"]
+    assert cli("model", "rollback", versions[-1], "--db", copy).exit_code == 0
+    assert js(cli("forget", "1", "2", "--yes", "--db", copy, "--json"))["deleted"] == 2
+    assert _damaged(copy) == [] and _files(original) == before
+
+
+def test_the_migration_makes_paths_inside_the_folder_relative_and_only_reads_others(db, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (v_out, p_out), = query(db, "SELECT version, path FROM model_versions WHERE status = 'retired' "
+                                "AND path IS NOT NULL ORDER BY rowid LIMIT 1")
+    shutil.copy2(db.parent / p_out, outside / Path(p_out).name)
+    conn = sqlite3.connect(db)  # the file an older edge-plm left: v6, absolute paths
+    with conn:
+        conn.execute("UPDATE model_versions SET path = ? || '/' || path", [str(db.parent)])
+        conn.execute("UPDATE model_versions SET path = ? WHERE version = ?",
+                     [str(outside / Path(p_out).name), v_out])
+        conn.execute("DROP TABLE forget_owed")
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    conn.close()
+    with ReplayStore(db) as store:
+        assert store.stored_schema_version() == SCHEMA_VERSION
+    stored = dict(query(db, "SELECT version, path FROM model_versions WHERE path IS NOT NULL"))
+    assert stored.pop(v_out) == str(outside / Path(p_out).name)  # outside: stays absolute
+    assert all(not os.path.isabs(p) for p in stored.values())
+    kept = _files(outside)
+    r = js(cli("forget", "--all", "--yes", "--db", db, "--json"))
+    assert v_out in r["checkpoints"]["rewritten"]
+    assert _files(outside) == kept  # another database's file is never written
+    (new,), = query(db, "SELECT path FROM model_versions WHERE version = ?", [v_out])
+    assert new.startswith(f"{db.stem}.checkpoints/")  # its rewrite is in the own folder
+    assert _damaged(db) == []
+
+
+# --- a killed forget still forgets -----------------------------------------------------------
+SECRET = "hovercraft"
+
+
+def _secret_db(db: Path) -> tuple[list[int], list[str]]:
+    """The demo database with SECRET in every labelled row's transcript (and in every kept
+    checkpoint, rebuilt three times): (its ids, the retired versions with a file)."""
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE interactions SET transcript = transcript || ' ' || ? "
+                     "WHERE id IN (SELECT id FROM interactions WHERE label = 'ON' LIMIT 5)",
+                     [SECRET])
+    conn.close()
+    for _ in range(3):
+        assert cli("model", "rebuild", "--db", db).exit_code == 0
+    ids = [i for i, in query(db, "SELECT id FROM interactions WHERE transcript LIKE ?",
+                             [f"%{SECRET}%"])]
+    retired = [v for v, in query(db, "SELECT version FROM model_versions WHERE status = 'retired' "
+                                     "AND path IS NOT NULL AND metrics NOT LIKE '%pruned%'")]
+    return ids, retired
+
+
+class Killed(BaseException):
+    pass
+
+
+def test_a_forget_killed_after_the_first_rewrite_is_finished_at_the_next_start(db, monkeypatch):
+    from edge_plm.learning.learner import Learner, LearnerConfig  # noqa: PLC0415
+
+    ids, retired = _secret_db(db)
+    assert len(retired) >= 3 and len(_secret_hits(db.parent, [SECRET])) >= 3
+    done = []
+
+    def kill_after_one(version: str) -> None:
+        done.append(version)
+        raise Killed(version)
+
+    monkeypatch.setattr(forgetting, "after_rewrite", kill_after_one)
+    with pytest.raises(Killed):
+        cli("forget", *ids, "--yes", "--db", db)
+    monkeypatch.setattr(forgetting, "after_rewrite", None)
+    with ReplayStore(db) as store:
+        owed = store.owed_rewrites()
+        assert owed and done[0] not in owed and all(set(ids) == o for o in owed.values())
+        assert _secret_hits(db.parent, [SECRET])  # the files still hold it
+        target = sorted(owed)[0]
+        cfg = LearnerConfig(start="")
+        with pytest.raises(Exception, match="still holds interactions a `forget` deleted"):
+            Learner(store, cfg, store.checkpoints_home()).rollback(target)
+        assert store.active_model_version().version != target
+    monkeypatch.setattr(forgetting, "complete_owed", lambda store: None)  # not finished yet
+    refused = cli("model", "rollback", target, "--db", db)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ")
+    monkeypatch.undo()
+    with ReplayStore(db) as store:  # the next start: the service, forget, a model command
+        Learner.open(store, LearnerConfig(start=""), store.checkpoints_home())
+        assert store.owed_rewrites() == {}
+    assert _secret_hits(db.parent, [SECRET]) == []
+    assert cli("model", "rollback", target, "--db", db).exit_code == 0
+    (path,), = query(db, "SELECT path FROM model_versions WHERE status = 'active'")
+    from edge_plm.switch.model import SwitchModel  # noqa: PLC0415
+
+    held = {i for i, _ in SwitchModel.load(db.parent / path).meta["interaction_keys"]}
+    assert held and not held & set(ids)  # the rollback target holds no forgotten example
+
+
+KILLER = """
+import os, signal, sys
+from edge_plm.learning import forgetting, trust
+def hook(version):
+    os.kill(os.getpid(), signal.SIGKILL)
+forgetting.after_rewrite = hook
+from edge_plm.cli import app
+sys.argv = ["edge-plm"] + sys.argv[1:]
+app()
+"""
+
+
+def test_a_forget_killed_by_sigkill_is_finished_by_the_next_command(db):
+    ids, _ = _secret_db(db)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, "-c", KILLER, "forget", *map(str, ids), "--yes",
+                        "--db", str(db)], env=env, capture_output=True, timeout=600)
+    assert p.returncode == -signal.SIGKILL, p.stderr.decode()
+    assert query(db, "SELECT count(*) FROM interactions WHERE transcript LIKE ?",
+                 [f"%{SECRET}%"])[0][0] == 0  # the rows went in the first transaction
+    assert query(db, "SELECT count(*) FROM forget_owed")[0][0] >= 1
+    assert _secret_hits(db.parent, [SECRET])
+    r = js(cli("forget", "--before", "1970-01-02", "--yes", "--db", db, "--json"))  # nothing
+    assert r["deleted"] == 0
+    assert cli("model", "rebuild", "--db", db).exit_code == 0  # a model command finishes it
+    assert query(db, "SELECT count(*) FROM forget_owed")[0][0] == 0
+    assert _secret_hits(db.parent, [SECRET]) == []
+    assert _damaged(db) == []
+    assert json.loads(cli("status", "--db", db, "--json").stdout)["model"]["unlearned_labels"] == 0
+
+
+INTERRUPTER = """
+import os, signal, sys
+from edge_plm.learning import forgetting, version_registry
+SIG = getattr(signal, sys.argv.pop(1))  # SIGINT: Ctrl-C; SIGTERM: kill, systemd
+def hook(*args, **kwargs):
+    os.kill(os.getpid(), SIG)
+    return real(*args, **kwargs)
+if sys.argv[1] == "forget":
+    real = lambda version: None
+    forgetting.after_rewrite = hook
+else:  # model rebuild: while the model is re-learned
+    real = version_registry.VersionRegistry.rebuilt_model
+    version_registry.VersionRegistry.rebuilt_model = hook
+from edge_plm.cli import app
+sys.argv = ["edge-plm"] + sys.argv[1:]
+app()
+"""
+
+
+def _interrupted(*args: str, sig: str = "SIGINT") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", INTERRUPTER, sig, *args], env=env,
+                          capture_output=True, text=True, timeout=600,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_and_sigterm_stop_forget_and_rebuild_cleanly(db, sig, code):
+    ids, _ = _secret_db(db)
+    active = js(cli("status", "--db", db, "--json"))["model"]["active"]["version"]
+    p = _interrupted("model", "rebuild", "--db", str(db), sig=sig)
+    assert p.returncode == code, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    assert f"interrupted: nothing changed ({active} stays active)" in p.stderr
+    assert js(cli("status", "--db", db, "--json"))["model"]["active"]["version"] == active
+    p = _interrupted("forget", *map(str, ids), "--yes", "--db", str(db), sig=sig)
+    assert p.returncode == code, p.stderr
+    (line,) = [x for x in p.stderr.splitlines() if x.startswith("interrupted")]
+    assert "the interactions are forgotten" in line and "still owed" in line
+    assert query(db, "SELECT count(*) FROM forget_owed")[0][0] >= 1  # the journal is intact
+    assert cli("model", "rebuild", "--db", db).exit_code == 0
+    assert query(db, "SELECT count(*) FROM forget_owed")[0][0] == 0
+    assert _secret_hits(db.parent, [SECRET]) == []
+
+
+def test_audio_paths_are_stored_relative_to_the_database_like_checkpoints(tmp_path):
+    """A kept recording inside the database's folder is stored relative to it (a copy of the
+    state dir refers to its own files), one elsewhere (`paths.audio_dir`) absolute; both are
+    read back as paths to open."""
+    state = tmp_path / "state"
+    inside, outside = state / "audio" / "00000001.wav", tmp_path / "elsewhere" / "00000002.wav"
+    for p in (inside, outside):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"RIFF")
+    with ReplayStore(state / "edge-plm.db") as store:
+        a = store.add_interaction(transcript="one", audio_path=str(inside))
+        b = store.add_interaction(transcript="two")
+        store.update_interaction(b, audio_path=str(outside))
+        assert store.get(a).audio_path == str(inside) and store.get(b).audio_path == str(outside)
+        assert sorted(store.audio_paths([a, b])) == sorted([str(inside), str(outside)])
+    assert dict(query(state / "edge-plm.db", "SELECT id, audio_path FROM interactions")) == {
+        a: "audio/00000001.wav", b: str(outside)}
+    copy = tmp_path / "copy"
+    shutil.copytree(state, copy)
+    with ReplayStore(copy / "edge-plm.db") as store:
+        assert store.get(a).audio_path == str(copy / "audio" / "00000001.wav")
+        store.delete_interactions([a], remove_audio=True)
+    assert inside.exists() and not (copy / "audio" / "00000001.wav").exists()
