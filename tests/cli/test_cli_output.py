@@ -15,7 +15,7 @@ from _data_util import cli
 
 from edge_plm.cli.announce import loading_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("argv, line", [
