@@ -1,6 +1,8 @@
-"""Shared test fixtures."""
+"""Shared test fixtures, and the `slow` marker of the tests listed in tests/slow_tests.txt
+(`pytest -m "not slow"`: the fast subset, README "Tests")."""
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +51,26 @@ def demo_dir(tmp_path_factory):
 def db(demo_dir, tmp_path):
     """A private copy of the demo database for tests that change the data."""
     return copy_db(demo_dir, tmp_path / "state")
+
+
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+def _slow_ids() -> set[str]:
+    return {line.strip() for line in SLOW_LIST.read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests of tests/slow_tests.txt `slow`. When the whole suite is collected, an id
+    there that names no test is an error (a renamed or removed test must leave the list)."""
+    slow = _slow_ids()
+    seen = set()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+            seen.add(item.nodeid)
+    whole = not config.args or [Path(a).resolve() for a in config.args] == [Path(__file__).parent.resolve()]
+    if whole and not config.option.keyword and slow - seen:
+        raise pytest.UsageError(f"{SLOW_LIST.name} names tests that do not exist: {', '.join(sorted(slow - seen))}")
