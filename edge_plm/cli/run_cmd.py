@@ -99,6 +99,8 @@ def _run_summary(db_path: Path, after_id: int) -> str:
     """One line: what this run stored and learned, and where."""
     from edge_plm.store import ReplayStore  # noqa: PLC0415
 
+    if not db_path.exists():  # stopped during start-up, before the database was created
+        return f"run ended before the replay buffer was opened: nothing stored ({db_path})"
     with ReplayStore(db_path, read_only=True) as store:
         rows = store.interactions(after_id=after_id)
         active = store.active_model_version()

@@ -187,3 +187,14 @@ def test_run_service_text_source_notify_and_sigterm(tmp_path):
     with sqlite3.connect(state / "edge-plm.db") as conn:
         texts = [r[0] for r in conn.execute("SELECT transcript FROM interactions ORDER BY id")]
     assert texts == ["turn on the light", "what time is it"]
+
+
+def test_run_summary_when_stopped_before_the_database_existed(tmp_path):
+    """SIGTERM during start-up can come before the replay buffer is created: the closing
+    line says nothing was stored instead of failing to open a missing database."""
+    from edge_plm.cli.run_cmd import _run_summary
+
+    missing = tmp_path / "state" / "edge-plm.db"
+    line = _run_summary(missing, 0)
+    assert line.startswith("run ended before the replay buffer was opened: nothing stored")
+    assert not missing.exists()
