@@ -63,6 +63,12 @@ def heldout_row(model, transcript: str, label: str) -> tuple[np.ndarray, bool] |
     if model.remembered(transcript) is not None:
         return None
     scores, support = model.raw(transcript)
+    return row_of(model, scores, support, label)
+
+
+def row_of(model, scores: np.ndarray, support: float, label: str) -> tuple[np.ndarray, bool] | None:
+    """The calibration row of a prediction's (logits, support) for its true ``label``; None
+    when nothing is known of the words or fewer than two actions are labelled."""
     if support <= 0.0 or (model.class_counts > 0.5).sum() < 2:
         return None
     f, top = calibration_features(model, scores, support)

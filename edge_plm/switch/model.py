@@ -39,6 +39,7 @@ from edge_plm.switch.model_file import MODEL_FORMAT  # noqa: F401 - the format t
 from edge_plm.switch.calibration import Calibrator
 from edge_plm.switch.config import SwitchConfig, get_config
 from edge_plm.switch.device_evidence import DeviceEvidence
+from edge_plm.switch.share import OwnerShare, share_for
 from edge_plm.switch.tokenizer import CharTokenizer, normalize
 from edge_plm.switch.unitnet import UnitNet
 from edge_plm.switch.units import UnitVocab
@@ -74,6 +75,7 @@ class SwitchModel:
     memory: dict[str, list[int]] = field(default_factory=dict, repr=False)  # transcript -> keys
     words: WordVocab | None = None  # the attention's tokens (None: the config has no attention)
     calib: Calibrator = field(default_factory=Calibrator, repr=False)  # the confidence's map
+    share: OwnerShare = field(default_factory=OwnerShare, repr=False)  # the owner's part's weight (share.py)
     # examples with keys below this came with the starting model (0: no starting model); they
     # are behind the frozen ``start``, the owner's later ones are ``net``'s
     prior_examples: int = 0
@@ -88,7 +90,8 @@ class SwitchModel:
     def empty(cls, config: str | SwitchConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":
         cfg = get_config(config, **overrides) if isinstance(config, str) else config
         words = cls._words(cfg)
-        return cls(cfg, CharTokenizer(), UnitNet(cfg, words), cls._vocab(cfg), seed, words=words)
+        return cls(cfg, CharTokenizer(), UnitNet(cfg, words), cls._vocab(cfg), seed, words=words,
+                   share=share_for(cfg))
 
     @staticmethod
     def _words(cfg: SwitchConfig, words=()) -> WordVocab | None:
@@ -180,18 +183,14 @@ class SwitchModel:
 
     def raw(self, transcript: str) -> tuple[np.ndarray, float]:
         """(logits, support): the network's logits for the transcript and its labelled support."""
-        ids, w, unknown, placed = self.placed(transcript, grow=False)
-        long = self.units.long_mask(ids)
-        own = self.net.logits(ids, w, placed)
-        if self.start is None:
-            return own, self.net.support(ids, w, unknown, long)
-        scores = owner.mixed_scores(self.start.logits(ids, w, placed), own, self.net.class_counts > 0.5,
-                                    self.owner_share())
-        return scores, self.net.support(ids, w, unknown, long, also=self.start)
+        start, own, support = owner.part_logits(self, transcript)
+        if start is None:
+            return own, support
+        return owner.mixed_scores(start, own, self.net.class_counts > 0.5, self.owner_share()), support
 
     def owner_share(self) -> float:
-        """How much the owner's part counts in the mixture (``owner.owner_share``)."""
-        return owner.owner_share(len(self.net.rows), self.config.owner_backoff)
+        """How much the owner's part counts in the mixture (``switch/share.py``)."""
+        return self.share.value(len(self.net.rows))
 
     @property
     def class_counts(self) -> np.ndarray:
@@ -245,9 +244,7 @@ class SwitchModel:
         the refinement objective before its last step (None when no step ran)."""
         if label not in LABEL_INDEX:
             raise ValueError(f"label must be one of {ACTIONS}, got {label!r}")
-        row = self.heldout_row(transcript, label)  # predicted before it is learned: held out
-        if row is not None:
-            self.calib.add(*row)
+        owner.held_out(self, transcript, label)  # predicted before it is learned: calibration, share
         seq, y = self.encode(transcript, grow=True), LABEL_INDEX[label]
         key = len(self.examples)
         self.examples.append((seq, y))

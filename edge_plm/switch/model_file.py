@@ -21,6 +21,7 @@ from edge_plm.plm import checkpoint
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch import frozen
 from edge_plm.switch.config import SwitchConfig
+from edge_plm.switch.share import share_for
 from edge_plm.switch.tokenizer import RESERVED, CharTokenizer
 from edge_plm.switch.unitnet import UnitNet
 
@@ -42,6 +43,7 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
     arrays["examples.removed"] = np.array(sorted(model.removed), dtype=np.int64)
     arrays["units.vocabulary"] = np.frombuffer(json.dumps(model.units.to_json()).encode(), dtype=np.uint8)
     arrays.update(model.calib.state())
+    arrays.update(model.share.state())
     if model.device_evidence.entries:
         arrays["devices.labels"] = np.frombuffer(json.dumps(model.device_evidence.to_json()).encode(), dtype=np.uint8)
     if model.words is not None:
@@ -121,7 +123,8 @@ def load_model(cls, path: str | Path):
             words = cls._words(config, stored)
             if "words.frozen" in arrays:
                 words.frozen = {int(r): float(ev) for r, ev in arrays["words.frozen"].reshape(-1, 2).tolist()}
-        model = cls(config, tok, UnitNet(config, words), units, int(meta["seed"]), words=words)
+        model = cls(config, tok, UnitNet(config, words), units, int(meta["seed"]), words=words,
+                    share=share_for(config))
         ids, lengths, labels = arrays["examples.ids"], arrays["examples.lengths"], arrays["examples.labels"]
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         model.examples = [(ids[offsets[i]:offsets[i + 1]].tolist(), int(labels[i])) for i in range(len(lengths))]
@@ -139,6 +142,8 @@ def load_model(cls, path: str | Path):
             model.net.warm_all()
         if "calibration.theta" in arrays:
             model.calib.load(arrays)
+        if "share.lam" in arrays:  # written before the share was fitted: the back-off rule
+            model.share.load(arrays)
         model.net.refine_steps_done = int(meta["counters"]["refine_steps"])
         model.net.n_active = max(model.net.n_active, int(meta["counters"]["n_active"]))
         model.meta = meta

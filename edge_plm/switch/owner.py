@@ -5,12 +5,14 @@ A device that starts from a starting model keeps that model as a frozen part (``
 and learns the owner's labels into a part of its own: the same units, words and network over the
 owner's examples alone. The prediction is a back-off mixture of the two distributions,
 
-    p = (1 - lam) p_start + lam p_owner,    lam = n / (n + owner_backoff)    (owner_backoff 1000)
+    p = (1 - lam) p_start + lam p_owner,
 
-with n the owner's labelled examples, so the owner's evidence wins as it grows instead of being
-outweighed by thousands of starting examples in one pooled fit (pooling lost to the owner's labels
-alone on held-out wording: BENCHMARKS.md, "Learns from its owner"). An action the owner has not
-labelled yet is read from the starting part alone (the owner's part cannot say anything of it).
+so the owner's evidence wins as it proves itself instead of being outweighed by thousands of
+starting examples in one pooled fit (pooling lost to the owner's labels alone on held-out
+wording: BENCHMARKS.md, "Learns from its owner"). lam is fitted on the owner's own labels, each
+predicted by both parts before it was learned, around the back-off rule n / (n + owner_backoff)
+(``switch/share.py``). An action the owner has not labelled yet is read from the starting part
+alone (the owner's part cannot say anything of it).
 
 A label refines the owner's part on itself and a bounded, class-balanced replay sample of earlier
 owner examples (``replay_keys``), so an update costs the same at 50 labels as at 5,000.
@@ -20,31 +22,61 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge_plm.actions import INDEX
+from edge_plm.switch import confidence
 from edge_plm.switch.attention import softmax
 from edge_plm.switch.unitnet import ONLINE_KERNEL
 
 
-def owner_share(n_owner: int, backoff: float) -> float:
-    """lam = n / (n + backoff): how much the owner's part counts after n of its labels."""
-    if backoff < 0:
-        raise ValueError(f"owner_backoff must be >= 0, got {backoff}")
-    if n_owner <= 0:
-        return 0.0
-    return n_owner / (n_owner + backoff) if backoff > 0 else 1.0
+def part_logits(model, transcript: str) -> tuple[np.ndarray | None, np.ndarray, float]:
+    """(the starting part's logits or None, the owner's part's, the labelled support of either)
+    of ``model``'s parts for the transcript (read only)."""
+    ids, w, unknown, placed = model.placed(transcript, grow=False)
+    long = model.units.long_mask(ids)
+    own = model.net.logits(ids, w, placed)
+    if model.start is None:
+        return None, own, model.net.support(ids, w, unknown, long)
+    return model.start.logits(ids, w, placed), own, model.net.support(ids, w, unknown, long, also=model.start)
+
+
+def held_out(model, transcript: str, label: str) -> None:
+    """What a label tells before it is learned (prequential): a row of the confidence's
+    calibration and, with a starting part, a row of the owner's share (``switch/share.py``):
+    the probability each part gave the label. Nothing when the exact transcript is remembered
+    (its prediction is the memory's, not the parts')."""
+    if model.remembered(transcript) is not None:
+        return
+    start, own, support = part_logits(model, transcript)
+    present = model.net.class_counts > 0.5
+    scores = own if start is None else mixed_scores(start, own, present, model.owner_share())
+    row = confidence.row_of(model, scores, support, label)
+    if row is not None:
+        model.calib.add(*row)
+    if start is not None:
+        p_start, p_own = mixture_parts(start, own, present)
+        y = INDEX[label]
+        model.share.add(p_start, p_own, y, len(model.net.rows))
+
+
+def mixture_parts(start_logits: np.ndarray, owner_logits: np.ndarray,
+                  owner_present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(p_start, p_owner): the two distributions the mixture weighs. The owner's covers only
+    the actions it has labels of: it shares out the starting part's mass on those actions, and
+    the starting part's own probabilities stand for the others."""
+    p_start = softmax(start_logits)
+    if not owner_present.any():
+        return p_start, p_start
+    p_own = softmax(np.where(owner_present, owner_logits, -np.inf))
+    return p_start, np.where(owner_present, p_own * p_start[owner_present].sum(), p_start)
 
 
 def mixed_scores(start_logits: np.ndarray, owner_logits: np.ndarray, owner_present: np.ndarray,
                  lam: float) -> np.ndarray:
-    """log p of the back-off mixture (module docstring). The owner's distribution covers only
-    the actions it has labels of: it shares out the starting part's mass on those actions, and
-    the starting part's own probabilities stand for the others."""
-    p_start = softmax(start_logits)
-    if lam <= 0.0 or not owner_present.any():
+    """log p of the back-off mixture (module docstring; ``mixture_parts``)."""
+    p_start, p_own = mixture_parts(start_logits, owner_logits, owner_present)
+    if lam <= 0.0:
         return np.log(np.maximum(p_start, 1e-300))
-    p_own = softmax(np.where(owner_present, owner_logits, -np.inf))
-    p_own = np.where(owner_present, p_own * p_start[owner_present].sum(), p_start)
-    p = (1.0 - lam) * p_start + lam * p_own
-    return np.log(np.maximum(p, 1e-300))
+    return np.log(np.maximum((1.0 - lam) * p_start + lam * p_own, 1e-300))
 
 
 def replay_keys(by_label: list[list[int]], new_key: int, size: int, seed: int) -> list[int] | None:

@@ -1,0 +1,115 @@
+"""The owner's share (switch/share.py): chosen on the owner's labels predicted before they were
+learned, around the back-off rule; the vectorised choice checked against the rule written out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.share import GRID, OwnerShare, backoff_rule, balanced_weights, choose_share
+
+START = [("turn on the light", "ON"), ("lights on please", "ON"), ("switch the lamp on", "ON"),
+         ("turn off the light", "OFF"), ("lights off", "OFF"), ("switch the lamp off", "OFF"),
+         ("what time is it", "NOOP"), ("play some music", "NOOP"), ("how is the weather", "NOOP")]
+# a household whose words the starting part has never seen, each said in several ways
+MAGIC = [(f"{w} {tail}", y) for tail in ("now", "please", "at once", "right now", "again", "for me")
+         for w, y in (("abracadabra", "ON"), ("lumos", "ON"), ("nox", "OFF"), ("obscuro", "OFF"),
+                      ("tell me a joke", "NOOP"), ("set a timer", "NOOP"))]
+
+
+def _brute(P, Q, y, prior, strength):
+    """The rule of share.py written out row by row, share by share."""
+    w = balanced_weights(y)
+    best, best_score = None, -np.inf
+    for lam in GRID:
+        right = sum(w[t] for t in range(len(y)) if np.argmax((1 - lam) * P[t] + lam * Q[t]) == y[t])
+        score = right - strength * (lam - prior) ** 2
+        if score > best_score + 1e-9 or (abs(score - best_score) <= 1e-9 and abs(lam - prior) < abs(best - prior)):
+            best, best_score = lam, score
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_choose_share_is_the_grid_point_of_most_right_answers(seed):
+    rng = np.random.default_rng(seed)
+    P, Q = rng.dirichlet(np.ones(3), 40), rng.dirichlet(np.ones(3), 40)
+    y = rng.integers(0, 3, 40)
+    for prior, strength in ((0.3, 5.0), (0.0, 0.5), (0.9, 40.0)):
+        assert choose_share(P, Q, y, prior, strength) == pytest.approx(_brute(P, Q, y, prior, strength))
+
+
+def test_balanced_weights_give_every_action_the_same_weight():
+    w = balanced_weights(np.array([2, 2, 2, 0]))
+    assert w.sum() == pytest.approx(4) and w[:3].sum() == pytest.approx(w[3])
+
+
+def test_choose_share_ends_at_the_bounds_and_at_the_prior():
+    right, wrong = np.array([[0.1, 0.2, 0.7]] * 6), np.array([[0.6, 0.3, 0.1]] * 6)
+    y = np.full(6, 2)
+    # the mixture gets them right from lam 0.5 on: the least such share, nearest the prior
+    assert choose_share(wrong, right, y, 0.2, 0.0) == 0.5 and choose_share(wrong, right, y, 0.9, 0.0) == 0.9
+    assert choose_share(wrong, right, y, 0.0, 100.0) == 0.0  # a strong prior outweighs 6 rows
+    assert choose_share(right, wrong, y, 0.2, 0.0) == pytest.approx(0.2)  # ties go to the prior
+    assert choose_share(right, right, y, 0.4, 3.0) == pytest.approx(0.4)  # no evidence: the prior
+    assert choose_share(right[:0], right[:0], y[:0], 0.25, 3.0) == 0.25
+    with pytest.raises(ValueError, match="share prior"):
+        choose_share(right, wrong, y, 1.5, 1.0)
+
+
+def test_rows_window_state_and_bad_rows():
+    s = OwnerShare(backoff=100, strength=1.0, window=3)
+    assert s.value(0) == 0.0 and s.value(50) == pytest.approx(backoff_rule(50, 100))
+    s.add([0.2, 0.3, 0.5], [0.2, 0.3, 0.5], 0, 1)  # the parts agree: no row
+    assert len(s.y) == 0
+    for i in range(5):
+        s.add([0.5, 0.3, 0.2], [0.1, 0.1, 0.8], 2, i + 1)  # the owner's part is right
+    assert len(s.y) == 3 and s.value(5) > 0.3 > backoff_rule(5, 100)  # the least share that gets them right
+    t = OwnerShare(backoff=100, strength=1.0, window=3)
+    t.load(s.state())
+    assert t.value(5) == s.value(5) and np.array_equal(t.P, s.P)
+    with pytest.raises(ValueError, match="3 actions"):
+        s.add([0.5, 0.5], [0.5, 0.5], 0, 6)
+    with pytest.raises(ValueError, match="finite"):
+        s.add([np.nan, 0.5, 0.5], [0.2, 0.3, 0.5], 0, 6)
+    with pytest.raises(ValueError, match="do not fit"):
+        t.load({"share.P": np.zeros((2, 3)), "share.Q": np.zeros((3, 3)), "share.y": np.zeros(2),
+                "share.lam": np.array([0.1])})
+
+
+def _started(**overrides) -> SwitchModel:
+    m = SwitchModel.empty("potato", **overrides)
+    for t, y in START:
+        m.learn(t, y)
+    m.mark_start()
+    return m
+
+
+def test_a_household_the_starting_part_does_not_know_takes_the_share_early(tmp_path):
+    m = _started(owner_share_strength=10.0)  # the default 100 asks for more than these 36 labels
+    for t, y in MAGIC:
+        m.learn(t, y)
+    rule = backoff_rule(len(MAGIC), m.config.owner_backoff)
+    assert m.owner_share() > 10 * rule
+    assert m.predict("lumos in the hall").action == "ON"
+    again = SwitchModel.load(m.save(tmp_path / "m.npz"))
+    assert again.owner_share() == m.owner_share()
+    np.testing.assert_allclose(again.predict_many(["nox here", "obscuro"]), m.predict_many(["nox here", "obscuro"]))
+
+
+def test_a_household_that_talks_like_the_starting_data_keeps_it_in_charge():
+    m = _started()
+    same = [(f"{t} {tail}", y) for tail in ("now", "please", "for me", "again") for t, y in START]
+    for t, y in same:
+        m.learn(t, y)
+    assert m.owner_share() <= 2 * backoff_rule(len(same), m.config.owner_backoff) + 0.05
+
+
+def test_the_same_labels_in_the_same_order_give_the_same_share():
+    shares = []
+    for _ in range(2):
+        m = _started()
+        for t, y in MAGIC[:20]:
+            m.learn(t, y)
+        shares.append((m.owner_share(), m.share.P.tobytes(), m.share.Q.tobytes()))
+    assert shares[0] == shares[1]
