@@ -18,15 +18,16 @@ import weakref
 import numpy as np
 
 
-_STRUCTURE = ("pptr", "indptr", "eptr", "ent_pos", "ent_m", "branch", "width", "woff")
+_STRUCTURE = ("pptr", "indptr", "indices", "eptr", "ent_pos", "ent_m", "ent_v", "branch", "width", "woff")
 _layouts: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class Layout:
     """What a batch's structure alone decides (not U, W, the labels or the comparisons): the
     example of each position, unit slot and occurrence, each occurrence's global position and
-    slot, and every (i, j) position pair of the attending examples with W_B[i, j]'s index in
-    the flattened W. Built once per batch and reused by every refinement step on it."""
+    slot, every (i, j) position pair of the attending examples with W_B[i, j]'s index in the
+    flattened W, and the flat indices of each (slot, action) into U and into the (example,
+    action) arrays. Built once per batch and reused by every refinement step on it."""
 
     def __init__(self, b) -> None:
         self.of = tuple(getattr(b, name) for name in _STRUCTURE)
@@ -37,8 +38,9 @@ class Layout:
         ex_ent = np.repeat(np.arange(N), np.diff(b.eptr))
         self.g_pos = b.pptr[ex_ent] + b.ent_pos
         self.g_unit = b.indptr[ex_ent] + b.ent_m
-        self.K_ent = self.K[ex_ent]
+        self.kv = self.K[ex_ent] * b.ent_v
         self.attends = b.branch >= 0
+        self.starts = b.pptr[:-1][self.K > 0]  # the first position of each example that has one
         ex = np.flatnonzero(self.attends)
         sq = self.K[ex] ** 2
         pair_ex = np.repeat(ex, sq)
@@ -51,9 +53,26 @@ class Layout:
         self.pw = b.woff[pair_ex] + i * b.width[pair_ex] + j
         self.pair_ex = pair_ex
         self.uniform = ~self.attends[self.ex_pos]
+        self.uniform_a = 1.0 / self.K[self.ex_pos[self.uniform]]
+        self.flat: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.cval = self.c_pi = None
 
     def fits(self, b) -> bool:
         return all(a is getattr(b, name) for a, name in zip(self.of, _STRUCTURE))
+
+    def flat_indices(self, b, C: int) -> tuple[np.ndarray, np.ndarray]:
+        """(fU, fS), C x slots: slot k's action c in the flattened U (indices[k] C + c) and in
+        the flattened examples x actions arrays (example(k) C + c)."""
+        if C not in self.flat:
+            c = np.arange(C)[:, None]
+            self.flat[C] = (b.indices[None, :] * C + c, self.ex_unit[None, :] * C + c)
+        return self.flat[C]
+
+    def comparisons_at_pairs(self, b) -> np.ndarray:
+        """c_i of every position pair (i, j), for the batch's current comparisons."""
+        if self.cval is not b.cval:
+            self.cval, self.c_pi = b.cval, b.cval[self.pi]
+        return self.c_pi
 
 
 def layout(b) -> Layout:
@@ -72,28 +91,27 @@ def batch_loss_grad_segments(b, U, bias, mask, Wflat, dU, dW):
         return 0.0, np.zeros(C)
     lay = layout(b)
     n_pos, n_units = len(b.cval), len(b.indices)
-    K, ex_pos, ex_unit, g_pos, g_unit = lay.K, lay.ex_pos, lay.ex_unit, lay.g_pos, lay.g_unit
-    pi, pj, pw = lay.pi, lay.pj, lay.pw
+    ex_pos, ex_unit, g_pos, g_unit, kv = lay.ex_pos, lay.ex_unit, lay.g_pos, lay.g_unit, lay.kv
+    fU, fS = lay.flat_indices(b, C)
+    c_pi = lay.comparisons_at_pairs(b)
     # attention: a = softmax(c W_B) over each attending example's positions, else uniform
-    logits = np.bincount(pj, weights=b.cval[pi] * Wflat[pw], minlength=n_pos)
+    logits = np.bincount(lay.pj, weights=c_pi * Wflat[lay.pw], minlength=n_pos)
     top = np.full(N, -np.inf)
-    np.maximum.at(top, ex_pos, logits)
+    if len(lay.starts):
+        top[lay.K > 0] = np.maximum.reduceat(logits, lay.starts)
     a = np.exp(logits - top[ex_pos])
     a /= np.bincount(ex_pos, weights=a, minlength=N)[ex_pos]
-    a[lay.uniform] = 1.0 / K[ex_pos[lay.uniform]]
+    a[lay.uniform] = lay.uniform_a
     # pooling: z = K sum_k a_k V_k, x = z / |z|
-    kv = lay.K_ent * b.ent_v
     z = np.bincount(g_unit, weights=kv * a[g_pos], minlength=n_units)
     nz = np.sqrt(np.bincount(ex_unit, weights=z * z, minlength=N))
     empty = nz == 0.0  # no known unit: x = 0, the logits are the bias, W gets no gradient
     nz[empty] = 1.0
-    attends = lay.attends & ~empty
     x = z / nz[ex_unit]
-    # output: p = softmax(x U + b + m), the weighted cross-entropy
-    Urows = U[b.indices]
-    S = np.empty((N, C))
-    for c in range(C):
-        S[:, c] = np.bincount(ex_unit, weights=x * Urows[:, c], minlength=N)
+    # output: p = softmax(x U + b + m), the weighted cross-entropy; (C, slots) arrays, one
+    # bincount over the flattened (example, action) or (unit, action) bins for all actions
+    Urows = np.take(U, fU)
+    S = np.bincount(fS.ravel(), weights=(x * Urows).ravel(), minlength=N * C).reshape(N, C)
     S += bias + mask
     S -= S.max(axis=1, keepdims=True)
     P = np.exp(S)
@@ -104,19 +122,24 @@ def batch_loss_grad_segments(b, U, bias, mask, Wflat, dU, dW):
     G = P
     G[rows, b.labels] -= 1.0
     G *= b.sw[:, None]
-    Gu = G[ex_unit]
-    for c in range(C):
-        dU[:, c] += np.bincount(b.indices, weights=x * Gu[:, c], minlength=len(dU))
+    Gu = np.take(G, fS)
+    dU += np.bincount(fU.ravel(), weights=(x * Gu).ravel(), minlength=dU.size).reshape(dU.shape)
     # back through the pooling and the attention (attending examples only)
-    gz = (Urows * Gu).sum(axis=1)
+    UG = Urows * Gu
+    gz = UG[0].copy()
+    for c in range(1, C):
+        gz += UG[c]
     xg = np.bincount(ex_unit, weights=x * gz, minlength=N)
     gz = (gz - x * xg[ex_unit]) / nz[ex_unit]
     ga = np.bincount(g_pos, weights=kv * gz[g_unit], minlength=n_pos)
     bar = np.bincount(ex_pos, weights=a * ga, minlength=N)
     gl = a * (ga - bar[ex_pos])
-    live = attends[lay.pair_ex]
-    dW += np.bincount(pw[live], weights=b.cval[pi[live]] * gl[pj[live]], minlength=len(dW))
+    if empty.any():
+        live = (lay.attends & ~empty)[lay.pair_ex]
+        dW += np.bincount(lay.pw[live], weights=c_pi[live] * gl[lay.pj[live]], minlength=len(dW))
+    else:
+        dW += np.bincount(lay.pw, weights=c_pi * gl[lay.pj], minlength=len(dW))
     return loss, G.sum(axis=0)
 
 
-__all__ = ["batch_loss_grad_segments"]
+__all__ = ["batch_loss_grad_segments", "layout"]
