@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge_plm.actions import N_ACTIONS
-from edge_plm.switch import attention, batches, unit_kernels
+from edge_plm.switch import attention, batches, refine_loop, unit_kernels
 from edge_plm.switch.attention import SaffuBatch, WordAttention
 from edge_plm.switch.config import SwitchConfig
 from edge_plm.plm.warmstart import check_nonnegative
@@ -316,23 +316,14 @@ class UnitNet:
     def refine(self, steps: int, keys: list[int] | None = None, kernel: str | None = None) -> float | None:
         """``steps`` gradient steps (learning rate ``refine_lr``) on delta and b over the
         examples ``keys`` (None: full batch, every example), with the objective's backend
-        ``kernel`` (None: ``config.kernel``). Returns the objective before the last step (None
-        when there is nothing to fit)."""
+        ``kernel`` (None: ``config.kernel``); the loop is ``refine_loop.run`` (the steps of
+        ``objective``, its per-call reads taken once). Returns the objective before the last
+        step (None when there is nothing to fit)."""
         if steps < 0:
             raise ValueError(f"steps must be >= 0, got {steps}")
         if len(self.rows) == 0 or steps == 0:
             return None
-        lr = self.config.refine_lr
-        loss = None
-        for _ in range(steps):
-            rows = slice(0, self.n_active) if keys is None else self.sample_batch(keys)[1]
-            loss, dD, db, gW = self.objective(keys=keys, kernel=kernel)
-            self.delta[rows] -= lr * dD
-            self.bias -= lr * db
-            if gW is not None:
-                self.att.dW -= self.config.attention_lr * gW
-            self.refine_steps_done += 1
-        return loss
+        return refine_loop.run(self, steps, keys, kernel or self.config.kernel)
 
     # -- state -----------------------------------------------------------------------------
 
