@@ -22,6 +22,32 @@ _STRUCTURE = ("pptr", "indptr", "indices", "eptr", "ent_pos", "ent_m", "ent_v", 
 _layouts: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+class Runs:
+    """Sums of weights over the bins 0..n-1 of a sorted index array: one ``np.add.reduceat``
+    over its runs, not ``np.bincount``'s one add after another into the same bin (a chain of
+    dependent adds when a bin's entries are adjacent, as an example's positions and slots are);
+    the same sums, in pairwise order. Bins without an entry get 0."""
+
+    def __init__(self, idx: np.ndarray, n: int) -> None:
+        self.n = n
+        self.starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if len(idx) else idx[:0]
+        self.bins = idx[self.starts]
+        self.every = len(self.bins) == n
+
+    def sum(self, w: np.ndarray) -> np.ndarray:
+        """(..., n) sums of ``w`` (..., len(idx)) over the last axis's bins."""
+        if self.every:
+            return np.add.reduceat(w, self.starts, axis=-1)
+        out = np.zeros(w.shape[:-1] + (self.n,))
+        if len(self.starts):
+            out[..., self.bins] = np.add.reduceat(w, self.starts, axis=-1)
+        return out
+
+
+def is_sorted(idx: np.ndarray) -> bool:
+    return bool((idx[1:] >= idx[:-1]).all())
+
+
 class Layout:
     """What a batch's structure alone decides (not U, W, the labels or the comparisons): the
     example of each position, unit slot and occurrence, each occurrence's global position and
@@ -47,11 +73,15 @@ class Layout:
         start = np.concatenate([[0], np.cumsum(sq)[:-1]]).astype(np.int64)
         r = np.arange(int(sq.sum())) - np.repeat(start, sq)
         Kp = self.K[pair_ex]
-        i, j = r // Kp, r % Kp
+        j, i = r // Kp, r % Kp  # j-major: each position's pairs are adjacent (``by_pj``)
         p0 = b.pptr[pair_ex]
         self.pi, self.pj = p0 + i, p0 + j
         self.pw = b.woff[pair_ex] + i * b.width[pair_ex] + j
         self.pair_ex = pair_ex
+        n_pos = int(b.pptr[-1])
+        self.by_pos, self.by_unit = Runs(self.ex_pos, N), Runs(self.ex_unit, N)
+        self.by_pj = Runs(self.pj, n_pos)
+        self.by_gpos = Runs(self.g_pos, n_pos) if is_sorted(self.g_pos) else None  # positions in reading order
         self.uniform = ~self.attends[self.ex_pos]
         self.uniform_a = 1.0 / self.K[self.ex_pos[self.uniform]]
         self.flat: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -95,23 +125,22 @@ def batch_loss_grad_segments(b, U, bias, mask, Wflat, dU, dW):
     fU, fS = lay.flat_indices(b, C)
     c_pi = lay.comparisons_at_pairs(b)
     # attention: a = softmax(c W_B) over each attending example's positions, else uniform
-    logits = np.bincount(lay.pj, weights=c_pi * Wflat[lay.pw], minlength=n_pos)
+    logits = lay.by_pj.sum(c_pi * Wflat[lay.pw])
     top = np.full(N, -np.inf)
     if len(lay.starts):
         top[lay.K > 0] = np.maximum.reduceat(logits, lay.starts)
     a = np.exp(logits - top[ex_pos])
-    a /= np.bincount(ex_pos, weights=a, minlength=N)[ex_pos]
+    a /= lay.by_pos.sum(a)[ex_pos]
     a[lay.uniform] = lay.uniform_a
     # pooling: z = K sum_k a_k V_k, x = z / |z|
     z = np.bincount(g_unit, weights=kv * a[g_pos], minlength=n_units)
-    nz = np.sqrt(np.bincount(ex_unit, weights=z * z, minlength=N))
+    nz = np.sqrt(lay.by_unit.sum(z * z))
     empty = nz == 0.0  # no known unit: x = 0, the logits are the bias, W gets no gradient
     nz[empty] = 1.0
     x = z / nz[ex_unit]
-    # output: p = softmax(x U + b + m), the weighted cross-entropy; (C, slots) arrays, one
-    # bincount over the flattened (example, action) or (unit, action) bins for all actions
+    # output: p = softmax(x U + b + m), the weighted cross-entropy, on (actions x slots) arrays
     Urows = np.take(U, fU)
-    S = np.bincount(fS.ravel(), weights=(x * Urows).ravel(), minlength=N * C).reshape(N, C)
+    S = lay.by_unit.sum(x * Urows).T.copy()
     S += bias + mask
     S -= S.max(axis=1, keepdims=True)
     P = np.exp(S)
@@ -129,10 +158,11 @@ def batch_loss_grad_segments(b, U, bias, mask, Wflat, dU, dW):
     gz = UG[0].copy()
     for c in range(1, C):
         gz += UG[c]
-    xg = np.bincount(ex_unit, weights=x * gz, minlength=N)
+    xg = lay.by_unit.sum(x * gz)
     gz = (gz - x * xg[ex_unit]) / nz[ex_unit]
-    ga = np.bincount(g_pos, weights=kv * gz[g_unit], minlength=n_pos)
-    bar = np.bincount(ex_pos, weights=a * ga, minlength=N)
+    wa = kv * gz[g_unit]
+    ga = lay.by_gpos.sum(wa) if lay.by_gpos is not None else np.bincount(g_pos, weights=wa, minlength=n_pos)
+    bar = lay.by_pos.sum(a * ga)
     gl = a * (ga - bar[ex_pos])
     if empty.any():
         live = (lay.attends & ~empty)[lay.pair_ex]
