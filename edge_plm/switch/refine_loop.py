@@ -18,14 +18,14 @@ import copy
 
 import numpy as np
 
-from edge_plm.switch import attention, unit_kernels
+from edge_plm.switch import attention, batches, unit_kernels
 
 def compact_batch(b):
     """(batch, units): ``b``'s unit indices renumbered 0.. over ``units``, the sorted unit ids
     it holds (a shallow copy, made per call: ``b`` is left as it is, and a grown batch is the
     same object with new arrays)."""
     indices = b.indices if isinstance(b, attention.SaffuBatch) else b[1]
-    units, local = np.unique(indices, return_inverse=True)
+    units, local = batches.renumber(indices)
     local = local.astype(np.int64)
     if isinstance(b, attention.SaffuBatch):
         out = copy.copy(b)

@@ -34,6 +34,16 @@ class Runs:
         self.bins = idx[self.starts]
         self.every = len(self.bins) == n
 
+    @classmethod
+    def of_ptr(cls, ptr: np.ndarray) -> "Runs":
+        """The runs of CSR pointers ``ptr``: bin n holds entries ptr[n]:ptr[n + 1]."""
+        runs = cls.__new__(cls)
+        runs.n = len(ptr) - 1
+        runs.bins = np.flatnonzero(ptr[1:] > ptr[:-1])
+        runs.starts = ptr[:-1][runs.bins]
+        runs.every = len(runs.bins) == runs.n
+        return runs
+
     def sum(self, w: np.ndarray) -> np.ndarray:
         """(..., n) sums of ``w`` (..., len(idx)) over the last axis's bins."""
         if self.every:
@@ -73,13 +83,13 @@ class Layout:
         start = np.concatenate([[0], np.cumsum(sq)[:-1]]).astype(np.int64)
         r = np.arange(int(sq.sum())) - np.repeat(start, sq)
         Kp = self.K[pair_ex]
-        j, i = r // Kp, r % Kp  # j-major: each position's pairs are adjacent (``by_pj``)
+        j, i = np.divmod(r, Kp)  # j-major: each position's pairs are adjacent (``by_pj``)
         p0 = b.pptr[pair_ex]
         self.pi, self.pj = p0 + i, p0 + j
         self.pw = b.woff[pair_ex] + i * b.width[pair_ex] + j
         self.pair_ex = pair_ex
         n_pos = int(b.pptr[-1])
-        self.by_pos, self.by_unit = Runs(self.ex_pos, N), Runs(self.ex_unit, N)
+        self.by_pos, self.by_unit = Runs.of_ptr(b.pptr), Runs.of_ptr(b.indptr)
         self.by_pj = Runs(self.pj, n_pos)
         self.by_gpos = Runs(self.g_pos, n_pos) if is_sorted(self.g_pos) else None  # positions in reading order
         self.uniform = ~self.attends[self.ex_pos]

@@ -248,7 +248,7 @@ class UnitNet:
         if self._sample is None or self._sample[0] != tag:
             b = batches.make_batch(self, sorted(keys), False)
             indices = b.indices if self.att is not None else b[1]
-            units, local = np.unique(indices, return_inverse=True)
+            units, local = batches.renumber(indices)
             if self.att is not None:
                 b.indices = local.astype(np.int64)
             else:

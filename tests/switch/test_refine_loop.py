@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import pytest
 
-from edge_plm.switch import refine_loop
+from edge_plm.switch import batches, refine_loop, segment_kernels
 from edge_plm.switch.model import SwitchModel
 
 DATA = [("turn on the light", "ON"), ("lights off please", "OFF"), ("what time is it", "NOOP"),
@@ -69,3 +69,27 @@ def test_the_full_batch_reads_only_the_units_it_holds():
     np.testing.assert_array_equal(units, held)
     np.testing.assert_array_equal(units[b.indices], m.net.batch().indices)  # renumbered, the batch kept
     assert len(rest) == 0 and len(units) < m.net.n_active
+
+
+def test_renumber_is_np_unique_with_its_inverse():
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 50):
+        idx = rng.integers(0, 30, size=n)
+        units, local = batches.renumber(idx)
+        u, inv = np.unique(idx, return_inverse=True)
+        np.testing.assert_array_equal(units, u)
+        np.testing.assert_array_equal(local, inv)
+        assert local.dtype == np.int64
+
+
+def test_runs_are_the_bincount_of_a_sorted_index():
+    rng = np.random.default_rng(1)
+    idx = np.sort(rng.integers(0, 12, size=40))
+    w = rng.normal(size=(3, 40))
+    for runs in (segment_kernels.Runs(idx, 14), segment_kernels.Runs(idx[:0], 14)):
+        n = len(runs.bins) and 40
+        want = np.stack([np.bincount(idx[:n], weights=row[:n], minlength=14) for row in w])
+        np.testing.assert_allclose(runs.sum(w[:, :n]), want, rtol=1e-13, atol=1e-15)
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=14))])  # empty bins 12 and 13 and between
+    np.testing.assert_allclose(segment_kernels.Runs.of_ptr(ptr).sum(w[0]), np.bincount(idx, weights=w[0], minlength=14),
+                               rtol=1e-13, atol=1e-15)
