@@ -43,7 +43,9 @@ def problem(net, keys: list[int] | None):
     b, units = compact_batch(net.batch())
     n = net.n_active
     moved = np.flatnonzero(net.delta[:n].any(axis=1))
-    return b, units, moved[~np.isin(moved, units)]
+    held = np.zeros(n, dtype=bool)
+    held[units] = True
+    return b, units, moved[~held[moved]]
 
 
 def run(net, steps: int, keys: list[int] | None, kernel: str) -> float:
