@@ -30,10 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from edge_plm.actions import N_ACTIONS
-from edge_plm.switch import attention, batches, refine_loop, unit_kernels
+from edge_plm.switch import attention, batches, refine_loop, solution, unit_kernels
 from edge_plm.switch.attention import SaffuBatch, WordAttention
 from edge_plm.switch.config import SwitchConfig
-from edge_plm.plm.warmstart import check_nonnegative
 
 #: the backend of the device's online refinement (after a label, a relabel, a forget:
 #: ``switch/owner.py``, ``switch/scrub.py``): NumPy without a loop over the examples, so the
@@ -141,7 +140,7 @@ class UnitNet:
         self._batch = self._sample = None
 
     def solve(self) -> None:
-        """B from the statistics (cheap: a log over the labelled units)."""
+        """B from the statistics (cheap: a log over the labelled units; ``solution.py``)."""
         c = self.config
         n = self.n_active
         seen = np.flatnonzero(self.df[:n] > 0.5)
@@ -149,12 +148,7 @@ class UnitNet:
         present = self.class_counts > 0.5
         if not seen.size or not present.any():
             return
-        Fb = self.F[seen] / np.maximum(self.class_mass, 1.0) if c.class_balance else self.F[seen]
-        check_nonnegative("unit co-occurrence F", Fb)  # logs of counts: fail loudly otherwise
-        B = np.log(Fb + c.alpha) - np.log(Fb.sum(axis=0, keepdims=True) + c.alpha * len(seen))
-        B[:, ~present] = 0.0
-        B[:, present] -= B[:, present].mean(axis=1, keepdims=True)
-        self.base[seen] = B
+        self.base[seen] = solution.explicit_solution(self.F, seen, self.class_mass, present, c.alpha, c.class_balance)
 
     # -- the attention's explicit warm start ------------------------------------------------
 
