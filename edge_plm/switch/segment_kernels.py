@@ -147,7 +147,8 @@ def batch_loss_grad_segments(b, U, bias, mask, Wflat, dU, dW):
     nz = np.sqrt(lay.by_unit.sum(z * z))
     empty = nz == 0.0  # no known unit: x = 0, the logits are the bias, W gets no gradient
     nz[empty] = 1.0
-    x = z / nz[ex_unit]
+    nz_unit = nz[ex_unit]
+    x = z / nz_unit
     # output: p = softmax(x U + b + m), the weighted cross-entropy, on (actions x slots) arrays
     Urows = np.take(U, fU)
     S = lay.by_unit.sum(x * Urows).T.copy()
@@ -169,7 +170,7 @@ def batch_loss_grad_segments(b, U, bias, mask, Wflat, dU, dW):
     for c in range(1, C):
         gz += UG[c]
     xg = lay.by_unit.sum(x * gz)
-    gz = (gz - x * xg[ex_unit]) / nz[ex_unit]
+    gz = (gz - x * xg[ex_unit]) / nz_unit
     wa = kv * gz[g_unit]
     ga = lay.by_gpos.sum(wa) if lay.by_gpos is not None else np.bincount(g_pos, weights=wa, minlength=n_pos)
     bar = lay.by_pos.sum(a * ga)
