@@ -1,14 +1,19 @@
 """The refinement objective through the word attention, in NumPy and without a loop over the
-examples: every example's positions, units and occurrences are segments of one array, and each
-sum over a segment is a `np.bincount`. Same forward and backward as the per-example reference
-and the Numba kernel of ``switch/attention.py`` (parity: tests/test_attention.py), whose
-module docstring gives the formulas.
+examples: every example's positions, units and occurrences are segments of one array. A sum over
+an example's positions or unit slots (adjacent in the arrays) is one ``np.add.reduceat`` over
+their runs (``Runs``); a scatter into many bins (a slot's occurrences, dU, dW) is one
+``np.bincount``; the actions go together as (actions x slots) arrays read and written through
+flat indices; what the batch's structure alone decides is its ``Layout``, built once per batch.
+Same forward and backward as the per-example reference and the Numba kernel of
+``switch/attention.py`` (parity: tests/switch/test_attention.py), whose module docstring gives
+the formulas.
 
 The device's online refinement runs this one (``unitnet.ONLINE_KERNEL``: after a label, a
-relabel, a forget): on a replay sample of ~65 examples a call costs ~1 ms here against the
-Numba kernel's ~0.2 ms, and the service never imports Numba and LLVM, ~150 MB of its resident
-memory (BENCHMARKS.md, "Fits a Pi 3"). The desktop trainer's full-batch epochs keep the Numba
-kernel (``SwitchConfig.kernel``).
+relabel, a forget): on a replay sample of 65 examples a call costs ~0.6 ms here (~1 ms before
+the runs and the flat indices) against the Numba kernel's ~0.2 ms, and the service never
+imports Numba and LLVM, ~150 MB of its resident memory (BENCHMARKS.md, "Fits a Pi 3" and
+"Learns from its owner"). The desktop trainer's full-batch epochs keep the Numba kernel
+(``SwitchConfig.kernel``).
 """
 
 from __future__ import annotations
