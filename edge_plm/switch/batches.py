@@ -21,3 +21,18 @@ def make_batch(net, keys: list[int], incremental: bool):
         return struct.refresh(labels, sw, net.comparisons)
     values = [net.inputs(*net.rows[k][:2]) if net.config.idf_power else net.rows[k][3] for k in keys]
     return unit_kernels.csr([net.rows[k][0] for k in keys], values, labels, sw)
+
+
+def renumber(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(units, local): the sorted distinct ids of ``indices`` and each entry's index among them,
+    as ``np.unique(indices, return_inverse=True)`` gives them, from a mark per id up to the
+    largest instead of a sort of the entries."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if not len(indices):
+        return indices.copy(), indices.copy()
+    seen = np.zeros(int(indices.max()) + 1, dtype=bool)
+    seen[indices] = True
+    units = np.flatnonzero(seen)
+    rank = np.empty(len(seen), dtype=np.int64)
+    rank[units] = np.arange(len(units))
+    return units, rank[indices]

@@ -30,10 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from edge_plm.actions import N_ACTIONS
-from edge_plm.switch import attention, batches, unit_kernels
+from edge_plm.switch import attention, batches, refine_loop, solution, unit_kernels
 from edge_plm.switch.attention import SaffuBatch, WordAttention
 from edge_plm.switch.config import SwitchConfig
-from edge_plm.plm.warmstart import check_nonnegative
 
 #: the backend of the device's online refinement (after a label, a relabel, a forget:
 #: ``switch/owner.py``, ``switch/scrub.py``): NumPy without a loop over the examples, so the
@@ -141,7 +140,7 @@ class UnitNet:
         self._batch = self._sample = None
 
     def solve(self) -> None:
-        """B from the statistics (cheap: a log over the labelled units)."""
+        """B from the statistics (cheap: a log over the labelled units; ``solution.py``)."""
         c = self.config
         n = self.n_active
         seen = np.flatnonzero(self.df[:n] > 0.5)
@@ -149,12 +148,7 @@ class UnitNet:
         present = self.class_counts > 0.5
         if not seen.size or not present.any():
             return
-        Fb = self.F[seen] / np.maximum(self.class_mass, 1.0) if c.class_balance else self.F[seen]
-        check_nonnegative("unit co-occurrence F", Fb)  # logs of counts: fail loudly otherwise
-        B = np.log(Fb + c.alpha) - np.log(Fb.sum(axis=0, keepdims=True) + c.alpha * len(seen))
-        B[:, ~present] = 0.0
-        B[:, present] -= B[:, present].mean(axis=1, keepdims=True)
-        self.base[seen] = B
+        self.base[seen] = solution.explicit_solution(self.F, seen, self.class_mass, present, c.alpha, c.class_balance)
 
     # -- the attention's explicit warm start ------------------------------------------------
 
@@ -248,7 +242,7 @@ class UnitNet:
         if self._sample is None or self._sample[0] != tag:
             b = batches.make_batch(self, sorted(keys), False)
             indices = b.indices if self.att is not None else b[1]
-            units, local = np.unique(indices, return_inverse=True)
+            units, local = batches.renumber(indices)
             if self.att is not None:
                 b.indices = local.astype(np.int64)
             else:
@@ -316,23 +310,14 @@ class UnitNet:
     def refine(self, steps: int, keys: list[int] | None = None, kernel: str | None = None) -> float | None:
         """``steps`` gradient steps (learning rate ``refine_lr``) on delta and b over the
         examples ``keys`` (None: full batch, every example), with the objective's backend
-        ``kernel`` (None: ``config.kernel``). Returns the objective before the last step (None
-        when there is nothing to fit)."""
+        ``kernel`` (None: ``config.kernel``); the loop is ``refine_loop.run`` (the steps of
+        ``objective``, its per-call reads taken once). Returns the objective before the last
+        step (None when there is nothing to fit)."""
         if steps < 0:
             raise ValueError(f"steps must be >= 0, got {steps}")
         if len(self.rows) == 0 or steps == 0:
             return None
-        lr = self.config.refine_lr
-        loss = None
-        for _ in range(steps):
-            rows = slice(0, self.n_active) if keys is None else self.sample_batch(keys)[1]
-            loss, dD, db, gW = self.objective(keys=keys, kernel=kernel)
-            self.delta[rows] -= lr * dD
-            self.bias -= lr * db
-            if gW is not None:
-                self.att.dW -= self.config.attention_lr * gW
-            self.refine_steps_done += 1
-        return loss
+        return refine_loop.run(self, steps, keys, kernel or self.config.kernel)
 
     # -- state -----------------------------------------------------------------------------
 

@@ -188,9 +188,9 @@ class UnitVocab:
         (the shares of a unit sum to its weight), so that sum over positions = the bag. A word's
         n-grams, the word and its Soundex key belong to the word's position; a word pair to the
         position of its second word."""
-        acc: dict[int, float] = {}  # summed weight of the unit's occurrences
-        occ: dict[int, int] = {}  # its occurrences
-        raw: list[tuple[int, int, float]] = []  # (position, id, weight) of each occurrence
+        at_of: list[int] = []  # position, id and weight of each known occurrence
+        id_of: list[int] = []
+        w_of: list[float] = []
         unknown = 0.0
         words_seen = pairs = 0
         for u, w in self.weighted_units(text):
@@ -208,20 +208,29 @@ class UnitVocab:
             if i < 0:
                 unknown += w if is_long(u, self.support_min_n) else 0.0
             else:
-                acc[i] = acc.get(i, 0.0) + w
-                occ[i] = occ.get(i, 0) + 1
-                raw.append((at, i, w))
-        ids = np.array(sorted(acc), dtype=np.int64)
-        weights = np.array([acc[i] for i in ids.tolist()], dtype=np.float64)
-        if self.tf != "count":  # the mean weight of an occurrence x (1 + ln c) or x 1
-            c = np.array([occ[i] for i in ids.tolist()], dtype=np.float64)
-            weights = weights / c * (1.0 + np.log(c) if self.tf == "log" else 1.0)
-        local = {int(i): m for m, i in enumerate(ids.tolist())}
-        total = {i: acc[i] for i in acc}
-        ent_pos = np.array([p for p, _, _ in raw], dtype=np.int64)
-        ent_m = np.array([local[i] for _, i, _ in raw], dtype=np.int64)
-        ent_v = np.array([weights[local[i]] * w / total[i] for _, i, w in raw], dtype=np.float64)
-        return ids, weights, unknown, (ent_pos, ent_m, ent_v)
+                at_of.append(at)
+                id_of.append(i)
+                w_of.append(w)
+        ids, weights, entries = merge_occurrences(at_of, id_of, w_of, self.tf)
+        return ids, weights, unknown, entries
 
     def to_json(self) -> list[str | None]:
         return list(self.units)
+
+
+def merge_occurrences(at: list[int], ids: list[int], w: list[float], tf: str) -> tuple:
+    """(ids, weights, (ent_pos, ent_m, ent_v)) of a transcript's known unit occurrences (word
+    position, unit id, weight each): the distinct ids in increasing order, each one's weight
+    (its occurrences' summed weight, in their order; with ``tf`` "log" / "binary" the mean
+    weight of an occurrence x (1 + ln c) / x 1), and each occurrence's entry: its position, its
+    unit's index in ids and its share of that unit's weight."""
+    raw = np.array(ids, dtype=np.int64)
+    wr = np.array(w, dtype=np.float64)
+    uniq, m = np.unique(raw, return_inverse=True)
+    m = m.astype(np.int64)
+    acc = np.bincount(m, weights=wr, minlength=len(uniq)).astype(np.float64, copy=False)  # float if empty
+    weights = acc
+    if tf != "count":
+        c = np.bincount(m, minlength=len(uniq)).astype(np.float64)
+        weights = acc / c * (1.0 + np.log(c) if tf == "log" else 1.0)
+    return uniq, weights, (np.array(at, dtype=np.int64), m, weights[m] * wr / acc[m])
