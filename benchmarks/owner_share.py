@@ -11,12 +11,12 @@ the starting model can read and on one it cannot.
               runs/switch-en-noswdev --no-install`).
 
 Each order of the owner's lines (pyrandom, --orders) is fed through `run_eval` (the `edge-plm
-eval --init` path) with the share's strength set per variant (--strengths; "rule" = the back-off
+eval --init` path) with the share's test threshold set per variant (--z; "rule" = the back-off
 rule alone), and logistic regression on the owner's labels alone (benchmarks/baselines.py) runs
 on the same orders. Balanced accuracy on the held-out lines after n labels, mean over orders.
 
     python3 benchmarks/owner_share.py [--data de|dev] [--asr] [--init CKPT] [--orders 3]
-        [--strengths rule,100]
+        [--z rule,2]
 Writes benchmarks/results/owner-share-<data>[-asr].json and prints a markdown table.
 """
 
@@ -37,7 +37,7 @@ from edge_plm.learning.evaluation import load_init, run_eval  # noqa: E402
 from edge_plm.switch.share import OwnerShare  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-RULE = 1e12  # a strength no evidence outweighs: the share stays on the back-off rule
+RULE = 1e12  # a threshold no evidence passes: the share stays on the back-off rule
 
 
 def household(data: str, asr: bool) -> tuple[list[dict], list[dict], list[int]]:
@@ -49,11 +49,11 @@ def household(data: str, asr: bool) -> tuple[list[dict], list[dict], list[int]]:
     return train, test, [0, 10, 20, 50, 100, 200, len(train)]
 
 
-def plm_curve(init: str, train, test, budgets, orders, strength: float) -> list[float]:
+def plm_curve(init: str, train, test, budgets, orders, z: float) -> list[float]:
     curves = []
     for order in orders:
         model = load_init(init)
-        model.share = OwnerShare(model.config.owner_backoff, strength, model.config.owner_share_window)
+        model.share = OwnerShare(model.config.owner_backoff, z, model.config.owner_share_window)
         result = run_eval([train[i] for i in order], test, budgets, init=model)
         curves.append([b["balanced_accuracy"] for b in result["budgets"]])
     return np.mean(curves, axis=0).tolist()
@@ -72,13 +72,13 @@ def main() -> None:
     ap.add_argument("--asr", action="store_true", help="with --data dev: the ASR versions")
     ap.add_argument("--init", default="models/switch-en.npz")
     ap.add_argument("--orders", type=int, default=3)
-    ap.add_argument("--strengths", default="rule,100")
+    ap.add_argument("--z", default="rule,2")
     args = ap.parse_args()
     train, test, budgets = household(args.data, args.asr)
     orders = pyrandom_orders(len(train), args.orders)
     curves = {}
-    for s in args.strengths.split(","):
-        curves[f"share, strength {s}" if s != "rule" else "back-off rule alone"] = plm_curve(
+    for s in args.z.split(","):
+        curves[f"share, z = {s}" if s != "rule" else "back-off rule alone"] = plm_curve(
             args.init, train, test, budgets, orders, RULE if s == "rule" else float(s))
     curves["logistic regression, owner's labels alone"] = lr_curve(train, test, budgets, orders)
     name = f"owner-share-{args.data}" + ("-asr" if args.asr else "")

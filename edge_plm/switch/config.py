@@ -50,10 +50,10 @@ class SwitchConfig:
     # the owner's part counts n / (n + owner_backoff) after n owner labels (switch/owner.py);
     # 1000 beat 100 and 400 on switch-dev, clean and ASR (BENCHMARKS.md, "Learns from its owner")
     owner_backoff: float = 1000.0
-    # ... as the prior of the share chosen on the owner's labels predicted before they were
-    # learned (switch/share.py): how many more right answers move it a whole unit off the rule,
-    # and how many of the newest labels it is chosen on
-    owner_share_strength: float = 100.0  # 10 and 30 lost up to .05 on switch-dev ASR at 50 labels
+    # ... unless the owner's labels, predicted before they were learned, show a share that decides
+    # them better by more than owner_share_z standard errors (a paired test; switch/share.py) on
+    # the newest owner_share_window of them; a penalty instead lost up to .05 on switch-dev ASR
+    owner_share_z: float = 2.0
     owner_share_window: int = 400
     # the SAFFU block over word positions (switch/attention.py, switch/words.py)
     attention: bool = True  # False: uniform pooling (W = 0), the network without attention

@@ -1,5 +1,6 @@
 """The owner's share (switch/share.py): chosen on the owner's labels predicted before they were
-learned, around the back-off rule; the vectorised choice checked against the rule written out."""
+learned, off the back-off rule only on significant evidence; the vectorised choice checked
+against the rule written out."""
 
 from __future__ import annotations
 
@@ -18,25 +19,32 @@ MAGIC = [(f"{w} {tail}", y) for tail in ("now", "please", "at once", "right now"
                       ("tell me a joke", "NOOP"), ("set a timer", "NOOP"))]
 
 
-def _brute(P, Q, y, prior, strength):
+def _brute(P, Q, y, prior, z):
     """The rule of share.py written out row by row, share by share."""
     w = balanced_weights(y)
-    best, best_score = None, -np.inf
+
+    def right(lam, t):
+        return float(np.argmax((1 - lam) * P[t] + lam * Q[t]) == y[t])
+
+    best, best_gain = prior, None
     for lam in GRID:
-        right = sum(w[t] for t in range(len(y)) if np.argmax((1 - lam) * P[t] + lam * Q[t]) == y[t])
-        score = right - strength * (lam - prior) ** 2
-        if score > best_score + 1e-9 or (abs(score - best_score) <= 1e-9 and abs(lam - prior) < abs(best - prior)):
-            best, best_score = lam, score
+        d = [w[t] * (right(lam, t) - right(prior, t)) for t in range(len(y))]
+        gain, sd = sum(d), sum(x * x for x in d) ** 0.5
+        if gain <= z * sd + 1e-9:
+            continue
+        if best_gain is None or gain > best_gain + 1e-9 or (
+                abs(gain - best_gain) <= 1e-9 and abs(lam - prior) < abs(best - prior)):
+            best, best_gain = lam, gain
     return best
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_choose_share_is_the_grid_point_of_most_right_answers(seed):
+def test_choose_share_is_the_significantly_better_grid_point(seed):
     rng = np.random.default_rng(seed)
-    P, Q = rng.dirichlet(np.ones(3), 40), rng.dirichlet(np.ones(3), 40)
-    y = rng.integers(0, 3, 40)
-    for prior, strength in ((0.3, 5.0), (0.0, 0.5), (0.9, 40.0)):
-        assert choose_share(P, Q, y, prior, strength) == pytest.approx(_brute(P, Q, y, prior, strength))
+    P, Q = rng.dirichlet(np.ones(3), 60), rng.dirichlet(np.ones(3), 60)
+    y = np.where(rng.random(60) < 0.5, Q.argmax(1), rng.integers(0, 3, 60))  # the owner's part is often right
+    for prior, z in ((0.3, 2.0), (0.0, 0.5), (0.9, 1.0), (0.05, 6.0)):
+        assert choose_share(P, Q, y, prior, z) == pytest.approx(_brute(P, Q, y, prior, z))
 
 
 def test_balanced_weights_give_every_action_the_same_weight():
@@ -44,28 +52,30 @@ def test_balanced_weights_give_every_action_the_same_weight():
     assert w.sum() == pytest.approx(4) and w[:3].sum() == pytest.approx(w[3])
 
 
-def test_choose_share_ends_at_the_bounds_and_at_the_prior():
+def test_choose_share_moves_only_on_significant_evidence():
     right, wrong = np.array([[0.1, 0.2, 0.7]] * 6), np.array([[0.6, 0.3, 0.1]] * 6)
     y = np.full(6, 2)
-    # the mixture gets them right from lam 0.5 on: the least such share, nearest the prior
-    assert choose_share(wrong, right, y, 0.2, 0.0) == 0.5 and choose_share(wrong, right, y, 0.9, 0.0) == 0.9
-    assert choose_share(wrong, right, y, 0.0, 100.0) == 0.0  # a strong prior outweighs 6 rows
-    assert choose_share(right, wrong, y, 0.2, 0.0) == pytest.approx(0.2)  # ties go to the prior
-    assert choose_share(right, right, y, 0.4, 3.0) == pytest.approx(0.4)  # no evidence: the prior
-    assert choose_share(right[:0], right[:0], y[:0], 0.25, 3.0) == 0.25
+    # the owner's part decides all six right, the rule's mixture none: from lam 0.5 on they are
+    # right, and the gain (6) is far above z x its spread (sqrt 6): the nearest such point
+    assert choose_share(wrong, right, y, 0.2, 2.0) == 0.5 and choose_share(wrong, right, y, 0.9, 2.0) == 0.9
+    assert choose_share(wrong[:3], right[:3], y[:3], 0.0, 2.0) == 0.0  # 3 rows: 3 > 2 sqrt 3 fails
+    assert choose_share(wrong[:3], right[:3], y[:3], 0.0, 1.0) == 0.5
+    assert choose_share(right, wrong, y, 0.2, 2.0) == pytest.approx(0.2)  # worse: the rule
+    assert choose_share(right, right, y, 0.4, 2.0) == pytest.approx(0.4)  # no evidence: the rule
+    assert choose_share(right[:0], right[:0], y[:0], 0.25, 2.0) == 0.25
     with pytest.raises(ValueError, match="share prior"):
         choose_share(right, wrong, y, 1.5, 1.0)
 
 
 def test_rows_window_state_and_bad_rows():
-    s = OwnerShare(backoff=100, strength=1.0, window=3)
+    s = OwnerShare(backoff=100, z=1.0, window=3)
     assert s.value(0) == 0.0 and s.value(50) == pytest.approx(backoff_rule(50, 100))
     s.add([0.2, 0.3, 0.5], [0.2, 0.3, 0.5], 0, 1)  # the parts agree: no row
     assert len(s.y) == 0
     for i in range(5):
         s.add([0.5, 0.3, 0.2], [0.1, 0.1, 0.8], 2, i + 1)  # the owner's part is right
-    assert len(s.y) == 3 and s.value(5) > 0.3 > backoff_rule(5, 100)  # the least share that gets them right
-    t = OwnerShare(backoff=100, strength=1.0, window=3)
+    assert len(s.y) == 3 and s.value(5) > 0.3 > backoff_rule(5, 100)  # the nearest share that gets them right
+    t = OwnerShare(backoff=100, z=1.0, window=3)
     t.load(s.state())
     assert t.value(5) == s.value(5) and np.array_equal(t.P, s.P)
     with pytest.raises(ValueError, match="3 actions"):
@@ -86,7 +96,7 @@ def _started(**overrides) -> SwitchModel:
 
 
 def test_a_household_the_starting_part_does_not_know_takes_the_share_early(tmp_path):
-    m = _started(owner_share_strength=10.0)  # the default 100 asks for more than these 36 labels
+    m = _started()
     for t, y in MAGIC:
         m.learn(t, y)
     rule = backoff_rule(len(MAGIC), m.config.owner_backoff)
