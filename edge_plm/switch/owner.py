@@ -9,9 +9,9 @@ owner's examples alone. The prediction is a back-off mixture of the two distribu
 
 so the owner's evidence wins as it proves itself instead of being outweighed by thousands of
 starting examples in one pooled fit (pooling lost to the owner's labels alone on held-out
-wording: BENCHMARKS.md, "Learns from its owner"). lam is fitted on the owner's own labels, each
-predicted by both parts before it was learned, around the back-off rule n / (n + owner_backoff)
-(``switch/share.py``). An action the owner has not labelled yet is read from the starting part
+wording: BENCHMARKS.md, "Learns from its owner"). lam is the back-off rule n / (n +
+owner_backoff) unless the owner's own labels, each predicted by both parts before it was
+learned, show a share that decides them significantly better (``switch/share.py``). An action the owner has not labelled yet is read from the starting part
 alone (the owner's part cannot say anything of it).
 
 A label refines the owner's part on itself and a bounded, class-balanced replay sample of earlier
