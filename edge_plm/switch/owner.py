@@ -11,8 +11,9 @@ so the owner's evidence wins as it proves itself instead of being outweighed by 
 starting examples in one pooled fit (pooling lost to the owner's labels alone on held-out
 wording: BENCHMARKS.md, "Learns from its owner"). lam is the back-off rule n / (n +
 owner_backoff) unless the owner's own labels, each predicted by both parts before it was
-learned, show a share that decides them significantly better (``switch/share.py``). An action the owner has not labelled yet is read from the starting part
-alone (the owner's part cannot say anything of it).
+learned, show a share that decides them significantly better (``switch/share.py``). An action the
+owner has not labelled yet is read from the starting part alone (the owner's part cannot say
+anything of it).
 
 A label refines the owner's part on itself and a bounded, class-balanced replay sample of earlier
 owner examples (``replay_keys``), so an update costs the same at 50 labels as at 5,000.
