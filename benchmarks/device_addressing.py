@@ -411,6 +411,7 @@ def write_eval_files(where: Path, stream: list[dict], test: list[dict]) -> None:
 
 
 def main(argv=None) -> int:
+    global SHIPPED
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
                     help="directory with switch-dev-train.jsonl and switch-dev-test.jsonl (default: ../shared/data)")
@@ -422,13 +423,15 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-files", type=Path, default=None,
                     help="also write the stream and the test lines as `edge-plm eval` JSONL with \"device\" here")
     ap.add_argument("--designs", default=",".join(d.name for d in DESIGNS), help="comma-separated designs to run")
+    ap.add_argument("--init", type=Path, default=SHIPPED, help="starting model (default: models/switch-en.npz)")
     args = ap.parse_args(argv)
+    SHIPPED = args.init
     naming.SLOT_FILLER = args.slot_filler
     stream, test = build(args.data, args.lines, args.seed)
     if args.eval_files:
         write_eval_files(args.eval_files, stream, test)
     result = {"stream_lines": len(stream), "test_lines": len(test), "seed": args.seed,
-              "slot_filler": args.slot_filler, "designs": {}}
+              "slot_filler": args.slot_filler, "init": str(args.init), "designs": {}}
     for make in [d for d in DESIGNS if d.name in args.designs.split(",")]:
         print(f"{make.name} ...", file=sys.stderr)
         design = make(HOME)

@@ -18,7 +18,10 @@ is validation), written to models/data/switch-en-asr-{train,val}.jsonl.
    - models/data/ha-intents.jsonl: Home Assistant's English intent templates expanded with
      hassil (models/data/ha_intents.py; CC BY 4.0 sentences), and
      models/data/ha-intents.asr.jsonl: 1,500 of them as pocketsphinx heard them
-     (models/data/asr_variants.py --ha-intents).
+     (models/data/asr_variants.py --ha-intents). A trial with `--slot-word WORD --no-install`
+     adds up to three lines of each template that names a light or a plug, with the name as
+     WORD (`slot_lines`: what the device would read with several devices, switch/naming.py),
+     split with their template; not the shipped model (BENCHMARKS.md, "Two devices").
    Every fifth utterance of switch-dev-train (index % 5 == 0; clean and ASR) and every fifth
    Home Assistant template sentence (in order of first appearance, index % 5 == 0: all its
    lines, clean and ASR) are the validation file for early stopping; the rest plus the
@@ -70,6 +73,39 @@ def write(path: Path, rows: list[dict]) -> None:
 
 SOURCES = ("switch-dev-train", "templates", "ha-intents")
 HA_HOLDOUT = 5  # every 5th Home Assistant template sentence (in file order) is validation
+# --slot-word WORD (a trial, not the shipped model: BENCHMARKS.md, "Two devices"): with several
+# devices the device reads a command with the device's name replaced by WORD (SwitchConfig.slot_word,
+# switch/naming.py), and Home Assistant's lines that name a light or a plug are also learned with
+# the name as WORD, at most SLOT_PER_TEMPLATE per template
+SLOT_PER_TEMPLATE = 3
+
+
+def slot_lines(rows: list[dict], slot_word: str) -> list[dict]:
+    """Home Assistant lines (clean) that name a light or a plug (ha_intents.LIGHT_NAMES,
+    SWITCH_NAMES and their plurals, longest first), with the name as `slot_word`: the first
+    SLOT_PER_TEMPLATE distinct such texts of each template, in file order, with their line's
+    label ("turn on the desk lamp" -> "turn on the xqz" ON, "is the lamp on" -> "is the xqz
+    on" NOOP)."""
+    sys.path.insert(0, str(DATA))
+    import ha_intents
+
+    names = set(ha_intents.LIGHT_NAMES + ha_intents.SWITCH_NAMES)
+    names = sorted(names | {n + "s" for n in names}, key=lambda n: (-len(n), n))
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
+    seen: set[str] = set()
+    kept: dict[tuple[str, str], int] = {}
+    out = []
+    for r in rows:
+        if not pattern.search(r["text"]):
+            continue
+        text = pattern.sub(slot_word, r["text"])
+        key = (r["intent"], r["template"])
+        if text in seen or kept.get(key, 0) >= SLOT_PER_TEMPLATE:
+            continue
+        seen.add(text)
+        kept[key] = kept.get(key, 0) + 1
+        out.append(dict(r, text=text))
+    return out
 
 
 def test_texts() -> set[str]:
@@ -77,7 +113,7 @@ def test_texts() -> set[str]:
     return {r["clean_text"] for r in read(ROOT / "benchmarks" / "data" / "switch-dev-test.asr.jsonl")}
 
 
-def ha_split() -> tuple[list[dict], list[dict]]:
+def ha_split(slot_word: str = "") -> tuple[list[dict], list[dict]]:
     """(train, val) of the Home Assistant lines, clean (models/data/ha-intents.jsonl) and heard
     (models/data/ha-intents.asr.jsonl), held out by template sentence: the templates in order of
     first appearance, every HA_HOLDOUT-th (index % HA_HOLDOUT == 0) goes to validation with all
@@ -99,10 +135,13 @@ def ha_split() -> tuple[list[dict], list[dict]]:
                              "(rerun python models/data/asr_variants.py --ha-intents)")
         held = order[(c["intent"], c["template"])] % HA_HOLDOUT == 0
         (val if held else train).append({"text": a["text"], "label": a["label"], "source": "ha-intents.asr"})
+    for r in slot_lines(clean, slot_word) if slot_word else ():
+        held = order[(r["intent"], r["template"])] % HA_HOLDOUT == 0
+        (val if held else train).append({"text": r["text"], "label": r["label"], "source": "ha-intents.slot"})
     return train, val
 
 
-def build_data(without: frozenset[str] = frozenset(), dest: Path = DATA) -> tuple[Path, Path]:
+def build_data(without: frozenset[str] = frozenset(), dest: Path = DATA, slot_word: str = "") -> tuple[Path, Path]:
     """Write the training and validation files (module docstring, step 1) into dest from every
     source in SOURCES except those in `without`; return their paths."""
     sys.path.insert(0, str(DATA))
@@ -123,7 +162,7 @@ def build_data(without: frozenset[str] = frozenset(), dest: Path = DATA) -> tupl
     if "templates" not in without:
         train += templates.lines()
     if "ha-intents" not in without:
-        ha_train, ha_val = ha_split()
+        ha_train, ha_val = ha_split(slot_word)
         train += ha_train
         val += ha_val
     banned = test_texts()  # no line of the evaluation set, should a source ever contain one
@@ -192,7 +231,13 @@ def main() -> None:
     ap.add_argument("--no-install", action="store_true",
                     help="write only the run directory (its data files too), not models/switch-en.npz")
     ap.add_argument("--data-only", action="store_true", help="write the training and validation files, train nothing")
+    ap.add_argument("--slot-word", default="", help="also learn Home Assistant's light/plug commands with the "
+                    "name as this word (a trial; needs --no-install)")
     args = ap.parse_args()
+    if args.slot_word and not args.no_install:
+        raise SystemExit("error: --slot-word builds a trial model, not the shipped one: add --no-install")
+    if args.slot_word and args.model_config != "potato":
+        raise SystemExit("error: --slot-word works with --model-config potato only")
     if args.without and not args.no_install:
         raise SystemExit("error: --without builds a model from fewer sources than the shipped one: add --no-install")
     if args.without and args.model_config != "potato":
@@ -202,13 +247,13 @@ def main() -> None:
     if args.no_install and out.resolve().is_relative_to((ROOT / "models").resolve()):
         raise SystemExit("error: --out must not be inside models/ with --no-install")
     if args.data_only:
-        build_data(frozenset(args.without), out / "data" if args.no_install else DATA)
+        build_data(frozenset(args.without), out / "data" if args.no_install else DATA, args.slot_word)
         return
     if out.exists():
         if not (out / "checkpoint.npz").exists() and not out.resolve().is_relative_to((ROOT / "runs").resolve()):
             raise SystemExit(f"error: {out} exists and is not a run directory (no checkpoint.npz): not removing it")
         shutil.rmtree(out)
-    train, val = build_data(frozenset(args.without), out / "data" if args.no_install else DATA)
+    train, val = build_data(frozenset(args.without), out / "data" if args.no_install else DATA, args.slot_word)
     if args.model_config == "orange":
         sys.path.insert(0, str(DATA))
         import templates
@@ -216,6 +261,8 @@ def main() -> None:
         train, val = build_asr_data(templates.lines())
     cmd = [sys.executable, "-m", "edge_plm.cli", "train", "switch", "--model-config", args.model_config,
            "--data", shown(train), "--val", shown(val), "--out", shown(out), "--seed", "0", "--json"]
+    if args.slot_word:
+        cmd[-1:-1] = ["--slot-word", args.slot_word]
     print("$", " ".join(cmd[1:]), file=sys.stderr)
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode:

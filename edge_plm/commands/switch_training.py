@@ -55,6 +55,7 @@ class SwitchTrainConfig:
     patience: int = 4  # epochs without a better validation score before training stops
     steps: int | None = None  # total gradient steps (checked at epoch boundaries)
     time_budget: float | None = None  # seconds, warm start included (checked at epoch boundaries)
+    slot_word: str = ""  # SwitchConfig.slot_word of the model: the word its data uses as a device's name
 
 
 def read_training_lines(path: str | Path) -> list[tuple[str, str | None]]:
@@ -169,7 +170,7 @@ class SwitchTrainer:
 
     def _warm_start(self, t0: float) -> tuple[SwitchModel, dict]:
         """Every labelled line learned in file order (the device's online path), the rest observed."""
-        model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed)
+        model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed, slot_word=self.cfg.slot_word)
         replay = model.config.replay_rows
         model.reconfigure(replay_rows=0)  # full-batch steps per label: a desktop has no latency budget
         if model.words is not None:  # a frequency-ordered word vocabulary (the query: the commonest words)

@@ -68,6 +68,11 @@ class SwitchConfig:
     word_bits: int = 40  # bit-cipher width of the word codes
     query_words: int = 24  # the first (most frequent) words: the query vocabulary, with exclusive bits
     support_min_n: int = 4  # n-grams shorter than this do not count for the support (a calibration feature)
+    # with several devices, the word that stands for the device's name in the command the action
+    # is read from (switch/naming.py): a starting model trained with Home Assistant's commands
+    # with this word as the name knows "turn on the <slot>"; "": the name's words are left out
+    # (the shipped model; a trial `models/build_switch_en.py --slot-word` lost: BENCHMARKS.md)
+    slot_word: str = ""
 
     def with_(self, **changes) -> "SwitchConfig":
         return dataclasses.replace(self, **changes)

@@ -37,8 +37,11 @@ the owner has shown that unnamed commands are the default device's (about five o
 its switch has taught the words that name another device (BENCHMARKS.md, "Two devices"). The words the addressed devices'
 queries picked up are the *slot*: the command's action is read from the transcript without
 them ("turn on the kettle" -> "turn on the"), so a name the action model never heard, or
-heard as another device's, does not change the action. (``SLOT_FILLER``, a word to put in the
-slot's place instead, is "" = left out; BENCHMARKS.md compares "light".)
+heard as another device's, does not change the action. A model's ``SwitchConfig.slot_word``
+stands in the slot's place instead when its starting model was trained with that word as the
+name ("turn on the kettle" -> "turn on the <slot>"; a trial, `models/build_switch_en.py
+--slot-word`); the shipped model has none and leaves the slot out (``SLOT_FILLER`` = "";
+BENCHMARKS.md, "Two devices", compares both and "light" as a filler).
 """
 
 from __future__ import annotations
@@ -193,9 +196,12 @@ class NameQuery:
                 best, where = score, tuple(int(p) for p, t in zip(pos, top) if t > 0)
         return best, where
 
-    def address(self, words: Sequence[str], devices: Sequence, evidence=None) -> Addressing:
+    def address(self, words: Sequence[str], devices: Sequence, evidence=None,
+                filler: str | None = None) -> Addressing:
         """Shares, scores and slots of a (normalised, split) transcript; ``evidence``: the
-        devices' learned words (``DeviceEvidence``) or None."""
+        devices' learned words (``DeviceEvidence``) or None; ``filler``: the word that stands
+        for the slot in the command (None: ``SLOT_FILLER``; "": the slot is left out)."""
+        filler = SLOT_FILLER if filler is None else filler
         if not devices:
             raise ValueError("need at least one device")
         self.register(devices)
@@ -226,8 +232,8 @@ class NameQuery:
             shares = np.zeros(len(devices))
             shares[0] = 1.0 if len(devices) == 1 else default_share(devices[0].name, evidence)
         rest = [w for k, w in enumerate(words) if k not in slots]
-        if SLOT_FILLER and slots:
-            rest = [SLOT_FILLER if k in slots else w for k, w in enumerate(words)
+        if filler and slots:
+            rest = [filler if k in slots else w for k, w in enumerate(words)
                     if k not in slots or k - 1 not in slots]
         command = " ".join(rest if rest else words)
         between = around = ""

@@ -121,3 +121,14 @@ def test_export_lines_holdout_left_out_and_unlabelled_observed(tmp_path):
     assert read_training_lines(p) == [("lamp on", "ON"), ("hello there", None)]
     log = SwitchTrainer(SwitchTrainConfig(steps=0), p, tmp_path / "o").run()
     assert log["summary"]["labelled"] == 1
+
+
+def test_train_switch_slot_word(tmp_path, files):
+    data, val = files
+    res = _train(tmp_path / "s", data, val, "--slot-word", "xqz")
+    assert res.exit_code == 0, res.output
+    assert SwitchModel.load(tmp_path / "s" / "checkpoint.npz").config.slot_word == "xqz"
+    assert SwitchModel.load(tmp_path / "s" / "last.npz").config.slot_word == "xqz"  # a resume keeps it
+    for bad in ("Two Words", "XQZ", "x-q"):
+        res = _train(tmp_path / "b", data, val, "--slot-word", bad)
+        assert res.exit_code == 2 and res.stderr.startswith("error: --slot-word"), res.output

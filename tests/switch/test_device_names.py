@@ -211,3 +211,35 @@ def test_several_named_devices_read_the_command_around_their_names():
     assert command_of(m, mixed) == mixed.command == "turn on the and turn off the"
     one = address(m, "turn on the fan", devices)
     assert one.between == one.around == "" and command_of(m, one) == "turn on the"
+
+
+def test_a_slot_word_stands_for_the_name_in_the_command_read_and_learned():
+    from edge_plm.switch.model_devices import address, command_of
+
+    devices = [DeviceName("lamp", ("light",)), DeviceName("kettle")]
+    plain = SwitchModel.empty("potato")
+    slotted = SwitchModel.empty("potato", slot_word="xqz")
+    for m in (plain, slotted):
+        for text, label in [("turn on the xqz", "ON"), ("switch the xqz off", "OFF"), ("is the xqz on", "NOOP"),
+                            ("what time is it", "NOOP"), ("turn on the", "ON"), ("switch the off", "OFF")]:
+            m.learn(text, label)
+    assert address(plain, "turn on the kettle", devices).command == "turn on the"
+    a = address(slotted, "turn on the big light", devices + [DeviceName("big light")])
+    assert a.command == "turn on the xqz"  # one slot word for a name of several words
+    assert command_of(slotted, address(slotted, "is the kettle on", devices)) == "is the xqz on"
+    # the device reads "is the kettle on" as the slot-word question, not as "is the on"
+    assert slotted.predict_devices("is the kettle on", devices)["kettle"].action == "NOOP"
+    # learned the same way round: the owner's command is learned with the slot word
+    slotted.learn_devices("boil the kettle", {"kettle": "ON"}, devices)
+    assert slotted.text_of(len(slotted.examples) - 1) == "boil the xqz"
+    # one device: the whole transcript, as always
+    one = [DeviceName("lamp")]
+    assert slotted.predict_devices("turn on the lamp", one) == {"lamp": slotted.predict("turn on the lamp")}
+
+
+def test_a_slot_word_is_kept_by_save_and_load(tmp_path):
+    m = SwitchModel.empty("potato", slot_word="xqz")
+    m.learn("turn on the xqz", "ON")
+    m.save(tmp_path / "m.npz")
+    assert SwitchModel.load(tmp_path / "m.npz").config.slot_word == "xqz"
+    assert SwitchModel.load(SHIPPED).config.slot_word == ""  # the shipped model leaves names out
