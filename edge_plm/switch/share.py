@@ -69,7 +69,15 @@ def choose_share(P: np.ndarray, Q: np.ndarray, y: np.ndarray, prior: float, z: f
     if len(y) == 0:
         return prior
     right = right_per_row(P, Q, y, np.append(grid, prior))
-    d = (right[:-1] - right[-1]) * balanced_weights(y)  # each grid point against the rule, per row
+    return choose_on_right(right[:-1], right[-1], y, prior, z, grid)
+
+
+def choose_on_right(right: np.ndarray, right_prior: np.ndarray, y: np.ndarray, prior: float, z: float,
+                    grid: np.ndarray = GRID) -> float:
+    """``choose_share`` from the rows' right answers at each grid point (``right``, shares x
+    rows) and at the rule's share (``right_prior``): a row's answers at the grid points never
+    change, so ``OwnerShare`` keeps them and decides only the rule's share again per label."""
+    d = (right - right_prior[None]) * balanced_weights(y)  # each grid point against the rule, per row
     gain = d.sum(axis=1)
     candidate = gain > z * np.sqrt((d * d).sum(axis=1)) + 1e-9
     if not candidate.any():
@@ -91,6 +99,7 @@ class OwnerShare:
         self.P = np.zeros((0, actions))  # the starting part's distribution of each row
         self.Q = np.zeros((0, actions))  # the owner's part's
         self.y = np.zeros(0, dtype=np.int64)  # the label's action index
+        self.right = np.zeros((len(GRID), 0))  # right_per_row at the grid (fixed per row: kept)
         self.lam = 0.0
 
     def value(self, n_owner: int) -> float:
@@ -113,11 +122,19 @@ class OwnerShare:
             self.P = np.vstack([self.P, p_start])[-self.window:]
             self.Q = np.vstack([self.Q, p_owner])[-self.window:]
             self.y = np.append(self.y, int(y))[-self.window:]
+            row = right_per_row(p_start[None], p_owner[None], self.y[-1:], GRID)
+            self.right = np.hstack([self.right, row])[:, -self.window:]
         self.refit(n_owner)
 
     def refit(self, n_owner: int) -> None:
-        """The share for n owner labels (after a label, a forget) from the rows kept."""
-        self.lam = choose_share(self.P, self.Q, self.y, backoff_rule(n_owner, self.backoff), self.z)
+        """The share for n owner labels (after a label, a forget) from the rows kept
+        (``choose_share``, on the kept right answers at the grid)."""
+        prior = backoff_rule(n_owner, self.backoff)
+        if len(self.y) == 0:
+            self.lam = prior
+            return
+        at_prior = right_per_row(self.P, self.Q, self.y, np.array([prior]))[0]
+        self.lam = choose_on_right(self.right, at_prior, self.y, prior, self.z)
 
     def state(self) -> dict[str, np.ndarray]:
         return {"share.P": self.P, "share.Q": self.Q, "share.y": self.y, "share.lam": np.array([self.lam])}
@@ -129,6 +146,7 @@ class OwnerShare:
         if P.shape != Q.shape or P.ndim != 2 or len(y) != len(P) or not 0.0 <= lam <= 1.0:
             raise ValueError("checkpoint owner-share arrays do not fit together")
         self.P, self.Q, self.y, self.lam = P, Q, y, lam
+        self.right = right_per_row(P, Q, y, GRID)
 
 
 def share_for(config) -> OwnerShare:

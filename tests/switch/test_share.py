@@ -123,3 +123,23 @@ def test_the_same_labels_in_the_same_order_give_the_same_share():
             m.learn(t, y)
         shares.append((m.owner_share(), m.share.P.tobytes(), m.share.Q.tobytes()))
     assert shares[0] == shares[1]
+
+
+def test_the_kept_right_answers_choose_as_the_rows_do():
+    """OwnerShare keeps each row's right answers at the grid; the share it chooses is
+    choose_share's on its rows, after every label, past the window and after a load."""
+
+    rng = np.random.default_rng(3)
+    s = OwnerShare(backoff=50.0, z=1.0, window=60)
+    for n in range(1, 151):
+        y = int(rng.integers(0, 3))
+        q = rng.dirichlet([1, 1, 1]) * 0.5
+        q[y] += 0.5 * (n > 40)  # the owner's part becomes right: the share leaves the rule
+        s.add(rng.dirichlet([1, 1, 1]), q / q.sum(), y, n)
+        assert s.lam == choose_share(s.P, s.Q, s.y, backoff_rule(n, 50.0), 1.0)
+    assert len(s.y) == s.right.shape[1] == 60 and s.lam != backoff_rule(150, 50.0)
+    t = OwnerShare(backoff=50.0, z=1.0, window=60)
+    t.load(s.state())
+    np.testing.assert_array_equal(t.right, s.right)
+    t.refit(151)
+    assert t.lam == choose_share(s.P, s.Q, s.y, backoff_rule(151, 50.0), 1.0)
