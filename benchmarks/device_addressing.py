@@ -61,6 +61,7 @@ from edge_plm.switch.model import SwitchModel  # noqa: E402
 from edge_plm.switch.units import unit_strings  # noqa: E402
 
 SHIPPED = REPO / "models" / "switch-en.npz"
+SLOT_FILLER = ""  # --slot-filler: a word standing for the name (the models' SwitchConfig.slot_word)
 OUT = REPO / "benchmarks" / "results" / "device-addressing.json"
 ACT, ASK = 0.80, 0.35
 HOME = [DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("heater")]
@@ -159,7 +160,7 @@ class NameQueryDesign:
     name = "name-query"
 
     def __init__(self, devices):
-        self.m, self.devices = SwitchModel.load(SHIPPED), devices
+        self.m, self.devices = load_start(), devices
         self.m.mark_start()
 
     def predict(self, text):
@@ -177,7 +178,7 @@ class PerDeviceDesign:
     name = "per-device"
 
     def __init__(self, devices):
-        self.models = {d.name: SwitchModel.load(SHIPPED) for d in devices}
+        self.models = {d.name: load_start() for d in devices}
         for m in self.models.values():
             m.mark_start()
 
@@ -209,7 +210,7 @@ class FlatDesign:
         self.counts = {c: Counter() for c in self.classes}
         self.totals = Counter()
         self.n = Counter()
-        start = SwitchModel.load(SHIPPED)
+        start = load_start()
         for k in start.live_keys():
             y = ACTIONS[start.examples[k][1]]
             self._add(start.text_of(k), "NOOP" if y == "NOOP" else f"{self.devices[0]}:{y}", 1.0)
@@ -346,7 +347,7 @@ def garble(seed: int) -> dict:
     still compare as the name; and how many other words of the starting model's vocabulary
     compare as one of the names (false matches)."""
     rng = random.Random(seed)
-    start = SwitchModel.load(SHIPPED)
+    start = load_start()
     q = naming.NameQuery(None, start.config.unit_min_n, start.config.unit_max_n)
     names = ["lamp", "light", "fan", "heater", "radiator", *CONFIG_ONLY]
 
@@ -373,7 +374,7 @@ def costs(stream: list[dict]) -> dict:
     """Median times with three devices, interleaved line by line with the one-device calls on a
     second copy of the starting model (the machine is shared: compare within one run)."""
     design = NameQueryDesign(HOME)
-    one = SwitchModel.load(SHIPPED)
+    one = load_start()
     one.mark_start()
     t = {k: [] for k in ("predict_devices", "predict", "learn_devices", "learn")}
 
@@ -410,15 +411,23 @@ def write_eval_files(where: Path, stream: list[dict], test: list[dict]) -> None:
         (where / name).write_text("".join(json.dumps(r) + "\n" for r in eval_lines(rows)))
 
 
+def load_start() -> SwitchModel:
+    """The starting model (``--init``), its slot word set by ``--slot-filler`` when one is given."""
+    model = SwitchModel.load(SHIPPED)
+    if SLOT_FILLER:
+        model.reconfigure(slot_word=SLOT_FILLER)
+    return model
+
+
 def main(argv=None) -> int:
-    global SHIPPED
+    global SHIPPED, SLOT_FILLER
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
                     help="directory with switch-dev-train.jsonl and switch-dev-test.jsonl (default: ../shared/data)")
     ap.add_argument("--lines", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--slot-filler", default=naming.SLOT_FILLER,
+    ap.add_argument("--slot-filler", default="",
                     help='word standing for a device name in the command ("": left out, the default)')
     ap.add_argument("--eval-files", type=Path, default=None,
                     help="also write the stream and the test lines as `edge-plm eval` JSONL with \"device\" here")
@@ -426,7 +435,7 @@ def main(argv=None) -> int:
     ap.add_argument("--init", type=Path, default=SHIPPED, help="starting model (default: models/switch-en.npz)")
     args = ap.parse_args(argv)
     SHIPPED = args.init
-    naming.SLOT_FILLER = args.slot_filler
+    SLOT_FILLER = args.slot_filler
     stream, test = build(args.data, args.lines, args.seed)
     if args.eval_files:
         write_eval_files(args.eval_files, stream, test)

@@ -34,7 +34,7 @@ def name_query(model) -> NameQuery:
 def address(model, transcript: str, devices) -> Addressing:
     """Shares, scores, slot and command of ``transcript`` for ``devices`` (``naming.py``)."""
     return model.name_query.address(normalize(transcript).split(), devices, model.device_evidence,
-                                    model.config.slot_word or None)
+                                    model.config.slot_word)
 
 
 def command_of(model, a: Addressing) -> str:

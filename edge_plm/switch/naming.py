@@ -40,8 +40,8 @@ them ("turn on the kettle" -> "turn on the"), so a name the action model never h
 heard as another device's, does not change the action. A model's ``SwitchConfig.slot_word``
 stands in the slot's place instead when its starting model was trained with that word as the
 name ("turn on the kettle" -> "turn on the <slot>"; a trial, `models/build_switch_en.py
---slot-word`); the shipped model has none and leaves the slot out (``SLOT_FILLER`` = "";
-BENCHMARKS.md, "Two devices", compares both and "light" as a filler).
+--slot-word`); the shipped model has none and leaves the slot out (BENCHMARKS.md, "Two
+devices", compares both, and "Several named devices: the model" "light" as a filler).
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ FULL_SHARE = 0.6  # score from which a device gets the whole command
 MARGIN = 0.2  # a device scoring more than this below the best one is not addressed
 UNNAMED_SHARE = 0.7  # the default device's share of a command naming none, before any is labelled
 UNNAMED_PRIOR = 5.0  # pseudo-count of UNNAMED_SHARE against the owner's labelled unnamed commands
-SLOT_FILLER = ""  # what stands for the slot in the command ("": the name's words are left out)
 OWN_VOCAB = (4096, 14, 1)  # cap, bits, query words of the names' own vocabulary (model without attention)
 
 
@@ -197,11 +196,11 @@ class NameQuery:
         return best, where
 
     def address(self, words: Sequence[str], devices: Sequence, evidence=None,
-                filler: str | None = None) -> Addressing:
+                filler: str = "") -> Addressing:
         """Shares, scores and slots of a (normalised, split) transcript; ``evidence``: the
         devices' learned words (``DeviceEvidence``) or None; ``filler``: the word that stands
-        for the slot in the command (None: ``SLOT_FILLER``; "": the slot is left out)."""
-        filler = SLOT_FILLER if filler is None else filler
+        for the slot in the command (a model's ``SwitchConfig.slot_word``; "": the slot is left
+        out)."""
         if not devices:
             raise ValueError("need at least one device")
         self.register(devices)
