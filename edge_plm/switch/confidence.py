@@ -19,14 +19,13 @@ def softmax(s: np.ndarray) -> np.ndarray:
 def calibrated(model, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
     """(top action, distribution): the calibrated confidence on the top action, the rest
     shared by the other actions in the network's proportions. Nothing known about the words
-    (support 0): NOOP at the uniform distribution. Fewer than two actions labelled: NOOP at
-    the labels' own shares (add-one smoothed; ``label_shares``), the only evidence there is."""
+    (support 0), or fewer than two actions labelled: NOOP at the labels' own shares (add-one
+    smoothed; ``label_shares``), the only evidence there is; at the uniform distribution
+    when the labels are not mostly NOOP (words nobody labelled are never acted on)."""
     n_act = len(ACTIONS)
     present = model.class_counts > 0.5
-    if support <= 0.0:
-        return INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
-    if present.sum() < 2:
-        return INDEX["NOOP"], label_shares(model.class_counts)
+    if support <= 0.0 or present.sum() < 2:
+        return INDEX["NOOP"], noop_at_label_shares(model.class_counts)
     f, top = calibration_features(model, scores, support)
     conf = max(model.calib.confidence(f), 1.0 / n_act)
     p = softmax(scores)
@@ -40,6 +39,16 @@ def calibrated(model, scores: np.ndarray, support: float) -> tuple[int, np.ndarr
     y = (1.0 - conf) * share
     y[top] = conf
     return top, y
+
+def noop_at_label_shares(counts: np.ndarray) -> np.ndarray:
+    """The distribution of a prediction that knows nothing of the words: ``label_shares`` when
+    NOOP is the most labelled action (a young model's unknown words are chatter about as often
+    as its labels were: measured, BENCHMARKS.md "A young model's confidence"), else uniform."""
+    y = label_shares(counts)
+    if y[INDEX["NOOP"]] < y.max():
+        return np.full(len(y), 1.0 / len(y))
+    return y
+
 
 def label_shares(counts: np.ndarray) -> np.ndarray:
     """(n_a + 1) / (n + 3): how often each action was labelled, add-one smoothed. A model that

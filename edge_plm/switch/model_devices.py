@@ -97,14 +97,16 @@ def learn_devices(model, transcript: str, labels: dict[str, str], devices) -> fl
     """One labelled interaction of several devices: ``labels`` holds what each device's switch
     said (ON / OFF / NOOP; a device left out: NOOP). The command without the device names is
     learned (``SwitchModel.learn``) with the action the labels agree on (``command_label``) and
-    the labels teach each device's words. One device: exactly ``learn``. Returns ``learn``'s loss."""
+    the labels teach each device's words (not the device's whose name the example already said:
+    ``DeviceEvidence``). One device: exactly ``learn``. Returns ``learn``'s loss."""
     if len(devices) == 1:
         return model.learn(transcript, addressing.command_label(labels, devices))
     full = _full_labels(labels, devices)
     a = address(model, transcript, devices)  # before the label: as it was predicted
     key = len(model.examples)
     loss = model.learn(command_of(model, a), addressing.command_label(full, devices))
-    model.device_evidence.add(key, normalize(transcript).split(), full, unnamed=a.unnamed)
+    model.device_evidence.add(key, normalize(transcript).split(), full, unnamed=a.unnamed,
+                              explained=a.named(devices))
     return loss
 
 
@@ -122,6 +124,7 @@ def relabel_devices(model, key: int, labels: dict[str, str], devices) -> bool:
         ev.relabel(key, full)
     else:
         words = model.text_of(key)
-        ev.add(key, words.split(), full, unnamed=address(model, words, devices).unnamed)
+        a = address(model, words, devices)
+        ev.add(key, words.split(), full, unnamed=a.unnamed, explained=a.named(devices))
         changed = True
     return model.relabel(key, addressing.command_label(full, devices)) or changed

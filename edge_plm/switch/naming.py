@@ -82,6 +82,13 @@ class Addressing:
     between: str = ""
     around: str = ""
     unnamed: bool = False  # no device was addressed: the default device got the command
+    by_name: tuple[int, ...] = ()  # the addressed devices whose configured name or alias was heard
+
+    def named(self, devices: Sequence) -> tuple[str, ...]:
+        """The names of the addressed devices whose configured name or alias was heard
+        (``devices``: those this was addressed over; not the default device of an unnamed
+        command, nor "all", nor a device addressed by learned words alone)."""
+        return tuple(devices[i].name for i in self.by_name)
 
 
 def default_share(name: str, evidence=None) -> float:
@@ -240,5 +247,6 @@ class NameQuery:
             lo, hi = min(slots), max(slots)
             between = " ".join(w for k, w in enumerate(words) if lo < k < hi and k not in slots)
             around = " ".join(words[:lo] + words[hi + 1:])
+        by_name = tuple(i for i in np.flatnonzero(hit).tolist() if named[i])
         return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command, between, around,
-                          unnamed=not hit.any() and not ALL_WORDS.intersection(words))
+                          unnamed=not hit.any() and not ALL_WORDS.intersection(words), by_name=by_name)

@@ -12,7 +12,7 @@ import pytest
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.device_evidence import PRIOR, SPECIFICITY, DeviceEvidence
 from edge_plm.switch.model import SwitchModel
-from edge_plm.switch.naming import GARBLE_SHARE, UNNAMED_PRIOR, UNNAMED_SHARE, default_share
+from edge_plm.switch.naming import ADDRESS_FLOOR, GARBLE_SHARE, UNNAMED_PRIOR, UNNAMED_SHARE, default_share
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "switch-en.npz"
 LAMP, FAN, HEATER = DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("heater")
@@ -130,6 +130,10 @@ def test_device_label_rows_of_an_older_checkpoint_load_as_named():
     assert ev.unnamed_commands("lamp") == (0, 0) and 3 in ev.entries
     with pytest.raises(ValueError, match="unnamed flag"):
         DeviceEvidence().load_json([[3, ["on"], {"lamp": "ON"}, "yes"]])
+    with pytest.raises(ValueError, match="explained devices"):
+        DeviceEvidence().load_json([[3, ["on"], {"lamp": "ON"}, False, "lamp"]])
+    with pytest.raises(ValueError, match="have no label"):
+        DeviceEvidence().load_json([[3, ["on"], {"lamp": "ON"}, False, ["fan"]]])
 
 
 def test_a_renamed_device_is_followed_after_a_correction(fresh):
@@ -151,8 +155,8 @@ def test_forgetting_a_naming_example_takes_its_evidence_out_exactly(fresh):
     ev = fresh.device_evidence
     before = (dict(ev.df), dict(ev._for), dict(ev._against))
     key = len(fresh.examples)
-    fresh.learn_devices("turn on the big light", {"lamp": "ON"}, [FAN, LAMP, HEATER])
-    assert ev.evidence("lamp", "big") > 0 > ev.evidence("fan", "big")
+    fresh.learn_devices("turn on the big dresser", {"lamp": "ON"}, [FAN, LAMP, HEATER])
+    assert ev.evidence("lamp", "dresser") > 0 > ev.evidence("fan", "dresser")
     fresh.forget_example(key)
     assert (dict(ev.df), dict(ev._for), dict(ev._against)) == before and key not in ev.entries
 
@@ -164,6 +168,30 @@ def test_relabel_devices_moves_the_evidence(fresh):
     assert fresh.relabel_devices(key, {"heater": "ON"}, HOME)
     assert fresh.name_query.address("turn on the breeze".split(), HOME, fresh.device_evidence).scores.argmax() == 2
     assert not fresh.relabel_devices(key, {"heater": "ON"}, HOME)
+
+
+def test_words_beside_a_heard_name_do_not_become_names(fresh, tmp_path):
+    # "plug" names the plug: one label must not make "hello" and "want" its names too
+    home = [DeviceName("light", ("lights", "lamp")), DeviceName("plug", ("socket", "outlet"))]
+    ev = fresh.device_evidence
+    key = len(fresh.examples)
+    fresh.learn_devices("hello i want to turn off my wemo plug", {"plug": "OFF"}, home)
+    assert ev.explained[key] == frozenset({"plug"})
+    assert ev.evidence("plug", "hello") == 0.0 and ev.evidence("plug", "want") == 0.0
+    assert ev.evidence("light", "hello") < 0  # still counts against the device labelled NOOP
+    assert actions(fresh.predict_devices("hello turn on the lights", home)) == {"light": "ON", "plug": "NOOP"}
+    out = fresh.predict_devices("hello switch it off", home)  # names no device: asked for the default
+    assert out["plug"].action == "NOOP" and out["light"].action == "OFF" and out["light"].confidence < 0.8
+    # an unnamed command still teaches its words: "wemo" names the plug after its switch said so
+    fresh.learn_devices("turn wemo on", {"plug": "ON"}, home)
+    assert ev.evidence("plug", "wemo") >= ADDRESS_FLOOR
+    back = SwitchModel.load(fresh.save(tmp_path / "m.npz"))
+    assert back.device_evidence.explained == ev.explained
+    assert back.device_evidence.evidence("plug", "hello") == 0.0
+    fresh.relabel_devices(key, {"light": "OFF"}, home)  # the light was meant: it was not explained
+    assert ev.evidence("light", "hello") > 0 and ev.explained[key] == frozenset({"plug"})
+    fresh.forget_example(key)
+    assert key not in ev.explained and ev.evidence("light", "hello") == 0.0
 
 
 def test_device_labels_survive_save_and_load(fresh, tmp_path):
