@@ -90,17 +90,30 @@ def replay_keys(by_label: list[list[int]], new_key: int, size: int, seed: int) -
     if size <= 0 or total <= size + 1:
         return None
     rng = np.random.default_rng([int(seed), int(new_key)])
-    pools = [[k for k in keys if k != new_key] if new_key in keys else keys for keys in by_label]
-    pools = [p for p in pools if p]
+    # each pool is a class's keys without new_key, kept as (keys, new_key's index or None) so
+    # that no list of the history is copied; new_key is a class's last key unless relabelled
+    pools = []
+    for keys in by_label:
+        gap = len(keys) - 1 if keys and keys[-1] == new_key else _index(keys, new_key)
+        if len(keys) - (gap is not None):
+            pools.append((keys, gap))
     out = [new_key]
     left, classes = size, len(pools)
-    for i, pool in enumerate(sorted(pools, key=len)):  # small classes first: their unused share passes on
+    for i, (keys, gap) in enumerate(sorted(pools, key=lambda p: len(p[0]) - (p[1] is not None))):
+        n = len(keys) - (gap is not None)  # small classes first: their unused share passes on
         share = left // (classes - i)
-        take = min(share, len(pool))
-        picked = rng.choice(len(pool), size=take, replace=False) if take < len(pool) else np.arange(len(pool))
-        out.extend(pool[j] for j in sorted(picked.tolist()))
+        take = min(share, n)
+        picked = rng.choice(n, size=take, replace=False) if take < n else np.arange(n)
+        out.extend(keys[j if gap is None or j < gap else j + 1] for j in sorted(picked.tolist()))
         left -= take
     return sorted(out)
+
+
+def _index(keys: list[int], key: int) -> int | None:
+    try:
+        return keys.index(key)
+    except ValueError:
+        return None
 
 
 def refine_budget(config, n_rows: int) -> int:

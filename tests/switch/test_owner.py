@@ -83,6 +83,36 @@ def test_replay_keys_are_bounded_balanced_and_deterministic():
     assert abs(per[0] - per[2]) <= 2
 
 
+def _replay_keys_by_copies(by_label, new_key, size, seed):
+    """The sample as first written: every class's keys copied without new_key (O(history))."""
+    if size <= 0 or sum(len(k) for k in by_label) <= size + 1:
+        return None
+    rng = np.random.default_rng([int(seed), int(new_key)])
+    pools = [p for p in ([k for k in keys if k != new_key] for keys in by_label) if p]
+    out, left = [new_key], size
+    for i, pool in enumerate(sorted(pools, key=len)):
+        take = min(left // (len(pools) - i), len(pool))
+        picked = rng.choice(len(pool), size=take, replace=False) if take < len(pool) else np.arange(len(pool))
+        out.extend(pool[j] for j in sorted(picked.tolist()))
+        left -= take
+    return sorted(out)
+
+
+def test_replay_keys_copy_no_history_and_draw_the_same_sample():
+    rng = np.random.default_rng(3)
+    for t in range(400):
+        n = int(rng.integers(0, 300))
+        by_label = [[], [], []]
+        for k in range(n):
+            by_label[int(rng.integers(0, 3))].append(k)
+        if t % 4 == 0:  # relabelled keys sit anywhere in their class's list
+            for keys in by_label:
+                rng.shuffle(keys)
+        new_key = int(rng.integers(0, n + 1))
+        size = int(rng.choice([0, 8, 64]))
+        assert owner.replay_keys(by_label, new_key, size, t) == _replay_keys_by_copies(by_label, new_key, size, t)
+
+
 def test_a_label_beyond_the_replay_size_costs_a_bounded_batch():
     m = SwitchModel.empty("potato", replay_rows=8)
     for i in range(30):
