@@ -15,7 +15,7 @@ eval --init` path) with the share's test threshold set per variant (--z; "rule" 
 rule alone), and logistic regression on the owner's labels alone (benchmarks/baselines.py) runs
 on the same orders. Balanced accuracy on the held-out lines after n labels, mean over orders.
 
-    python3 benchmarks/owner_share.py [--data de|dev] [--asr] [--init CKPT] [--orders 3]
+    python3 benchmarks/owner_share.py [--data de|dev] [--asr] [--init CKPT] [--orders 3] [--read-floor F]
         [--z rule,2]
 Writes benchmarks/results/owner-share-<data>[-asr].json and prints a markdown table.
 """
@@ -49,14 +49,20 @@ def household(data: str, asr: bool) -> tuple[list[dict], list[dict], list[int]]:
     return train, test, [0, 10, 20, 50, 100, 200, len(train)]
 
 
-def plm_curve(init: str, train, test, budgets, orders, z: float) -> list[float]:
-    curves = []
+def plm_curve(init: str, train, test, budgets, orders, z: float,
+              read_floor: float | None = None) -> tuple[list[float], list[float]]:
+    """(balanced accuracy, ECE) per budget, means over the orders; ``read_floor``: the
+    model's ``start_read_floor`` instead of its own."""
+    curves, eces = [], []
     for order in orders:
         model = load_init(init)
+        if read_floor is not None:
+            model.config = model.config.with_(start_read_floor=read_floor)
         model.share = OwnerShare(model.config.owner_backoff, z, model.config.owner_share_window)
         result = run_eval([train[i] for i in order], test, budgets, init=model)
         curves.append([b["balanced_accuracy"] for b in result["budgets"]])
-    return np.mean(curves, axis=0).tolist()
+        eces.append([b["ece"] for b in result["budgets"]])
+    return np.mean(curves, axis=0).tolist(), np.mean(eces, axis=0).tolist()
 
 
 def lr_curve(train, test, budgets, orders) -> list[float | None]:
@@ -73,22 +79,27 @@ def main() -> None:
     ap.add_argument("--init", default="models/switch-en.npz")
     ap.add_argument("--orders", type=int, default=3)
     ap.add_argument("--z", default="rule,2")
+    ap.add_argument("--read-floor", type=float, default=None,
+                    help="the models' start_read_floor (default: the checkpoint's config)")
     args = ap.parse_args()
     train, test, budgets = household(args.data, args.asr)
     orders = pyrandom_orders(len(train), args.orders)
-    curves = {}
+    curves, eces = {}, {}
     for s in args.z.split(","):
-        curves[f"share, z = {s}" if s != "rule" else "back-off rule alone"] = plm_curve(
-            args.init, train, test, budgets, orders, RULE if s == "rule" else float(s))
+        name = f"share, z = {s}" if s != "rule" else "back-off rule alone"
+        curves[name], eces[name] = plm_curve(args.init, train, test, budgets, orders,
+                                             RULE if s == "rule" else float(s), args.read_floor)
     curves["logistic regression, owner's labels alone"] = lr_curve(train, test, budgets, orders)
     name = f"owner-share-{args.data}" + ("-asr" if args.asr else "")
     payload = header()
     payload.update({"data": args.data, "asr": args.asr, "init": args.init, "orders": args.orders,
-                    "budgets": budgets, "balanced_accuracy": curves})
+                    "read_floor": args.read_floor, "budgets": budgets, "balanced_accuracy": curves,
+                    "ece": eces})
     path = write_result(name, payload)
     print(describe(payload))
     print(markdown_table(["learner"] + [str(n) for n in budgets],
-                         [[k] + ["" if v is None else f"{v:.3f}" for v in c] for k, c in curves.items()]))
+                         [[k] + ["" if v is None else f"{v:.3f}" for v in c] for k, c in curves.items()]
+                         + [[f"ECE, {k}"] + [f"{v:.3f}" for v in c] for k, c in eces.items()]))
     print(f"\nwritten {path}")
 
 

@@ -48,7 +48,9 @@ def sigmoid(t: np.ndarray | float):
 class Calibrator:
     """theta, its prior, and the newest held-out rows (features, right?)."""
 
-    def __init__(self, prior: np.ndarray | None = None, strength: float = 30.0, window: int = 400):
+    def __init__(self, prior: np.ndarray | None = None, strength: float = 30.0, window: int = 400,
+                 name: str = "calibration"):
+        self.name = name  # the prefix of its arrays in a checkpoint
         if strength <= 0 or window <= 0:
             raise ValueError(f"calibration strength and window must be positive, got {strength}, {window}")
         self.prior = np.array(DEFAULT_THETA if prior is None else prior, dtype=np.float64)
@@ -95,14 +97,18 @@ class Calibrator:
         return theta
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"calibration.prior": self.prior, "calibration.theta": self.theta,
-                "calibration.X": self.X, "calibration.y": self.y}
+        n = self.name
+        return {f"{n}.prior": self.prior, f"{n}.theta": self.theta, f"{n}.X": self.X, f"{n}.y": self.y}
+
+    def stored_in(self, arrays) -> bool:
+        return f"{self.name}.theta" in arrays
 
     def load(self, arrays: dict[str, np.ndarray]) -> None:
-        self.prior = np.array(arrays["calibration.prior"], dtype=np.float64)
-        self.theta = np.array(arrays["calibration.theta"], dtype=np.float64)
-        self.X = np.array(arrays["calibration.X"], dtype=np.float64).reshape(-1, N_FEATURES)
-        self.y = np.array(arrays["calibration.y"], dtype=np.float64)
+        n = self.name
+        self.prior = np.array(arrays[f"{n}.prior"], dtype=np.float64)
+        self.theta = np.array(arrays[f"{n}.theta"], dtype=np.float64)
+        self.X = np.array(arrays[f"{n}.X"], dtype=np.float64).reshape(-1, N_FEATURES)
+        self.y = np.array(arrays[f"{n}.y"], dtype=np.float64)
         if self.prior.shape != (N_FEATURES,) or self.theta.shape != (N_FEATURES,) or len(self.X) != len(self.y):
             raise ValueError("checkpoint calibration arrays do not fit together")
 

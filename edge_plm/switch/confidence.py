@@ -16,18 +16,26 @@ def softmax(s: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
-def calibrated(model, scores: np.ndarray, support: float) -> tuple[int, np.ndarray]:
+def calibrated(model, scores: np.ndarray, support: float, calib: Calibrator | None = None) -> tuple[int, np.ndarray]:
     """(top action, distribution): the calibrated confidence on the top action, the rest
-    shared by the other actions in the network's proportions. Nothing known about the words
-    (support 0), or fewer than two actions labelled: NOOP at the labels' own shares (add-one
-    smoothed; ``label_shares``), the only evidence there is; at the uniform distribution
-    when the labels are not mostly NOOP (words nobody labelled are never acted on)."""
+    shared by the other actions in the network's proportions. Fewer than two actions
+    labelled: NOOP at the labels' own shares (add-one smoothed; ``label_shares``), the only
+    evidence there is. Nothing known about the words (support 0): a model without a starting
+    part says NOOP at its labels' shares when NOOP is the most labelled action (measured on
+    young models, BENCHMARKS.md "Words nobody labelled"), else, and always with a starting
+    part (whose label mix is not the household's), NOOP at the uniform distribution (words
+    nobody labelled are never acted on). ``calib``:
+    the map (default the model's; ``owner.read`` passes the owner's part's own)."""
     n_act = len(ACTIONS)
     present = model.class_counts > 0.5
-    if support <= 0.0 or present.sum() < 2:
+    if present.sum() < 2:
+        return INDEX["NOOP"], label_shares(model.class_counts)
+    if support <= 0.0:
+        if model.start is not None:
+            return INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
         return INDEX["NOOP"], noop_at_label_shares(model.class_counts)
     f, top = calibration_features(model, scores, support)
-    conf = max(model.calib.confidence(f), 1.0 / n_act)
+    conf = max((model.calib if calib is None else calib).confidence(f), 1.0 / n_act)
     p = softmax(scores)
     rest = p.copy()
     rest[top] = 0.0

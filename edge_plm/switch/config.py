@@ -55,6 +55,10 @@ class SwitchConfig:
     # the newest owner_share_window of them; a penalty instead lost up to .05 on switch-dev ASR
     owner_share_z: float = 2.0
     owner_share_window: int = 400
+    # a transcript the starting part reads less than this share of (its support: words and
+    # longer n-grams it has labelled) is decided by the owner's part alone when that reads more
+    # of it: the starting model's opinion of a language it does not know is not evidence (0: off)
+    start_read_floor: float = 0.3
     # the SAFFU block over word positions (switch/attention.py, switch/words.py)
     attention: bool = True  # False: uniform pooling (W = 0), the network without attention
     attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B

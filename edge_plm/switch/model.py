@@ -75,6 +75,7 @@ class SwitchModel:
     memory: dict[str, list[int]] = field(default_factory=dict, repr=False)  # transcript -> keys
     words: WordVocab | None = None  # the attention's tokens (None: the config has no attention)
     calib: Calibrator = field(default_factory=Calibrator, repr=False)  # the confidence's map
+    owner_calib: Calibrator = field(default_factory=lambda: Calibrator(name="owner_calibration"), repr=False)  # owner.read
     share: OwnerShare = field(default_factory=OwnerShare, repr=False)  # the owner's part's weight (share.py)
     # examples with keys below this came with the starting model (0: no starting model); they
     # are behind the frozen ``start``, the owner's later ones are ``net``'s
@@ -162,31 +163,29 @@ class SwitchModel:
         before the calibration's features are taken (off by default: the calibration is fitted
         on the household's own held-out rows, which carry its class mix). ``evidence_prior``
         k > 0 then weighs the distribution (calibrated, or remembered) by the n labels the model
-        holds, p' = (n p + k/3) / (n + k): after the calibration, so the confidence the policy
-        sees is p', not the calibrated p. Off here by default; the loop passes ``model.evidence_prior``
-        (3.0 by default: it matters only while few labels exist)."""
+        holds (the owner's part's, when it decides alone: ``owner.read``), p' = (n p + k/3) /
+        (n + k): after the calibration, so the confidence the policy sees is p', not the
+        calibrated p. Off here by default; the loop passes ``model.evidence_prior`` (3.0 by
+        default: it matters only while few labels exist)."""
         if evidence_prior < 0:
             raise ValueError(f"evidence_prior must be >= 0, got {evidence_prior}")
         remembered = self.remembered(transcript)
         if remembered is not None:
-            y = remembered
+            y, n = remembered, float(self.class_counts.sum())
             i = int(np.argmax(y))
         else:
-            scores, support = self.raw(transcript)
-            if prior_strength:
-                scores = scores + prior_strength * np.log(self.class_counts + 1.0)
-            i, y = self.calibrated(scores, support)
+            i, y, n = owner.read(self, transcript, prior_strength)
         if evidence_prior:
-            n = float(self.class_counts.sum())
             y = (n * y + evidence_prior / len(y)) / (n + evidence_prior)
         return SwitchPrediction(ACTIONS[i], float(y[i]), {a: float(p) for a, p in zip(ACTIONS, y)})
 
     def raw(self, transcript: str) -> tuple[np.ndarray, float]:
         """(logits, support): the network's logits for the transcript and its labelled support."""
-        start, own, support = owner.part_logits(self, transcript)
+        start, own, support, unread = owner.part_logits(self, transcript)
         if start is None:
             return own, support
-        return owner.mixed_scores(start, own, self.net.class_counts > 0.5, self.owner_share()), support
+        lam = owner.owner_share_of(self, unread)
+        return owner.mixed_scores(start, own, self.net.class_counts > 0.5, lam), support
 
     def owner_share(self) -> float:
         """How much the owner's part counts in the mixture (``switch/share.py``)."""

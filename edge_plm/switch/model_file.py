@@ -43,6 +43,7 @@ def save_model(model, path: str | Path, extra: dict | None = None) -> Path:
     arrays["examples.removed"] = np.array(sorted(model.removed), dtype=np.int64)
     arrays["units.vocabulary"] = np.frombuffer(json.dumps(model.units.to_json()).encode(), dtype=np.uint8)
     arrays.update(model.calib.state())
+    arrays.update(model.owner_calib.state())
     arrays.update(model.share.state())
     if model.device_evidence.entries:
         arrays["devices.labels"] = np.frombuffer(json.dumps(model.device_evidence.to_json()).encode(), dtype=np.uint8)
@@ -140,8 +141,9 @@ def load_model(cls, path: str | Path):
         model.update_query()  # with the loaded delta, as after the last learn
         if "attention.dW" not in arrays:  # a checkpoint written before attention: warm-start it
             model.net.warm_all()
-        if "calibration.theta" in arrays:
-            model.calib.load(arrays)
+        for calib in (model.calib, model.owner_calib):  # a checkpoint without one: its prior
+            if calib.stored_in(arrays):
+                calib.load(arrays)
         if "share.lam" in arrays:  # written before the share was fitted: the back-off rule
             model.share.load(arrays)
         model.net.refine_steps_done = int(meta["counters"]["refine_steps"])

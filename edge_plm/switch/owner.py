@@ -29,15 +29,48 @@ from edge_plm.switch.attention import softmax
 from edge_plm.switch.unitnet import ONLINE_KERNEL
 
 
-def part_logits(model, transcript: str) -> tuple[np.ndarray | None, np.ndarray, float]:
-    """(the starting part's logits or None, the owner's part's, the labelled support of either)
-    of ``model``'s parts for the transcript (read only)."""
+def part_logits(model, transcript: str) -> tuple[np.ndarray | None, np.ndarray, float, bool]:
+    """(the starting part's logits or None, the owner's part's, the labelled support of either,
+    whether the starting part cannot read the transcript) of ``model``'s parts (read only).
+    It cannot when it reads less than ``start_read_floor`` of it (its own support) and the
+    owner's part reads more: then the owner's part decides alone (``owner_share_of``)."""
     ids, w, unknown, placed = model.placed(transcript, grow=False)
     long = model.units.long_mask(ids)
     own = model.net.logits(ids, w, placed)
     if model.start is None:
-        return None, own, model.net.support(ids, w, unknown, long)
-    return model.start.logits(ids, w, placed), own, model.net.support(ids, w, unknown, long, also=model.start)
+        return None, own, model.net.support(ids, w, unknown, long), False
+    floor = model.config.start_read_floor
+    unread = False
+    if floor > 0:
+        s_start = model.start.support(ids, w, unknown, long)
+        unread = s_start < floor and model.net.support(ids, w, unknown, long) > s_start
+    return (model.start.logits(ids, w, placed), own, model.net.support(ids, w, unknown, long, also=model.start),
+            unread)
+
+
+def read(model, transcript: str, prior_strength: float = 0.0) -> tuple[int, np.ndarray, float]:
+    """(top action, calibrated distribution, the labels behind it) of a transcript
+    (``SwitchModel.predict`` without its memory and evidence prior). What the starting part
+    cannot read is decided by the owner's part alone, with its own confidence map
+    (``SwitchModel.owner_calib``: a young model's prior, fitted on the owner's held-out rows of
+    such transcripts) and the owner's labels behind it: a part that has seen 10 labels is as
+    sure as a model of 10 labels, not as the starting model."""
+    start, own, support, unread = part_logits(model, transcript)
+    scores = own if start is None else mixed_scores(start, own, model.net.class_counts > 0.5,
+                                                    owner_share_of(model, unread))
+    if prior_strength:
+        scores = scores + prior_strength * np.log(model.class_counts + 1.0)
+    if unread:
+        i, y = confidence.calibrated(model, scores, support, model.owner_calib)
+        return i, y, float(model.net.class_counts.sum())
+    i, y = confidence.calibrated(model, scores, support)
+    return i, y, float(model.class_counts.sum())
+
+
+def owner_share_of(model, unread: bool) -> float:
+    """The owner's share of one transcript's mixture: the model's (``share.py``), or all of it
+    when the starting part cannot read the transcript (``part_logits``)."""
+    return 1.0 if unread else model.owner_share()
 
 
 def held_out(model, transcript: str, label: str) -> None:
@@ -47,12 +80,12 @@ def held_out(model, transcript: str, label: str) -> None:
     (its prediction is the memory's, not the parts')."""
     if model.remembered(transcript) is not None:
         return
-    start, own, support = part_logits(model, transcript)
+    start, own, support, unread = part_logits(model, transcript)
     present = model.net.class_counts > 0.5
-    scores = own if start is None else mixed_scores(start, own, present, model.owner_share())
+    scores = own if start is None else mixed_scores(start, own, present, owner_share_of(model, unread))
     row = confidence.row_of(model, scores, support, label)
     if row is not None:
-        model.calib.add(*row)
+        (model.owner_calib if unread else model.calib).add(*row)
     if start is not None:
         p_start, p_own = mixture_parts(start, own, present)
         y = INDEX[label]
