@@ -182,10 +182,7 @@ class SwitchModel:
     def raw(self, transcript: str) -> tuple[np.ndarray, float]:
         """(logits, support): the network's logits for the transcript and its labelled support."""
         start, own, support, unread = owner.part_logits(self, transcript)
-        if start is None:
-            return own, support
-        lam = owner.owner_share_of(self, unread)
-        return owner.mixed_scores(start, own, self.net.class_counts > 0.5, lam), support
+        return owner.model_scores(self, start, own, unread), support
 
     def owner_share(self) -> float:
         """How much the owner's part counts in the mixture (``switch/share.py``)."""

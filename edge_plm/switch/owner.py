@@ -56,8 +56,7 @@ def read(model, transcript: str, prior_strength: float = 0.0) -> tuple[int, np.n
     such transcripts) and the owner's labels behind it: a part that has seen 10 labels is as
     sure as a model of 10 labels, not as the starting model."""
     start, own, support, unread = part_logits(model, transcript)
-    scores = own if start is None else mixed_scores(start, own, model.net.class_counts > 0.5,
-                                                    owner_share_of(model, unread))
+    scores = model_scores(model, start, own, unread)
     if prior_strength:
         scores = scores + prior_strength * np.log(model.class_counts + 1.0)
     if unread:
@@ -65,6 +64,14 @@ def read(model, transcript: str, prior_strength: float = 0.0) -> tuple[int, np.n
         return i, y, float(model.net.class_counts.sum())
     i, y = confidence.calibrated(model, scores, support)
     return i, y, float(model.class_counts.sum())
+
+
+def model_scores(model, start: np.ndarray | None, own: np.ndarray, unread: bool) -> np.ndarray:
+    """The model's log-probabilities from its parts' logits (``part_logits``): the owner's
+    part's alone without a starting part, else the mixture at the transcript's share."""
+    if start is None:
+        return own
+    return mixed_scores(start, own, model.net.class_counts > 0.5, owner_share_of(model, unread))
 
 
 def owner_share_of(model, unread: bool) -> float:
@@ -81,13 +88,11 @@ def held_out(model, transcript: str, label: str) -> None:
     if model.remembered(transcript) is not None:
         return
     start, own, support, unread = part_logits(model, transcript)
-    present = model.net.class_counts > 0.5
-    scores = own if start is None else mixed_scores(start, own, present, owner_share_of(model, unread))
-    row = confidence.row_of(model, scores, support, label)
+    row = confidence.row_of(model, model_scores(model, start, own, unread), support, label)
     if row is not None:
         (model.owner_calib if unread else model.calib).add(*row)
     if start is not None:
-        p_start, p_own = mixture_parts(start, own, present)
+        p_start, p_own = mixture_parts(start, own, model.net.class_counts > 0.5)
         y = INDEX[label]
         model.share.add(p_start, p_own, y, len(model.net.rows))
 
