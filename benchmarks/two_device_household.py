@@ -5,8 +5,9 @@ from the configured starting model, before and after the household's own labels.
 
 Devices (a config written to the work directory): `light` (aliases lights, lamp) and `plug`
 (aliases socket, outlet, smart plug). A line's device comes from its SLURP intent: iot_hue_* ->
-light, iot_wemo_* -> plug (ON / OFF lines; NOOP lines name none); the two "other" OFF lines go
-to the default device, the light.
+light, iot_wemo_* and wemo_* -> plug (ON / OFF lines; NOOP lines name none). (Until 2026-12-02 the
+one test line filed "wemo_off", "turn off the socket", went to the light, and acting on the plug
+counted as a wrong-device action.)
 
   before: switch-dev-test (283 lines, 43 commands; none in the shipped model) on a new database;
   after:  switch-dev-train (425 lines; the household's labels) on another new database, then
@@ -51,7 +52,7 @@ def household_lines(src: Path, dst: Path) -> None:
             r = json.loads(line)
             row = {"text": r["text"], "label": r["label"]}
             if r["label"] != "NOOP":
-                row["device"] = "plug" if r.get("intent", "").startswith("iot_wemo") else "light"
+                row["device"] = "plug" if "wemo" in r.get("intent", "") else "light"
             out.write(json.dumps(row) + "\n")
 
 
