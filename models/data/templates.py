@@ -16,7 +16,7 @@ import sys
 
 DEVICES = ["light", "lights", "lamp", "the light", "the lights", "the lamp", "the kitchen light",
            "the bedroom lamp", "the living room lights", "the plug", "the socket",
-           "the smart plug", "the desk lamp", "the hallway light"]
+           "the smart plug", "the desk lamp", "the hallway light", "my lights", "my lamp", "my plug"]
 # other devices: switching them is not a command for the lamp's relay (NOOP)
 OTHER_DEVICES = ["the fan", "the heater", "the ceiling fan", "the space heater"]
 OTHER_DEVICE = ["turn on {o}", "turn off {o}", "switch on {o}", "switch off {o}", "turn {o} on", "turn {o} off"]
