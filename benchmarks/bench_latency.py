@@ -9,10 +9,12 @@ Usage (from the repo root):
 
 --history: a device's cost at each number of owner labels on top of its starting model: the
 owner's labels are lines of models/data/ (Home Assistant intents, templates) in a fixed shuffled
-order, learned untimed up to each level; then 70 predict+learn of switch-dev-test lines (another
-70 at each level; the starting model holds none of them) are timed, three-device prediction
-(``predict_devices``: lamp, fan, plug) is timed, and the checkpoint the model writes is loaded
-three times (wall seconds, best and median).
+order, learned untimed up to each level and saved; then 70 predict+learn of switch-dev-test lines
+per level (another 70 at each level; the starting model holds none of them) and three-device
+prediction (``predict_devices``: lamp, fan, plug) are timed on each level's saved model, line k
+of every level in turn (interleaved, so the machine's slow spells fall on every level alike and
+the ratios to level 0 compare like with like); the checkpoint the model writes after a level's
+lines is loaded three times (wall seconds, best and median).
 Writes benchmarks/results/latency-history.json.
 
 --init starts a configuration from a checkpoint (as a device with ``model.start``) instead of an
@@ -106,41 +108,55 @@ def history(config: str, init: str | None, pool: list[dict], dev: list[dict], le
     model = SwitchModel.load(init) if init else SwitchModel.empty(config)
     model.mark_start()
     devices = [DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("plug", ("socket",))]
-    owner, out = 0, []
-    for i, level in enumerate(levels):
-        timed = dev[i * 70:(i + 1) * 70] or dev[:70]  # lines no model learned (no exact-transcript memory)
-        while owner < level:
-            row = pool[owner % len(pool)]
-            model.learn(row["text"], row["label"])
-            owner += 1
-        predict_ms, update_ms, three_ms = [], [], []
-        for row in timed:
-            t0 = time.perf_counter()
-            model.predict(row["text"])
-            t1 = time.perf_counter()
-            model.learn(row["text"], row["label"])
-            t2 = time.perf_counter()
-            model.predict_devices(row["text"], devices)
-            t3 = time.perf_counter()
-            predict_ms.append((t1 - t0) * 1e3)
-            update_ms.append((t2 - t1) * 1e3)
-            three_ms.append((t3 - t2) * 1e3)
-        owner += len(timed)
-        loads = []
-        with tempfile.TemporaryDirectory() as d:
-            path = model.save(Path(d) / "c.npz")
-            size = path.stat().st_size
+    with tempfile.TemporaryDirectory() as d:
+        # 1. the device at each level, as a checkpoint (untimed): the owner's labels up to the
+        #    level, then the level's timed lines are learned too, as the timed pass will
+        owner, states, timed, out = 0, [], [], []
+        for i, level in enumerate(levels):
+            rows = dev[i * 70:(i + 1) * 70] or dev[:70]  # lines no model learned (no exact-transcript memory)
+            while owner < level:
+                row = pool[owner % len(pool)]
+                model.learn(row["text"], row["label"])
+                owner += 1
+            states.append(model.save(Path(d) / f"level{i}.npz"))
+            timed.append(rows)
+            for row in rows:
+                model.learn(row["text"], row["label"])
+            owner += len(rows)
+            path = model.save(Path(d) / f"after{i}.npz")
+            loads = []
             for _ in range(3):
                 t0 = time.perf_counter()
                 SwitchModel.load(path)
                 loads.append(time.perf_counter() - t0)
-        out.append({"owner_labels": level, "predict_ms": pct(predict_ms), "update_ms": pct(update_ms),
-                    "predict_three_devices_ms": pct(three_ms), "load_s_best": min(loads),
-                    "load_s_median": float(np.median(loads)), "checkpoint_bytes": size})
+            out.append({"owner_labels": level, "load_s_best": min(loads),
+                        "load_s_median": float(np.median(loads)), "checkpoint_bytes": path.stat().st_size})
+        # 2. the timed pass, interleaved: line k of every level in turn, so that a slow spell of
+        #    a shared machine falls on all levels alike and the ratios compare like with like
+        models = [SwitchModel.load(p) for p in states]
+        times = [([], [], []) for _ in levels]
+        for k in range(max(len(rows) for rows in timed)):
+            for m, rows, (predict_ms, update_ms, three_ms) in zip(models, timed, times):
+                if k >= len(rows):
+                    continue
+                row = rows[k]
+                t0 = time.perf_counter()
+                m.predict(row["text"])
+                t1 = time.perf_counter()
+                m.learn(row["text"], row["label"])
+                t2 = time.perf_counter()
+                m.predict_devices(row["text"], devices)
+                t3 = time.perf_counter()
+                predict_ms.append((t1 - t0) * 1e3)
+                update_ms.append((t2 - t1) * 1e3)
+                three_ms.append((t3 - t2) * 1e3)
+    for r, (predict_ms, update_ms, three_ms) in zip(out, times):
+        r.update({"predict_ms": pct(predict_ms), "update_ms": pct(update_ms),
+                  "predict_three_devices_ms": pct(three_ms)})
     base = out[0]["update_ms"]["median"]
     for r in out:
         r["update_ratio_to_first"] = r["update_ms"]["median"] / base if base > 0 else None
-    return {"config": config, "init": init, "levels": out}
+    return {"config": config, "init": init, "levels": out, "timing": "interleaved"}
 
 
 def history_main(args, inits: dict) -> None:
