@@ -24,12 +24,14 @@ OTHER_DEVICE = ["turn on {o}", "turn off {o}", "switch on {o}", "switch off {o}"
 ON = ["turn on {d}", "switch on {d}", "turn {d} on", "switch {d} on", "{d} on", "power on {d}",
       "put {d} on", "enable {d}", "activate {d}", "please turn on {d}", "can you turn on {d}",
       "could you switch on {d}", "turn on {d} please", "i'd like {d} on", "i want {d} on",
-      "i want to turn on {d}", "start {d}", "hey turn on {d}", "lights on",
+      "i want to turn on {d}", "start {d}", "hey turn on {d}", "light up {d}", "please turn {d} on",
+      "turn on {d} for me", "it's too dark in here turn on {d}", "lights on",
       "light on please", "it's too dark in here", "i can't see anything turn on the light"]
 OFF = ["turn off {d}", "switch off {d}", "turn {d} off", "switch {d} off", "{d} off", "power off {d}",
        "shut off {d}", "disable {d}", "deactivate {d}", "please turn off {d}", "can you turn off {d}",
        "could you switch off {d}", "turn off {d} please", "i want {d} off", "i want to turn off {d}",
-       "kill {d}", "stop {d}", "hey turn off {d}", "lights off",
+       "kill {d}", "stop {d}", "hey turn off {d}", "please turn {d} off", "turn off {d} for me",
+       "it's too bright in here turn off {d}", "lights off",
        "light off please", "i'm going to bed turn off the light", "shut {d} down"]
 NOOP = ["dim {d}", "make {d} brighter", "change {d} to blue", "set {d} to fifty percent",
         "is {d} on", "did i leave {d} on", "what colour is {d}", "brighten {d} a bit",
