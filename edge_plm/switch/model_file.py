@@ -1,13 +1,13 @@
-"""Switch-model checkpoint files: what ``SwitchModel.save`` writes and ``SwitchModel.load``
-reads (docs/method.md, "Checkpoints"). A load reads what prediction needs rather than deriving it
-again: the frozen starting part's solved arrays ("start.*"), and each of the owner's examples'
-units and word positions ("rows.*", so the statistics are plain sums over stored arrays, with no
-text processed again; the shipped starting model, written by ``train switch``, stores them for
-its examples too). A checkpoint without "rows.*" (older files) has its examples' units derived
-from their text, as before. The attention's statistics and the
-calibration's rows are stored, and so are the per-device labels of examples learned for several
-devices ("devices.labels", absent in checkpoints without them). The vocabularies are JSON lists
-in id order; a tombstoned (scrubbed) unit or word is ``null``."""
+"""Switch-model checkpoint files: what ``SwitchModel.save`` writes and ``SwitchModel.load`` reads
+(docs/method.md, "Checkpoints"). A load reads what prediction needs rather than deriving it again:
+the frozen starting part's solved arrays ("start.*"), and each of the owner's examples' units and
+word positions ("rows.*", so the statistics are plain sums over stored arrays, with no text
+processed again; the shipped starting model, written by ``train switch``, stores them for its
+examples too). A checkpoint without "rows.*" (older files) has its examples' units derived from
+their text, as before. The attention's statistics and the calibration's rows are stored, and so
+are the per-device labels of examples learned for several devices ("devices.labels", absent in
+checkpoints without them). The vocabularies are JSON lists in id order; a tombstoned (scrubbed)
+unit or word is ``null``."""
 
 from __future__ import annotations
 
