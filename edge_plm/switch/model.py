@@ -10,9 +10,9 @@ same model, byte for byte.
 
 A device's model has two parts once it starts (``mark_start``): ``start``, the starting model,
 frozen (it holds what prediction needs, not its examples' statistics), and ``net``, the owner's
-part, learned from the owner's labels alone; the prediction is their back-off mixture
-(``switch/owner.py``). A model with no starting model (an empty start, the desktop trainer) is
-``net`` alone.
+part, learned from the owner's labels alone; the prediction pools them as a product, the
+owner's evidence multiplying the starting model's odds (``switch/owner.py``). A model with no
+starting model (an empty start, the desktop trainer) is ``net`` alone.
 
 Corrections stick: the model remembers which labelled examples had each exact (normalised)
 transcript. A transcript heard again is decided by the latest label the person gave it, not by
@@ -185,7 +185,7 @@ class SwitchModel:
         return owner.model_scores(self, start, own, unread), support
 
     def owner_share(self) -> float:
-        """How much the owner's part counts in the mixture (``switch/share.py``)."""
+        """How much the owner's part counts in the pooling (``switch/share.py``)."""
         return self.share.value(len(self.net.rows))
 
     @property

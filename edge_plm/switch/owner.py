@@ -3,17 +3,20 @@ touches, and how the owner's evidence is mixed with the starting model's.
 
 A device that starts from a starting model keeps that model as a frozen part (``UnitNet.frozen``)
 and learns the owner's labels into a part of its own: the same units, words and network over the
-owner's examples alone. The prediction is a back-off mixture of the two distributions,
+owner's examples alone. The prediction pools the two distributions as a product: over the
+actions the owner has labelled,
 
-    p = (1 - lam) p_start + lam p_owner,
+    p(a) proportional to p_start(a) p_owner(a)^lam,
 
-so the owner's evidence wins as it proves itself instead of being outweighed by thousands of
-starting examples in one pooled fit (pooling lost to the owner's labels alone on held-out
-wording: BENCHMARKS.md, "Learns from its owner"). lam is the back-off rule n / (n +
-owner_backoff) unless the owner's own labels, each predicted by both parts before it was
-learned, show a share that decides them significantly better (``switch/share.py``). An action the
-owner has not labelled yet is read from the starting part alone (the owner's part cannot say
-anything of it).
+so the owner's evidence multiplies the starting model's odds instead of being outweighed by
+thousands of starting examples in one fit of both (that lost to the owner's labels alone on
+held-out wording: BENCHMARKS.md, "Learns from its owner"), and a part that is unsure between
+two actions leaves their odds as they are (a mixture (1 - lam) p_start + lam p_owner, used until
+2026-12-03, pulled sure readings toward unsure ones: ``switch/share.py``). lam is the back-off
+rule n / (n + owner_backoff) unless the owner's own labels, each predicted by both parts before
+it was learned, show a share that decides them significantly better (``switch/share.py``). An
+action the owner has not labelled yet keeps the starting part's probability (the owner's part
+cannot say anything of it).
 
 A label refines the owner's part on itself and a bounded, class-balanced replay sample of earlier
 owner examples (``replay_keys``), so an update costs the same at 50 labels as at 5,000.
@@ -68,16 +71,14 @@ def read(model, transcript: str, prior_strength: float = 0.0) -> tuple[int, np.n
 
 def model_scores(model, start: np.ndarray | None, own: np.ndarray, unread: bool) -> np.ndarray:
     """The model's log-probabilities from its parts' logits (``part_logits``): the owner's
-    part's alone without a starting part, else the mixture at the transcript's share."""
+    part's alone without a starting part or when the starting part cannot read the transcript,
+    else the pooling at the model's share (``share.py``)."""
     if start is None:
         return own
-    return mixed_scores(start, own, model.net.class_counts > 0.5, owner_share_of(model, unread))
-
-
-def owner_share_of(model, unread: bool) -> float:
-    """The owner's share of one transcript's mixture: the model's (``share.py``), or all of it
-    when the starting part cannot read the transcript (``part_logits``)."""
-    return 1.0 if unread else model.owner_share()
+    present = model.net.class_counts > 0.5
+    if unread:
+        return owner_alone_scores(start, own, present)
+    return mixed_scores(start, own, present, model.owner_share())
 
 
 def held_out(model, transcript: str, label: str) -> None:
@@ -99,23 +100,37 @@ def held_out(model, transcript: str, label: str) -> None:
 
 def mixture_parts(start_logits: np.ndarray, owner_logits: np.ndarray,
                   owner_present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(p_start, p_owner): the two distributions the mixture weighs. The owner's covers only
-    the actions it has labels of: it shares out the starting part's mass on those actions, and
-    the starting part's own probabilities stand for the others."""
+    """(p_start, p_owner): the two distributions the pooling weighs. The owner's covers only
+    the actions it has labels of (0 at the others, which keep the starting part's probability:
+    ``share.pooled``)."""
     p_start = softmax(start_logits)
     if not owner_present.any():
-        return p_start, p_start
-    p_own = softmax(np.where(owner_present, owner_logits, -np.inf))
-    return p_start, np.where(owner_present, p_own * p_start[owner_present].sum(), p_start)
+        return p_start, np.zeros_like(p_start)
+    return p_start, softmax(np.where(owner_present, owner_logits, -np.inf))
 
 
 def mixed_scores(start_logits: np.ndarray, owner_logits: np.ndarray, owner_present: np.ndarray,
                  lam: float) -> np.ndarray:
-    """log p of the back-off mixture (module docstring; ``mixture_parts``)."""
+    """log p of the product pooling at share ``lam`` (module docstring): ``share.pooled`` of
+    one row, written for one row (it is on the utterance path; the test checks they agree)."""
     p_start, p_own = mixture_parts(start_logits, owner_logits, owner_present)
-    if lam <= 0.0:
+    present = p_own > 0
+    if lam <= 0.0 or np.count_nonzero(present) < 2:
         return np.log(np.maximum(p_start, 1e-300))
-    return np.log(np.maximum((1.0 - lam) * p_start + lam * p_own, 1e-300))
+    logs = np.log(p_start[present]) + lam * np.log(p_own[present])
+    e = np.exp(logs - logs.max())
+    p = p_start.copy()
+    p[present] = e * (p_start[present].sum() / e.sum())
+    return np.log(np.maximum(p, 1e-300))
+
+
+def owner_alone_scores(start_logits: np.ndarray, owner_logits: np.ndarray,
+                       owner_present: np.ndarray) -> np.ndarray:
+    """log p of the owner's part alone (what the starting part cannot read): it shares out the
+    starting part's mass on the actions it has labels of; the others keep the starting part's."""
+    p_start, p_own = mixture_parts(start_logits, owner_logits, owner_present)
+    mass = p_start[owner_present].sum()
+    return np.log(np.maximum(np.where(owner_present, p_own * mass, p_start), 1e-300))
 
 
 def replay_keys(by_label: list[list[int]], new_key: int, size: int, seed: int) -> list[int] | None:

@@ -8,6 +8,7 @@ import pytest
 
 from edge_plm.switch import confidence, owner
 from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.share import pooled
 
 START = [("turn on the light", "ON"), ("lights on please", "ON"), ("switch the lamp on", "ON"),
          ("turn off the light", "OFF"), ("lights off", "OFF"), ("switch the lamp off", "OFF"),
@@ -66,7 +67,7 @@ def test_the_owners_part_decides_what_the_starting_part_cannot_read():
     present = m.net.class_counts > 0.5
     start, own, _, unread = owner.part_logits(m, "abracadabra lumos")  # no word the start has labelled
     assert unread and m.owner_share() < 0.01
-    np.testing.assert_allclose(m.raw("abracadabra lumos")[0], owner.mixed_scores(start, own, present, 1.0))
+    np.testing.assert_allclose(m.raw("abracadabra lumos")[0], owner.owner_alone_scores(start, own, present))
     assert m.predict("abracadabra lumos").action == "ON"
     start, own, _, unread = owner.part_logits(m, "turn on the light")  # the start reads it: the share
     assert not unread
@@ -240,3 +241,15 @@ def test_a_checkpoint_written_before_the_two_parts_is_split_at_the_start(tmp_pat
     assert loaded.start is not None
     assert sorted(loaded.net.rows) == list(range(len(START), len(START) + len(OWNER)))
     assert loaded.predict("abracadabra").action == "ON"
+
+
+@pytest.mark.parametrize("present", [(True, True, True), (True, True, False), (False, True, True),
+                                     (True, False, False), (False, False, False)])
+def test_mixed_scores_are_the_shares_pooling_of_one_row(present):
+    rng = np.random.default_rng(sum(present))
+    present = np.array(present)
+    for _ in range(20):
+        start, own, lam = rng.normal(0, 3, 3), rng.normal(0, 3, 3), float(rng.uniform(0, 3))
+        p_start, p_own = owner.mixture_parts(start, own, present)
+        np.testing.assert_allclose(np.exp(owner.mixed_scores(start, own, present, lam)),
+                                   pooled(p_start[None], p_own[None], np.array([lam]))[0, 0], rtol=1e-10)

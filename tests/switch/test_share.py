@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from edge_plm.switch.model import SwitchModel
-from edge_plm.switch.share import GRID, OwnerShare, backoff_rule, balanced_weights, choose_share
+from edge_plm.switch.share import GRID, OwnerShare, backoff_rule, balanced_weights, choose_share, pooled
 
 START = [("turn on the light", "ON"), ("lights on please", "ON"), ("switch the lamp on", "ON"),
          ("turn off the light", "OFF"), ("lights off", "OFF"), ("switch the lamp off", "OFF"),
@@ -23,8 +23,9 @@ def _brute(P, Q, y, prior, z):
     """The rule of share.py written out row by row, share by share."""
     w = balanced_weights(y)
 
-    def right(lam, t):
-        return float(np.argmax((1 - lam) * P[t] + lam * Q[t]) == y[t])
+    def right(lam, t):  # the product over the actions Q has (all three here), written out
+        p = [P[t][a] * Q[t][a] ** lam for a in range(3)]
+        return float(np.argmax(p) == y[t])
 
     best, best_gain = prior, None
     for lam in GRID:
@@ -55,11 +56,13 @@ def test_balanced_weights_give_every_action_the_same_weight():
 def test_choose_share_moves_only_on_significant_evidence():
     right, wrong = np.array([[0.1, 0.2, 0.7]] * 6), np.array([[0.6, 0.3, 0.1]] * 6)
     y = np.full(6, 2)
-    # the owner's part decides all six right, the rule's mixture none: from lam 0.5 on they are
-    # right, and the gain (6) is far above z x its spread (sqrt 6): the nearest such point
-    assert choose_share(wrong, right, y, 0.2, 2.0) == 0.5 and choose_share(wrong, right, y, 0.9, 2.0) == 0.9
+    # the owner's part decides all six right, the rule's pooling none: NOOP wins once
+    # .1 x .7^lam > .6 x .1^lam, lam > .92, so from the grid's 1.05 on they are right, and the
+    # gain (6) is far above z x its spread (sqrt 6): the nearest such point; at 0.95, the rule
+    assert choose_share(wrong, right, y, 0.2, 2.0) == pytest.approx(1.05)
+    assert choose_share(wrong, right, y, 0.95, 2.0) == 0.95
     assert choose_share(wrong[:3], right[:3], y[:3], 0.0, 2.0) == 0.0  # 3 rows: 3 > 2 sqrt 3 fails
-    assert choose_share(wrong[:3], right[:3], y[:3], 0.0, 1.0) == 0.5
+    assert choose_share(wrong[:3], right[:3], y[:3], 0.0, 1.0) == pytest.approx(1.05)
     assert choose_share(right, wrong, y, 0.2, 2.0) == pytest.approx(0.2)  # worse: the rule
     assert choose_share(right, right, y, 0.4, 2.0) == pytest.approx(0.4)  # no evidence: the rule
     assert choose_share(right[:0], right[:0], y[:0], 0.25, 2.0) == 0.25
@@ -70,21 +73,24 @@ def test_choose_share_moves_only_on_significant_evidence():
 def test_rows_window_state_and_bad_rows():
     s = OwnerShare(backoff=100, z=1.0, window=3)
     assert s.value(0) == 0.0 and s.value(50) == pytest.approx(backoff_rule(50, 100))
-    s.add([0.2, 0.3, 0.5], [0.2, 0.3, 0.5], 0, 1)  # the parts agree: no row
+    s.add([0.2, 0.3, 0.5], [0.0, 0.0, 1.0], 0, 1)  # the owner's part has one action: no row
     assert len(s.y) == 0
     for i in range(5):
         s.add([0.5, 0.3, 0.2], [0.1, 0.1, 0.8], 2, i + 1)  # the owner's part is right
     assert len(s.y) == 3 and s.value(5) > 0.3 > backoff_rule(5, 100)  # the nearest share that gets them right
     t = OwnerShare(backoff=100, z=1.0, window=3)
-    t.load(s.state())
+    t.load(s.state(), 5)
     assert t.value(5) == s.value(5) and np.array_equal(t.P, s.P)
+    old = {k: v for k, v in s.state().items() if k != "share.pooling"}  # rows of the old mixture
+    t.load(old, 5)
+    assert len(t.y) == 0 and t.value(5) == pytest.approx(backoff_rule(5, 100))
     with pytest.raises(ValueError, match="3 actions"):
         s.add([0.5, 0.5], [0.5, 0.5], 0, 6)
     with pytest.raises(ValueError, match="finite"):
         s.add([np.nan, 0.5, 0.5], [0.2, 0.3, 0.5], 0, 6)
     with pytest.raises(ValueError, match="do not fit"):
         t.load({"share.P": np.zeros((2, 3)), "share.Q": np.zeros((3, 3)), "share.y": np.zeros(2),
-                "share.lam": np.array([0.1])})
+                "share.lam": np.array([0.1])}, 2)
 
 
 def _started(**overrides) -> SwitchModel:
@@ -139,7 +145,32 @@ def test_the_kept_right_answers_choose_as_the_rows_do():
         assert s.lam == choose_share(s.P, s.Q, s.y, backoff_rule(n, 50.0), 1.0)
     assert len(s.y) == s.right.shape[1] == 60 and s.lam != backoff_rule(150, 50.0)
     t = OwnerShare(backoff=50.0, z=1.0, window=60)
-    t.load(s.state())
+    t.load(s.state(), 150)
     np.testing.assert_array_equal(t.right, s.right)
     t.refit(151)
     assert t.lam == choose_share(s.P, s.Q, s.y, backoff_rule(151, 50.0), 1.0)
+
+
+def test_pooled_is_the_product_over_the_owners_actions():
+    P = np.array([[0.80, 0.09, 0.11], [0.2, 0.3, 0.5]])
+    Q = np.array([[0.46, 0.03, 0.51], [0.7, 0.3, 0.0]])  # row 2: the owner has no NOOP label
+    p = pooled(P, Q, np.array([0.0, 0.5, 2.0]))
+    np.testing.assert_allclose(p.sum(axis=2), 1.0)
+    np.testing.assert_allclose(p[0], P)  # share 0: the starting part
+    for k, lam in enumerate((0.5, 2.0)):
+        row = P[0] * Q[0] ** lam
+        np.testing.assert_allclose(p[k + 1, 0], row / row.sum())
+        assert p[k + 1, 1, 2] == pytest.approx(0.5)  # an action the owner never labelled keeps P
+        ab = P[1, :2] * Q[1, :2] ** lam
+        np.testing.assert_allclose(p[k + 1, 1, :2], 0.5 * ab / ab.sum())
+
+
+def test_an_unsure_owners_part_leaves_a_sure_reading_where_a_mixture_would_not():
+    """Issue 25's household: the owner's part, with 9 ON labels among 283 NOOP, is unsure
+    between ON and NOOP on "switch on the lights"; the starting part reads ON .80."""
+    P, Q = np.array([[0.80, 0.09, 0.11]]), np.array([[0.46, 0.03, 0.51]])
+    mixture_on = (1 - 0.22) * P[0, 0] + 0.22 * Q[0, 0]
+    assert mixture_on < 0.73  # the old mixture: under the act threshold of a sure reading
+    assert pooled(P, Q, np.array([0.22]))[0, 0, 0] > 0.79  # the product: the odds ON : NOOP stay
+    sure = np.array([[0.02, 0.03, 0.95]])  # an owner's part sure it is not a command overrules
+    assert pooled(P, sure, np.array([0.9]))[0, 0].argmax() == 2
