@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -440,7 +441,7 @@ def main(argv=None) -> int:
     if args.eval_files:
         write_eval_files(args.eval_files, stream, test)
     result = {"stream_lines": len(stream), "test_lines": len(test), "seed": args.seed,
-              "slot_filler": args.slot_filler, "init": str(args.init), "designs": {}}
+              "slot_filler": args.slot_filler, "init": os.path.relpath(args.init.resolve(), REPO), "designs": {}}
     for make in [d for d in DESIGNS if d.name in args.designs.split(",")]:
         print(f"{make.name} ...", file=sys.stderr)
         design = make(HOME)
