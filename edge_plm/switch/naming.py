@@ -182,16 +182,16 @@ class NameQuery:
                     out[k, j] = GARBLE_SHARE * c
         return out
 
-    def name_score(self, heard: Sequence[str], device,
-                   table: tuple[dict[str, int], np.ndarray] | None = None) -> tuple[float, tuple[int, ...]]:
+    def name_score(self, heard: Sequence[str], device, column: dict[str, int],
+                   table: np.ndarray) -> tuple[float, tuple[int, ...]]:
         """(score, positions): the device's best name/alias and the positions its words attend.
-        ``table``: (column of each name word, ``comparisons(heard, those words)``), made once
-        for all devices of a transcript by ``address``; None: compared here."""
+        ``table``: ``comparisons(heard, name words)`` of all the devices' name words, made once
+        per transcript by ``address``; ``column``: each name word's column in it."""
         best, where = 0.0, ()
         if not heard:
             return best, where
         for phrase in device.phrases():
-            s = self.comparisons(heard, phrase) if table is None else table[1][:, [table[0][w] for w in phrase]]
+            s = table[:, [column[w] for w in phrase]]
             pos = s.argmax(axis=0)
             top = s[pos, np.arange(len(phrase))]
             score = float(top.mean())
@@ -218,9 +218,9 @@ class NameQuery:
         picked: list[tuple[int, ...]] = []
         named: list[set[int]] = []
         vocab = list(dict.fromkeys(w for d in devices for p in d.phrases() for w in p))
-        table = ({w: j for j, w in enumerate(vocab)}, self.comparisons(words, vocab)) if words else None
+        column, table = {w: j for j, w in enumerate(vocab)}, self.comparisons(words, vocab)
         for i, d in enumerate(devices):
-            score, where = self.name_score(words, d, table)
+            score, where = self.name_score(words, d, column, table)
             learned = [evidence.evidence(d.name, w) for w in words] if evidence is not None else []
             strong = tuple(k for k, e in enumerate(learned) if e >= ADDRESS_FLOOR)
             top = max(learned, default=0.0)
