@@ -178,12 +178,11 @@ class OwnerShare:
         if P.shape != Q.shape or P.ndim != 2 or len(y) != len(P) or not 0.0 <= lam <= GRID[-1]:
             raise ValueError("checkpoint owner-share arrays do not fit together")
         if int(np.asarray(arrays.get("share.pooling", [0])).reshape(-1)[0]) != POOLING:
-            self.P, self.Q = np.zeros((0, P.shape[1])), np.zeros((0, P.shape[1]))
-            self.y, self.right = np.zeros(0, dtype=np.int64), np.zeros((len(GRID), 0))
-            self.refit(n_owner)
-            return
+            P, Q, y = P[:0], Q[:0], y[:0]  # the old mixture's rows: none kept
         self.P, self.Q, self.y, self.lam = P, Q, y, lam
         self.right = right_per_row(P, Q, y, GRID)
+        if not len(y):
+            self.refit(n_owner)
 
 
 def share_for(config) -> OwnerShare:
