@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -62,14 +63,27 @@ def replay(session: Path, db: Path, config: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def summary(r: dict, session: Path) -> dict:
+def asks_at_chatter(session: Path, db: Path) -> int:
+    """The session's NOOP lines some device asked about, read from the replay's stored rows (the
+    session's lines are the database's last interactions, in order; the replay's per-device
+    ``asked`` counts chatter asks too, so it cannot tell them from asks at commands)."""
+    labels = [json.loads(line)["label"] for line in open(session, encoding="utf-8")]
+    with sqlite3.connect(db) as con:
+        ids = [i for (i,) in con.execute("SELECT id FROM interactions ORDER BY id DESC LIMIT ?", (len(labels),))]
+        asked = {i for (i,) in con.execute("SELECT DISTINCT interaction_id FROM interaction_devices "
+                                          "WHERE decision = 'ask'")}
+    if len(ids) != len(labels):
+        raise SystemExit(f"{db}: {len(ids)} stored interactions for a session of {len(labels)} lines")
+    return sum(1 for i, label in zip(reversed(ids), labels) if label == "NOOP" and i in asked)
+
+
+def summary(r: dict, session: Path, db: Path) -> dict:
     commands = sum(d["commands"] for d in r["devices"].values())
     right = sum(d["acted_right"] for d in r["devices"].values())
     chatter = sum(1 for line in open(session, encoding="utf-8") if json.loads(line)["label"] == "NOOP")
-    asked_commands = sum(d["asked"] for d in r["devices"].values())
     return {"commands": commands, "acted_right": right, "acted_right_share": right / max(commands, 1),
             "acted": r["acted"], "acted_wrong": r["acted_wrong"], "acted_wrong_device": r["acted_wrong_device"],
-            "asked": r["asked"], "asked_at_chatter": max(r["asked"] - asked_commands, 0), "chatter": chatter,
+            "asked": r["asked"], "asked_at_chatter": asks_at_chatter(session, db), "chatter": chatter,
             "missed": r["missed"], "devices": r["devices"]}
 
 
@@ -94,9 +108,9 @@ def main() -> None:
     household_lines(args.data / "switch-dev-test.jsonl", test)
     for db in work.glob("*.db*"):
         db.unlink()
-    before = summary(replay(test, work / "before.db", config), test)
+    before = summary(replay(test, work / "before.db", config), test, work / "before.db")
     learned = replay(stream, work / "house.db", config)
-    after = summary(replay(test, work / "house.db", config), test)
+    after = summary(replay(test, work / "house.db", config), test, work / "house.db")
     payload = header()
     payload.update({"config": CONFIG, "overrides": args.set, "before": before, "after": after,
                     "household_labels": learned["labels"]})
