@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_plm.actions import ACTIONS, INDEX
+from edge_plm.actions import ACTIONS, INDEX, REGISTRY
 from edge_plm.switch import calibration
 from edge_plm.switch.calibration import Calibrator
+
+
+STATES = tuple(a.name for a in REGISTRY if a.relay_state is not None)  # the actions that drive the relay
 
 
 def softmax(s: np.ndarray) -> np.ndarray:
@@ -24,8 +27,9 @@ def calibrated(model, scores: np.ndarray, support: float, calib: Calibrator | No
     part says NOOP at its labels' shares when NOOP is the most labelled action (measured on
     young models, BENCHMARKS.md "Words nobody labelled"), else, and always with a starting
     part (whose label mix is not the household's), NOOP at the uniform distribution (words
-    nobody labelled are never acted on). ``calib``:
-    the map (default the model's; ``owner.read`` passes the owner's part's own)."""
+    nobody labelled are never acted on). A relay state on top while another state has no
+    label yet: the states share the top's and the untaught one's mass (``untaught_states``).
+    ``calib``: the map (default the model's; ``owner.read`` passes the owner's part's own)."""
     n_act = len(ACTIONS)
     present = model.class_counts > 0.5
     if present.sum() < 2:
@@ -46,7 +50,25 @@ def calibrated(model, scores: np.ndarray, support: float, calib: Calibrator | No
         share = lam * share + (1.0 - lam) * uniform
     y = (1.0 - conf) * share
     y[top] = conf
-    return top, y
+    return top, untaught_states(model.class_counts, top, y)
+
+
+def untaught_states(counts: np.ndarray, top: int, y: np.ndarray) -> np.ndarray:
+    """``y`` with the top relay state's probability shared evenly with every other relay state
+    that has no label yet (others unchanged). A young model taught ON but never OFF has not
+    seen what "off" looks like: "turn the lights off in the living room" reads like its ON
+    commands (the same words but one) and came out ON .83, acted on and wrong, 21 lines into a
+    spoken session from empty (BENCHMARKS.md, "Taught both states"). Which state such a command
+    asks for is then as open as the labels leave it, so it is asked about, not acted on; the
+    top action stays the top. A model with every state labelled (any starting model): ``y``."""
+    if ACTIONS[top] not in STATES:
+        return y
+    group = [top] + [INDEX[a] for a in STATES if INDEX[a] != top and counts[INDEX[a]] <= 0.5]
+    if len(group) == 1:
+        return y
+    y = y.copy()
+    y[group] = y[group].sum() / len(group)
+    return y
 
 def noop_at_label_shares(counts: np.ndarray) -> np.ndarray:
     """The distribution of a prediction that knows nothing of the words: ``label_shares`` when

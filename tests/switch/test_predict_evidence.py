@@ -65,3 +65,23 @@ def test_config_refuses_negative_prior_settings(key):
 def test_config_reads_evidence_prior():
     assert parse("[model]\nevidence_prior = 5.0\n").model.evidence_prior == 5.0
     assert np.isclose(parse("").model.evidence_prior, 3.0)
+
+
+def test_a_state_nobody_taught_shares_the_top_state_and_is_not_acted_on():
+    from edge_plm.switch.confidence import untaught_states
+    m = SwitchModel.empty("potato", kernel="numpy")
+    for text in ("turn the lights on in the kitchen", "switch on the lamp", "lights on please"):
+        m.learn(text, "ON")
+    for text in ("what time is it", "play some jazz", "is it raining", "set a timer"):
+        m.learn(text, "NOOP")
+    young = m.predict("turn the lights off in the kitchen")  # OFF never labelled
+    assert young.action == "ON"
+    assert young.distribution["ON"] == pytest.approx(young.distribution["OFF"])
+    assert young.confidence <= 0.5 + 1e-12 and sum(young.distribution.values()) == pytest.approx(1.0)
+    m.learn("turn off the lamp", "OFF")  # both states taught: the network's own split
+    taught = m.predict("turn the lights on in the hall")
+    assert taught.distribution["ON"] != pytest.approx(taught.distribution["OFF"])
+    y = np.array([0.7, 0.1, 0.2])
+    assert untaught_states(np.array([3.0, 0.0, 4.0]), 0, y).tolist() == pytest.approx([0.4, 0.4, 0.2])
+    assert untaught_states(np.array([3.0, 1.0, 4.0]), 0, y) is y  # every state labelled
+    assert untaught_states(np.array([3.0, 0.0, 4.0]), 2, y) is y  # NOOP on top: nothing to share
