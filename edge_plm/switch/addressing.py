@@ -11,7 +11,9 @@ plurals, their character n-grams):
 - every device when it says "all", "every" or "everything" and names none;
 - otherwise the default device (the first configured one): "turn it on" goes where a single
   device's switch always went; with several devices at the share ``naming.default_share``
-  (asked about until the owner's switches show unnamed commands are the default device's).
+  (asked about until the owner's switches show unnamed commands are the default device's);
+  a model whose owner's switches answered more unnamed commands for another device gives them
+  to that one (``naming.unnamed_device``).
 
 ``addressed`` returns the share p_d in [0, 1] of each device from the names alone (a model adds
 the names its devices' switches taught it: ``SwitchModel.predict_devices``);

@@ -25,16 +25,18 @@ Shares (``address``): the devices with r_d >= ADDRESS_FLOOR and within MARGIN of
 score are addressed, except a device whose name's positions are a strict part of another
 addressed device's ("turn on the salt lamp" is for the salt lamp, not the lamp: the longest
 name wins), with the share p_d = min(1, r_d / FULL_SHARE); when none is, "all" /
-"every" / "everything" address every device, and otherwise the first device (the default one,
-where a single device's switch always went) gets the share
+"every" / "everything" address every device, and otherwise one device gets the command
+(``unnamed_device``): the one with the largest share
 
-    p_0 = (u_0 + UNNAMED_SHARE * UNNAMED_PRIOR) / (u + UNNAMED_PRIOR),
+    p_d = (u_d + s_d * UNNAMED_PRIOR) / (u + UNNAMED_PRIOR),
 
-u the unnamed commands the owner's switches labelled, u_0 those labelled for the default device
-(``DeviceEvidence.unnamed_commands``). With several devices a command that names none ("power
-off", "turn wemo on") is the default device's only that surely: asked about, not acted on, until
-the owner has shown that unnamed commands are the default device's (about five of them), or
-its switch has taught the words that name another device (BENCHMARKS.md, "Two devices"). The words the addressed devices'
+u the unnamed commands the owner's switches labelled, u_d those labelled for device d
+(``DeviceEvidence.unnamed_commands``), s_d = UNNAMED_SHARE for the first device (the default
+one, where a single device's switch always went) and an equal part of the rest for each other.
+With several devices a command that names none ("power off", "turn wemo on") is the default
+device's only that surely: asked about, not acted on, until the owner has shown that unnamed
+commands are the default device's (about five of them), or another device's (then they go to
+it), or its switch has taught the words that name another device (BENCHMARKS.md, "Two devices"). The words the addressed devices'
 queries picked up are the *slot*: the command's action is read from the transcript without
 them ("turn on the kettle" -> "turn on the"), so a name the action model never heard, or
 heard as another device's, does not change the action. A model's ``SwitchConfig.slot_word``
@@ -91,11 +93,25 @@ class Addressing:
         return tuple(devices[i].name for i in self.by_name)
 
 
-def default_share(name: str, evidence=None) -> float:
-    """The default device's share of a command that names no device, with several devices:
-    UNNAMED_SHARE moved by the owner's labelled unnamed commands (module docstring)."""
+def default_share(name: str, evidence=None, prior: float = UNNAMED_SHARE) -> float:
+    """A device's share of a command that names no device, with several devices: its ``prior``
+    (the default device's UNNAMED_SHARE) moved by the owner's labelled unnamed commands
+    (module docstring)."""
     u0, u = evidence.unnamed_commands(name) if evidence is not None else (0, 0)
-    return (u0 + UNNAMED_SHARE * UNNAMED_PRIOR) / (u + UNNAMED_PRIOR)
+    return (u0 + prior * UNNAMED_PRIOR) / (u + UNNAMED_PRIOR)
+
+
+def unnamed_device(devices: Sequence, evidence=None) -> tuple[int, float]:
+    """(device index, share) of a command that names no device, with several devices: each
+    device's ``default_share``, the default (first) device's from UNNAMED_SHARE and every other
+    one's from an equal part of the rest; the device with the largest share gets the command
+    (ties: the earlier one). Before any unnamed command is labelled that is the default device;
+    an owner whose unnamed commands ("power off", "turn off the juice") went to the plug's
+    switch more often than to the lamp's has them asked about, then acted on, for the plug."""
+    rest = (1.0 - UNNAMED_SHARE) / (len(devices) - 1)
+    shares = [default_share(d.name, evidence, UNNAMED_SHARE if i == 0 else rest) for i, d in enumerate(devices)]
+    best = int(np.argmax(shares))
+    return best, shares[best]
 
 
 def bag_cosine(a: Counter, b: Counter) -> float:
@@ -241,7 +257,11 @@ class NameQuery:
             shares = np.ones(len(devices))
         else:
             shares = np.zeros(len(devices))
-            shares[0] = 1.0 if len(devices) == 1 else default_share(devices[0].name, evidence)
+            if len(devices) == 1:
+                shares[0] = 1.0
+            else:
+                i, share = unnamed_device(devices, evidence)
+                shares[i] = share
         rest = [w for k, w in enumerate(words) if k not in slots]
         if filler and slots:
             rest = [filler if k in slots else w for k, w in enumerate(words)

@@ -124,6 +124,21 @@ def test_an_unnamed_command_is_asked_until_the_owner_shows_where_it_goes(fresh, 
     assert ev.unnamed_commands("lamp") == (3, 5) and ev.unnamed_commands("heater") == (1, 5)
 
 
+def test_unnamed_commands_go_to_the_device_the_owner_answered_them_for(fresh):
+    from edge_plm.switch.naming import unnamed_device
+    assert unnamed_device(HOME, fresh.device_evidence) == (0, pytest.approx(UNNAMED_SHARE))
+    for text, label in UNNAMED:  # the fan's switch answers every unnamed command
+        fresh.learn_devices(text, {"fan": label}, HOME)
+    rest = (1.0 - UNNAMED_SHARE) / 2
+    share = (5 + rest * UNNAMED_PRIOR) / (5 + UNNAMED_PRIOR)
+    assert unnamed_device(HOME, fresh.device_evidence) == (1, pytest.approx(share))
+    out = fresh.predict_devices("switch it off", HOME)
+    assert actions(out) == {"lamp": "NOOP", "fan": "OFF", "heater": "NOOP"}
+    assert out["fan"].confidence == pytest.approx(share * fresh.predict("switch it off").confidence)
+    fresh.learn_devices("turn it on", {"lamp": "ON"}, HOME)  # one for the lamp: the fan still leads
+    assert unnamed_device(HOME, fresh.device_evidence)[0] == 1
+
+
 def test_device_label_rows_of_an_older_checkpoint_load_as_named():
     ev = DeviceEvidence()
     ev.load_json([[3, ["turn", "it", "on"], {"lamp": "ON", "fan": "NOOP"}]])
