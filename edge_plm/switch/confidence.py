@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_plm.actions import ACTIONS, INDEX, REGISTRY
+from edge_plm.actions import ACTIONS, DRIVING, INDEX
 from edge_plm.switch import calibration
 from edge_plm.switch.calibration import Calibrator
-
-
-STATES = tuple(a.name for a in REGISTRY if a.relay_state is not None)  # the actions that drive the relay
 
 
 def softmax(s: np.ndarray) -> np.ndarray:
@@ -61,9 +58,9 @@ def untaught_states(counts: np.ndarray, top: int, y: np.ndarray) -> np.ndarray:
     spoken session from empty (BENCHMARKS.md, "Taught both states"). Which state such a command
     asks for is then as open as the labels leave it, so it is asked about, not acted on; the
     top action stays the top. A model with every state labelled (any starting model): ``y``."""
-    if ACTIONS[top] not in STATES:
+    if ACTIONS[top] not in DRIVING:
         return y
-    group = [top] + [INDEX[a] for a in STATES if INDEX[a] != top and counts[INDEX[a]] <= 0.5]
+    group = [top] + [INDEX[a] for a in DRIVING if INDEX[a] != top and counts[INDEX[a]] <= 0.5]
     if len(group) == 1:
         return y
     y = y.copy()
