@@ -93,6 +93,16 @@ class ColumnCache:
             return np.zeros((E.shape[0], 0))
         return np.stack([self.columns[int(q)] for q in query], axis=1)
 
+    def read_rows(self, E: np.ndarray, query, rows: np.ndarray, version: object = None) -> np.ndarray | None:
+        """C[rows][:, query] from the cached columns (as ``read``, without stacking whole
+        columns: a transcript reads a few rows of them), or None when one is missing or stale."""
+        if not self.covers(E, query, version):
+            return None
+        out = np.empty((len(rows), len(query)))
+        for j, q in enumerate(query):
+            out[:, j] = self.columns[int(q)][rows]
+        return out
+
     def block(self, E: np.ndarray, query, version: object = None) -> np.ndarray:
         """C[:, query] for the current E (V x len(query))."""
         query = [int(q) for q in query]

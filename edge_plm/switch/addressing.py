@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class DeviceName:
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "aliases", tuple(self.aliases))  # hashable, whatever was passed
         if not normalize(self.name):
             raise ValueError(f"a device name needs a letter or digit, got {self.name!r}")
         for alias in self.aliases:
@@ -51,8 +53,14 @@ class DeviceName:
                 raise ValueError(f"device {self.name!r}: an alias needs a letter or digit, got {alias!r}")
 
     def phrases(self) -> tuple[tuple[str, ...], ...]:
-        """Its name and aliases as normalised word sequences."""
-        return tuple(tuple(normalize(p).split()) for p in (self.name, *self.aliases))
+        """Its name and aliases as normalised word sequences (read at every utterance: made
+        once per name and aliases)."""
+        return _phrases(self.name, self.aliases)
+
+
+@lru_cache(maxsize=256)
+def _phrases(name: str, aliases: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(normalize(p).split()) for p in (name, *aliases))
 
 
 def _query() -> NameQuery:

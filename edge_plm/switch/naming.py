@@ -132,6 +132,8 @@ class NameQuery:
         self.cache = ColumnCache()
         self._bags: dict[str, Counter] = {}
         self._cosines: dict[tuple[str, str], float] = {}
+        self._near: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+        self._registered: tuple | None = None  # (devices, vocabulary size, ids) of the last register
 
     def bag(self, word: str) -> Counter:
         b = self._bags.get(word)
@@ -155,11 +157,15 @@ class NameQuery:
         """Give every name/alias word of ``devices`` a code (append-only) and its comparison
         column (so that `code_match` then only reads the cache); their ids (-1: the vocabulary
         is full). Once the devices are registered, a call changes nothing."""
+        done = self._registered
+        if done is not None and done[0] == tuple(devices) and done[1] == len(self.words.words):
+            return done[2]  # the same devices over the same vocabulary: nothing to add
         ids = [self.words.add(w) for d in devices for p in d.phrases() for w in p]
         self.words.refresh()  # a no-op unless a name was new
         known = [i for i in ids if i >= 0]
         if not self.cache.covers(self.words.E, known, self.words.code_version):
             self.cache.block(self.words.E, known, self.words.code_version)
+        self._registered = (tuple(devices), len(self.words.words), ids)
         return ids
 
     def code_match(self, heard: Sequence[str], name_words: Sequence[str]) -> np.ndarray:
@@ -173,30 +179,41 @@ class NameQuery:
             return out
         E = self.words.E
         query = [nid[j] for j in cols]
-        block = self.cache.read(E, query, self.words.code_version)  # registered names: a read
-        if block is None:
-            block = self.cache.block(E, query, self.words.code_version)
         rows = hid[known]
-        sub = block[rows] / np.outer(np.linalg.norm(E[rows], axis=1), np.linalg.norm(E[query], axis=1))
+        block = self.cache.read_rows(E, query, rows, self.words.code_version)  # registered names: a read
+        if block is None:
+            block = self.cache.block(E, query, self.words.code_version)[rows]
+        sub = block / np.outer(np.linalg.norm(E[rows], axis=1), np.linalg.norm(E[query], axis=1))
         out[np.ix_(np.flatnonzero(known), cols)] = sub
         return out
 
     def comparisons(self, heard: Sequence[str], name_words: Sequence[str]) -> np.ndarray:
-        """s[k, j]: how much heard word k is name word j (module docstring)."""
-        s = self.code_match(heard, name_words)
-        ident = s >= 1.0 - 1e-9
-        out = np.where(ident, 1.0, 0.0)
-        for k, h in enumerate(heard):
-            for j, n in enumerate(name_words):
-                if ident[k, j]:
-                    continue
-                if h in (n + "s", n + "es"):
-                    out[k, j] = GARBLE_SHARE
-                    continue
-                c = self.cosine(h, n)
-                if c >= SIM_FLOOR:
-                    out[k, j] = GARBLE_SHARE * c
-        return out
+        """s[k, j]: how much heard word k is name word j (module docstring): 1 where the codes'
+        comparison (read from the cache) says it is the name word, else the n-gram one."""
+        ident = self.code_match(heard, name_words) >= 1.0 - 1e-9
+        return np.where(ident, 1.0, self.near(heard, tuple(name_words)))
+
+    def near(self, heard: Sequence[str], names: tuple[str, ...]) -> np.ndarray:
+        """The n-gram comparisons of the heard words with the name words (a plural:
+        GARBLE_SHARE; a bag cosine of at least SIM_FLOOR: GARBLE_SHARE x it; else 0). A heard
+        word's row is a function of the words alone, so it is remembered: the same words recur
+        in every utterance."""
+        rows = []
+        for h in heard:
+            row = self._near.get((h, names))
+            if row is None:
+                row = [self.near_word(h, n) for n in names]
+                if len(self._near) < 50_000:
+                    self._near[(h, names)] = row
+            rows.append(row)
+        return np.array(rows, dtype=np.float64).reshape(len(heard), len(names))
+
+    def near_word(self, heard: str, name: str) -> float:
+        """How much ``heard`` is ``name`` by its n-grams (``near``)."""
+        if heard in (name + "s", name + "es"):
+            return GARBLE_SHARE
+        c = self.cosine(heard, name)
+        return GARBLE_SHARE * c if c >= SIM_FLOOR else 0.0
 
     def name_score(self, heard: Sequence[str], device, column: dict[str, int],
                    table: np.ndarray) -> tuple[float, tuple[int, ...]]:
@@ -210,10 +227,10 @@ class NameQuery:
             s = table[:, [column[w] for w in phrase]]
             pos = s.argmax(axis=0)
             top = s[pos, np.arange(len(phrase))]
-            score = float(top.mean())
             m = len(phrase)
+            score = float(top.sum()) / m
             if 1 < m <= len(heard):  # the name said as one run of words is where it is
-                runs = [float(np.mean([s[k + j, j] for j in range(m)])) for k in range(len(heard) - m + 1)]
+                runs = [sum(float(s[k + j, j]) for j in range(m)) / m for k in range(len(heard) - m + 1)]
                 k = int(np.argmax(runs))
                 if runs[k] >= score - 1e-9:
                     pos, top = np.arange(k, k + m), s[np.arange(k, k + m), np.arange(m)]

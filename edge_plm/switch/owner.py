@@ -24,6 +24,8 @@ owner examples (``replay_keys``), so an update costs the same at 50 labels as at
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 from edge_plm.actions import INDEX
@@ -163,10 +165,10 @@ def replay_keys(by_label: list[list[int]], new_key: int, size: int, seed: int) -
 
 
 def _index(keys: list[int], key: int) -> int | None:
-    try:
-        return keys.index(key)
-    except ValueError:
-        return None
+    """Where ``key`` is in ``keys`` (ascending, as ``UnitNet.by_label`` keeps each action's
+    keys), or None: a bisection, not a scan of the history."""
+    i = bisect_left(keys, key)
+    return i if i < len(keys) and keys[i] == key else None
 
 
 def refine_budget(config, n_rows: int) -> int:

@@ -77,7 +77,7 @@ class UnitNet:
         self._sample = None  # (keys, batch, units) of the last replay sample (``sample_batch``)
         self.struct: SaffuBatch | None = None  # the attention batch's structure, grown by new labels
         self.struct_keys: list[int] = []
-        self.by_label: list[list[int]] = [[] for _ in range(N_ACTIONS)]  # keys of each action, in order
+        self.by_label: list[list[int]] = [[] for _ in range(N_ACTIONS)]  # keys of each action, ascending
         # a frozen net (the starting model's part, ``frozen_state``): its labelled examples are
         # not held, only what prediction reads; this many of them are behind the statistics
         self.frozen_rows = 0

@@ -55,6 +55,18 @@ def test_column_cache_reads_e_et_extends_and_rebuilds():
         cache.verify(E3)
 
 
+def test_column_cache_reads_rows_of_its_columns_or_none_when_stale():
+    cache = ColumnCache()
+    E = bit_cipher(40, 8)
+    assert cache.read_rows(E, [0, 3], np.array([1, 7]), "v1") is None  # nothing cached yet
+    cache.block(E, [0, 3], "v1")
+    rows = np.array([7, 1, 7, 39])
+    np.testing.assert_array_equal(cache.read_rows(E, [3, 0], rows, "v1"), (E @ E.T)[rows][:, [3, 0]])
+    assert cache.read_rows(E, [0, 5], rows, "v1") is None  # a column never asked for
+    assert cache.read_rows(bit_cipher(60, 8), [0, 3], rows, "v1") is None  # E grew: not current
+    assert cache.read_rows(E, [0, 3], rows, "v2") is None  # another code scheme
+
+
 def test_word_vocabulary_is_frequency_ordered_append_only_and_capped():
     v = WordVocab(cap=8, bits=12, query_words=3)
     v.register(["on on on", "light light", "the"])

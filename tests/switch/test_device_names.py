@@ -73,6 +73,18 @@ def test_the_decision_goes_through_the_name_codes_and_their_cache(fresh):
         cache.verify(fresh.words.E)
 
 
+def test_devices_registered_again_change_nothing_and_a_new_name_gets_its_code(fresh):
+    q = fresh.name_query
+    first = q.register(HOME)
+    size = len(fresh.words)
+    assert q.register(HOME) == first and len(fresh.words) == size
+    assert "aquarium" not in fresh.words.index
+    ids = q.register(HOME + [DeviceName("aquarium")])
+    assert ids[:-1] == first and ids[-1] == fresh.words.index["aquarium"] == size
+    assert ids[-1] in q.cache.columns
+    assert q.address("turn on the aquarium".split(), HOME + [DeviceName("aquarium")]).scores[3] == 1.0
+
+
 def test_plurals_and_garble_compare_by_their_ngrams(shipped):
     a = shipped.name_query.address("turn on the fans".split(), HOME)
     assert a.scores.tolist() == [0.0, GARBLE_SHARE, 0.0] and a.command == "turn on the"

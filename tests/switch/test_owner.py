@@ -146,18 +146,33 @@ def _replay_keys_by_copies(by_label, new_key, size, seed):
 
 
 def test_replay_keys_copy_no_history_and_draw_the_same_sample():
+    # each class's keys ascending, as UnitNet keeps them (test_unitnet_keeps_each_class_ascending)
     rng = np.random.default_rng(3)
     for t in range(400):
         n = int(rng.integers(0, 300))
         by_label = [[], [], []]
         for k in range(n):
             by_label[int(rng.integers(0, 3))].append(k)
-        if t % 4 == 0:  # relabelled keys sit anywhere in their class's list
-            for keys in by_label:
-                rng.shuffle(keys)
+        if t % 4 == 0 and n:  # relabelled keys move to another class, sorted in (UnitNet.relabel)
+            for k in rng.choice(n, size=min(n, 20), replace=False).tolist():
+                old = next(i for i, keys in enumerate(by_label) if k in keys)
+                by_label[old].remove(k)
+                by_label[(old + 1) % 3] = sorted(by_label[(old + 1) % 3] + [k])
         new_key = int(rng.integers(0, n + 1))
         size = int(rng.choice([0, 8, 64]))
         assert owner.replay_keys(by_label, new_key, size, t) == _replay_keys_by_copies(by_label, new_key, size, t)
+
+
+def test_unitnet_keeps_each_class_ascending():
+    m = SwitchModel.empty("potato")
+    for t, y in START + OWNER:
+        m.learn(t, y)
+    for key, label in ((0, "NOOP"), (3, "ON"), (1, "OFF"), (len(START), "NOOP")):
+        m.relabel(key, label)
+    m.forget_examples([2])
+    for keys in m.net.by_label:
+        assert keys == sorted(keys)
+    assert sorted(k for keys in m.net.by_label for k in keys) == sorted(m.net.rows)
 
 
 def test_a_label_beyond_the_replay_size_costs_a_bounded_batch():
