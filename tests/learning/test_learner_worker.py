@@ -433,12 +433,12 @@ def test_two_threads_predict_while_the_worker_learns(tmp_path):
 
 
 def _state_but_bag_memo(model) -> bytes:
-    """The model's pickled state without the name queries' memos of n-gram bags and of word-pair
-    cosines (pure values of the heard words, each stored in one dict assignment; the only thing
-    a prediction adds)."""
+    """The model's pickled state without the name queries' memos of n-gram bags, of word-pair
+    cosines and of heard words' n-gram rows (pure values of the heard words, each stored in one
+    dict assignment; the only thing a prediction adds)."""
     parts = {k: v for k, v in vars(model).items() if k != "name_query"}
     query = vars(model).get("name_query")
-    names = None if query is None else {k: v for k, v in vars(query).items() if k not in ("_bags", "_cosines")}
+    names = None if query is None else {k: v for k, v in vars(query).items() if k not in ("_bags", "_cosines", "_near")}
     return pickle.dumps((parts, names))
 
 
