@@ -47,6 +47,11 @@ class SwitchConfig:
     # an update costs the same at any history (0: every example, full batch); 64 gave the
     # curves of 128 on switch-dev at half the cost (BENCHMARKS.md, "Learns from its owner")
     replay_rows: int = 64
+    # ... and at most this many example-passes (steps x examples) per label once it refines on
+    # a replay sample: 6 steps on a full sample of 65, all 10 on fewer than 41 examples, so a
+    # label costs about the same at 40 owner labels as at 5,000 (at 10 steps a full sample cost
+    # up to 1.5x a young model's label); the curves did not move (BENCHMARKS.md, "Example-passes")
+    replay_passes: int = 400
     # the owner's part counts n / (n + owner_backoff) after n owner labels (switch/owner.py);
     # 1000 beat 100 and 400 on switch-dev, clean and ASR (BENCHMARKS.md, "Learns from its owner")
     owner_backoff: float = 1000.0

@@ -173,11 +173,13 @@ def _index(keys: list[int], key: int) -> int | None:
 
 def refine_budget(config, n_rows: int) -> int:
     """Refinement steps after one label: ``refine_steps``, fewer when the examples refined on
-    (the replay sample) are many (at most ``refine_rows`` example-passes), at least one.
-    Counted in steps, not time, so the result is deterministic."""
+    are many (at most ``refine_rows`` example-passes; with a replay sample, ``replay_rows`` > 0,
+    at most ``replay_passes``, so that a label costs about the same whatever the history), at
+    least one. Counted in steps, not time, so the result is deterministic."""
     c = config
     n = max(min(n_rows, c.replay_rows + 1) if c.replay_rows > 0 else n_rows, 1)
-    return max(1, min(c.refine_steps, c.refine_rows // n)) if c.refine_steps > 0 else 0
+    passes = min(c.refine_rows, c.replay_passes) if c.replay_rows > 0 else c.refine_rows
+    return max(1, min(c.refine_steps, passes // n)) if c.refine_steps > 0 else 0
 
 
 def refine_label(model, key: int) -> float | None:

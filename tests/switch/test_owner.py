@@ -185,6 +185,17 @@ def test_a_label_beyond_the_replay_size_costs_a_bounded_batch():
     assert len(b) == 9 and len(units) < m.net.n_active
 
 
+def test_a_label_on_a_replay_sample_runs_a_bounded_number_of_example_passes():
+    from edge_plm.switch.config import get_config
+
+    c = get_config("potato")  # refine_steps 10, replay_rows 64, replay_passes 400
+    assert [owner.refine_budget(c, n) for n in (1, 30, 40, 41, 65, 66, 5000)] == [10, 10, 10, 9, 6, 6, 6]
+    for n in (1, 30, 65, 5000):  # steps x examples refined on stays within the bound
+        assert owner.refine_budget(c, n) * min(n, c.replay_rows + 1) <= max(c.replay_passes, c.refine_steps)
+    full = c.with_(replay_rows=0)  # the desktop trainer's full batch: refine_rows bounds it
+    assert [owner.refine_budget(full, n) for n in (65, 600, 1000, 7000)] == [10, 10, 6, 1]
+
+
 def test_the_sample_objective_gradient_matches_finite_differences():
     m = SwitchModel.empty("potato", replay_rows=4)
     for t, y in START + OWNER:
