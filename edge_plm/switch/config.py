@@ -60,6 +60,11 @@ class SwitchConfig:
     # the newest owner_share_window of them; a penalty instead lost up to .05 on switch-dev ASR
     owner_share_z: float = 2.0
     owner_share_window: int = 400
+    # ... once every action among those labels has this many rows: before that, a few rows of
+    # one action passed the test and moved the share where nothing showed its cost to the
+    # others (at 50 labels, 2 of them ON: .90 -> .74 held out; BENCHMARKS.md, "A share chosen
+    # on one action's rows")
+    owner_share_min_rows: int = 5
     # a transcript the starting part reads less than this share of (its support: words and
     # longer n-grams it has labelled) is decided by the owner's part alone when that reads more
     # of it: the starting model's opinion of a language it does not know is not evidence (0: off)

@@ -16,7 +16,11 @@ decides the newest ``window`` rows *significantly* better than r does, as a pair
     lam is a candidate when  sum_t d_t(lam) > z sqrt(sum_t d_t(lam)^2)
 
 (w_t: class-balanced weights, each labelled action's rows weigh the same in all, summing to the
-number of rows; the rows where the two poolings decide alike give d = 0). The share is the
+number of rows; the rows where the two poolings decide alike give d = 0). The test runs only when
+every action among the rows has at least ``min_rows`` of them (the config's
+``owner_share_min_rows``): a few rows of one action can pass it while nothing shows what the
+share costs an action with two rows, which the balanced comparison weighs as much
+(BENCHMARKS.md, "A share chosen on one action's rows"). The share is the
 candidate with the most right answers, ties to the one nearest r; none: r. No rows yet (a new
 device, or a checkpoint written before the share was chosen): the rule. Deterministic: a grid,
 no random numbers.
@@ -89,7 +93,7 @@ def right_per_row(P: np.ndarray, Q: np.ndarray, y: np.ndarray, shares: np.ndarra
 
 
 def choose_share(P: np.ndarray, Q: np.ndarray, y: np.ndarray, prior: float, z: float,
-                 grid: np.ndarray = GRID) -> float:
+                 grid: np.ndarray = GRID, min_rows: int = 0) -> float:
     """The lam of the module docstring for rows (P_t, Q_t, y_t), the rule's share ``prior``
     and the test's threshold ``z``."""
     if not 0.0 <= prior <= 1.0 or z < 0:
@@ -97,14 +101,16 @@ def choose_share(P: np.ndarray, Q: np.ndarray, y: np.ndarray, prior: float, z: f
     if len(y) == 0:
         return prior
     right = right_per_row(P, Q, y, np.append(grid, prior))
-    return choose_on_right(right[:-1], right[-1], y, prior, z, grid)
+    return choose_on_right(right[:-1], right[-1], y, prior, z, grid, min_rows)
 
 
 def choose_on_right(right: np.ndarray, right_prior: np.ndarray, y: np.ndarray, prior: float, z: float,
-                    grid: np.ndarray = GRID) -> float:
+                    grid: np.ndarray = GRID, min_rows: int = 0) -> float:
     """``choose_share`` from the rows' right answers at each grid point (``right``, shares x
     rows) and at the rule's share (``right_prior``): a row's answers at the grid points never
     change, so ``OwnerShare`` keeps them and decides only the rule's share again per label."""
+    if len(y) == 0 or np.bincount(y)[np.unique(y)].min() < min_rows:
+        return prior  # an action with fewer rows: the balanced comparison cannot see what it costs there
     d = (right - right_prior[None]) * balanced_weights(y)  # each grid point against the rule, per row
     gain = d.sum(axis=1)
     candidate = gain > z * np.sqrt((d * d).sum(axis=1)) + 1e-9
@@ -119,11 +125,12 @@ class OwnerShare:
     """The newest prequential rows (P_t, Q_t, y_t) and the share chosen on them."""
 
     def __init__(self, backoff: float = 1000.0, z: float = 2.0, window: int = 400,
-                 actions: int = 3) -> None:
-        if backoff < 0 or z < 0 or window <= 0:
-            raise ValueError(f"owner share: backoff and z must be >= 0 and window > 0, "
-                             f"got {backoff}, {z}, {window}")
+                 actions: int = 3, min_rows: int = 0) -> None:
+        if backoff < 0 or z < 0 or window <= 0 or min_rows < 0:
+            raise ValueError(f"owner share: backoff, z and min_rows must be >= 0 and window > 0, "
+                             f"got {backoff}, {z}, {min_rows}, {window}")
         self.backoff, self.z, self.window = float(backoff), float(z), int(window)
+        self.min_rows = int(min_rows)
         self.P = np.zeros((0, actions))  # the starting part's distribution of each row
         self.Q = np.zeros((0, actions))  # the owner's part's
         self.y = np.zeros(0, dtype=np.int64)  # the label's action index
@@ -162,7 +169,7 @@ class OwnerShare:
             self.lam = prior
             return
         at_prior = right_per_row(self.P, self.Q, self.y, np.array([prior]))[0]
-        self.lam = choose_on_right(self.right, at_prior, self.y, prior, self.z)
+        self.lam = choose_on_right(self.right, at_prior, self.y, prior, self.z, min_rows=self.min_rows)
 
     def state(self) -> dict[str, np.ndarray]:
         return {"share.P": self.P, "share.Q": self.Q, "share.y": self.y, "share.lam": np.array([self.lam]),
@@ -187,4 +194,5 @@ class OwnerShare:
 
 def share_for(config) -> OwnerShare:
     """A new share with the ``SwitchConfig``'s backoff, test threshold and window."""
-    return OwnerShare(config.owner_backoff, config.owner_share_z, config.owner_share_window)
+    return OwnerShare(config.owner_backoff, config.owner_share_z, config.owner_share_window,
+                      min_rows=config.owner_share_min_rows)

@@ -70,6 +70,24 @@ def test_choose_share_moves_only_on_significant_evidence():
         choose_share(right, wrong, y, 1.5, 1.0)
 
 
+def test_the_share_stays_on_the_rule_until_every_labelled_action_has_min_rows():
+    # 50 labels as a young household gives them: 2 ON, 4 OFF, 44 NOOP. On five NOOP rows the
+    # owner's part is right and the rule's pooling is not; on every other row both decide alike.
+    # Five rows of one action pass the test (5 > 2 sqrt 5), though nothing shows what a large
+    # share costs the two ON rows' action: with min_rows 5 the share keeps the rule.
+    on, off, noop = [0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]
+    P = np.array([on] * 2 + [off] * 4 + [[0.6, 0.3, 0.1]] * 5 + [noop] * 39)
+    Q = np.array([on] * 2 + [off] * 4 + [[0.1, 0.2, 0.7]] * 5 + [noop] * 39)
+    y = np.array([0] * 2 + [1] * 4 + [2] * 44)
+    assert choose_share(P, Q, y, 0.05, 2.0) == pytest.approx(1.05)
+    assert choose_share(P, Q, y, 0.05, 2.0, min_rows=5) == pytest.approx(0.05)
+    # five rows of each action (the same five NOOP rows decide): the test decides again
+    P5 = np.array([on] * 5 + [off] * 5 + [[0.6, 0.3, 0.1]] * 5 + [noop] * 35)
+    Q5 = np.array([on] * 5 + [off] * 5 + [[0.1, 0.2, 0.7]] * 5 + [noop] * 35)
+    y5 = np.array([0] * 5 + [1] * 5 + [2] * 40)
+    assert choose_share(P5, Q5, y5, 0.05, 2.0, min_rows=5) == pytest.approx(1.05)
+
+
 def test_rows_window_state_and_bad_rows():
     s = OwnerShare(backoff=100, z=1.0, window=3)
     assert s.value(0) == 0.0 and s.value(50) == pytest.approx(backoff_rule(50, 100))
