@@ -19,10 +19,15 @@ RESULTS = REPO / "benchmarks" / "results"
 THREAD_VARS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+OUTSIDE = "<outside>"  # stands for the folder of a path outside the repository
+
+
 def shown(path: str | Path) -> str:
-    """`path` as a results file records it: relative to the repository root (data outside the
-    repository reads ``../shared/data/...``), never a path of the machine that ran it."""
-    return os.path.relpath(Path(path).resolve(), REPO)
+    """`path` as a results file records it: relative to the repository root; a path outside the
+    repository (the data folder, a work folder) as ``<outside>/`` and its last component. Never
+    a path of the machine that ran it."""
+    rel = os.path.relpath(Path(path).resolve(), REPO)
+    return f"{OUTSIDE}/{Path(rel).name}" if rel == ".." or rel.startswith(".." + os.sep) else rel
 
 
 def pin_one_core() -> None:
@@ -72,10 +77,11 @@ def machine() -> dict:
 
 
 def _shown_arg(arg: str) -> str:
-    """A command-line argument as a results file records it: an absolute path (or the path of
-    a ``--opt=PATH``) relative to the repository (`shown`), anything else as given."""
+    """A command-line argument as a results file records it: a path (or the path of a
+    ``--opt=PATH``) that is absolute or leaves the working folder as `shown`, anything else as
+    given."""
     opt, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
-    if os.path.isabs(value):
+    if os.path.isabs(value) or value == ".." or value.startswith(".." + os.sep):
         value = shown(value)
     return f"{opt}{eq}{value}"
 
