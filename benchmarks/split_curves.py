@@ -9,9 +9,11 @@ permutation; the train part in that order), each learned once through the exact 
 path (`run_eval`) and scored after 10 / 20 / 50 / 100 / 200 / all labels. Six test sets instead
 of one: a difference that holds here is less likely to be one test file's luck.
 
-    python3 benchmarks/split_curves.py [--data ../shared/data] [--asr] [--splits 6]
+    python3 benchmarks/split_curves.py [--data DIR] [--asr] [--splits 6]
         [--set key=value ...] [--init CKPT] [--baselines] [--json OUT]
 
+--data is the folder that holds switch-dev-{train,test}.jsonl (clean text; the ASR versions are
+in benchmarks/data/).
 --set overrides SwitchConfig fields of the empty model (as in learning_curve.py); --init starts
 every split from that checkpoint (adds budget 0). Prints a markdown table: mean balanced accuracy
 per budget, its mean over the budgets, and the mean ECE.

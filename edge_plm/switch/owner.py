@@ -175,7 +175,8 @@ def refine_budget(config, n_rows: int) -> int:
     """Refinement steps after one label: ``refine_steps``, fewer when the examples refined on
     are many (at most ``refine_rows`` example-passes; with a replay sample, ``replay_rows`` > 0,
     at most ``replay_passes``, so that a label costs about the same whatever the history), at
-    least one. Counted in steps, not time, so the result is deterministic."""
+    least one. A forget's full-batch round (``switch/scrub.py``) runs the same number of steps.
+    Counted in steps, not time, so the result is deterministic."""
     c = config
     n = max(min(n_rows, c.replay_rows + 1) if c.replay_rows > 0 else n_rows, 1)
     passes = min(c.refine_rows, c.replay_passes) if c.replay_rows > 0 else c.refine_rows

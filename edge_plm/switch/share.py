@@ -109,7 +109,8 @@ def choose_on_right(right: np.ndarray, right_prior: np.ndarray, y: np.ndarray, p
     """``choose_share`` from the rows' right answers at each grid point (``right``, shares x
     rows) and at the rule's share (``right_prior``): a row's answers at the grid points never
     change, so ``OwnerShare`` keeps them and decides only the rule's share again per label."""
-    if len(y) == 0 or np.bincount(y)[np.unique(y)].min() < min_rows:
+    counts = np.bincount(y)
+    if len(y) == 0 or counts[counts > 0].min() < min_rows:
         return prior  # an action with fewer rows: the balanced comparison cannot see what it costs there
     d = (right - right_prior[None]) * balanced_weights(y)  # each grid point against the rule, per row
     gain = d.sum(axis=1)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from edge_plm.switch import confidence, owner
+from edge_plm.switch.config import get_config
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch.share import pooled
 
@@ -186,8 +187,6 @@ def test_a_label_beyond_the_replay_size_costs_a_bounded_batch():
 
 
 def test_a_label_on_a_replay_sample_runs_a_bounded_number_of_example_passes():
-    from edge_plm.switch.config import get_config
-
     c = get_config("potato")  # refine_steps 10, replay_rows 64, replay_passes 400
     assert [owner.refine_budget(c, n) for n in (1, 30, 40, 41, 65, 66, 5000)] == [10, 10, 10, 9, 6, 6, 6]
     for n in (1, 30, 65, 5000):  # steps x examples refined on stays within the bound
