@@ -16,8 +16,14 @@ counted as a wrong-device action.)
 Each replay is prequential (the device learns as it goes), as on a device. Reports acted right
 per command, wrong actions, actions on the wrong device and asks at chatter for the test session.
 
+--splits N replays N more households as well: switch-dev's two files pooled (708 lines) and cut
+as `split_curves.py` cuts them (split s: ``numpy.random.default_rng(100 + s)``'s permutation,
+425 lines of labels in that order, 283 to test), and adds their sums. One test session holds 43
+commands, so one command is 2.3 points; six more hold about 260. The shipped model was built
+with switch-dev-train, so measure the splits from a starting model built without it (models/README.md).
+
     python3 benchmarks/two_device_household.py [--data ../shared/data] [--work /tmp/two-devices]
-        [--set model.start=empty]
+        [--set model.start=empty] [--splits 6]
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import DEFAULT_DATA, describe, header, markdown_table, write_result  # noqa: E402
@@ -47,14 +55,29 @@ switch_pin = 24
 '''
 
 
-def household_lines(src: Path, dst: Path) -> None:
-    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
-        for line in f:
-            r = json.loads(line)
-            row = {"text": r["text"], "label": r["label"]}
-            if r["label"] != "NOOP":
-                row["device"] = "plug" if "wemo" in r.get("intent", "") else "light"
-            out.write(json.dumps(row) + "\n")
+def household_row(r: dict) -> dict:
+    row = {"text": r["text"], "label": r["label"]}
+    if r["label"] != "NOOP":
+        row["device"] = "plug" if "wemo" in r.get("intent", "") else "light"
+    return row
+
+
+def household_lines(src: Path | list[dict], dst: Path) -> None:
+    rows = src if isinstance(src, list) else [json.loads(line) for line in open(src, encoding="utf-8")]
+    with open(dst, "w", encoding="utf-8") as out:
+        for r in rows:
+            out.write(json.dumps(household_row(r)) + "\n")
+
+
+def split_rows(data: Path, n: int) -> list[tuple[list[dict], list[dict]]]:
+    """``split_curves.py``'s splits of the pooled clean files (the same seeds and sizes)."""
+    rows = [json.loads(line) for name in ("switch-dev-train", "switch-dev-test")
+            for line in open(data / f"{name}.jsonl", encoding="utf-8")]
+    out = []
+    for s in range(n):
+        p = np.random.default_rng(100 + s).permutation(len(rows))
+        out.append(([rows[i] for i in p[:425]], [rows[i] for i in p[425:]]))
+    return out
 
 
 def replay(session: Path, db: Path, config: Path) -> dict:
@@ -87,12 +110,28 @@ def summary(r: dict, session: Path, db: Path) -> dict:
             "missed": r["missed"], "devices": r["devices"]}
 
 
+def household(work: Path, config: Path, stream_src, test_src) -> tuple[dict, dict, int]:
+    """One household: its test session on a new database (before), then its labels and the
+    test session on another (after)."""
+    work.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stream, test = work / "stream.jsonl", work / "test.jsonl"
+    household_lines(stream_src, stream)
+    household_lines(test_src, test)
+    for db in work.glob("*.db*"):
+        db.unlink()
+    before = summary(replay(test, work / "before.db", config), test, work / "before.db")
+    learned = replay(stream, work / "house.db", config)
+    after = summary(replay(test, work / "house.db", config), test, work / "house.db")
+    return before, after, learned["labels"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="a config line added under its [section] (e.g. model.start=empty)")
+    ap.add_argument("--splits", type=int, default=0, help="also replay this many split households")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="two-devices-"))
     work.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -103,17 +142,16 @@ def main() -> None:
         extra.setdefault(section, []).append(f"{name} = {json.dumps(value)}")
     config = work / "house.toml"
     config.write_text("".join(f"[{s}]\n" + "\n".join(v) + "\n\n" for s, v in extra.items()) + CONFIG)
-    stream, test = work / "stream.jsonl", work / "test.jsonl"
-    household_lines(args.data / "switch-dev-train.jsonl", stream)
-    household_lines(args.data / "switch-dev-test.jsonl", test)
-    for db in work.glob("*.db*"):
-        db.unlink()
-    before = summary(replay(test, work / "before.db", config), test, work / "before.db")
-    learned = replay(stream, work / "house.db", config)
-    after = summary(replay(test, work / "house.db", config), test, work / "house.db")
+    households = [(args.data / "switch-dev-train.jsonl", args.data / "switch-dev-test.jsonl")]
+    households += split_rows(args.data, args.splits)
+    results = [household(work / (f"split{i - 1}" if i else "."), config, stream, test)
+               for i, (stream, test) in enumerate(households)]
+    before, after, labels = results[0]
     payload = header()
     payload.update({"config": CONFIG, "overrides": args.set, "before": before, "after": after,
-                    "household_labels": learned["labels"]})
+                    "household_labels": labels})
+    if args.splits:
+        payload["splits"] = [{"before": b, "after": a, "household_labels": n} for b, a, n in results[1:]]
     tag = "".join(c if c.isalnum() else "-" for c in "-".join(args.set))
     path = write_result("two-device-household" + (f"-{tag}" if tag else ""), payload)
     print(describe(payload))
@@ -121,8 +159,20 @@ def main() -> None:
              f"{r['acted_wrong']}/{r['acted']}", r["acted_wrong_device"],
              f"{r['asked_at_chatter']}/{r['chatter']}", r["missed"]]
             for name, r in (("before the household's labels", before),
-                            (f"after its {learned['labels']} labels", after))]
-    print(markdown_table(["switch-dev-test replayed", "commands acted right", "wrong / actions",
+                            (f"after its {labels} labels", after))]
+    if args.splits:
+        total = {k: [sum(r[k][key] for r in payload["splits"]) for key in ("acted_right", "commands",
+                                                                            "acted_wrong", "acted",
+                                                                            "acted_wrong_device",
+                                                                            "asked_at_chatter", "chatter",
+                                                                            "missed")]
+                 for k in ("before", "after")}
+        for name, (right, commands, wrong, acted, device, chatter_asks, chatter, missed) in (
+                (f"{args.splits} splits, before their labels", total["before"]),
+                (f"{args.splits} splits, after their labels", total["after"])):
+            rows.append([name, f"{right}/{commands} ({100 * right / max(commands, 1):.0f} %)", f"{wrong}/{acted}",
+                         device, f"{chatter_asks}/{chatter}", missed])
+    print(markdown_table(["test session replayed", "commands acted right", "wrong / actions",
                           "on the wrong device", "asks at chatter", "missed"], rows))
     print(f"\nwritten {path}")
 
