@@ -73,12 +73,17 @@ class Prediction:
     distribution: Mapping[Action, float] | None = None
     # why the transcript is junk (``edge_plm.decide.content``): never acted on, never labelled ON/OFF
     junk: str | None = None
+    # several devices: p(no command at all), the command's NOOP (the distribution's NOOP also
+    # holds "a command for another device"); None: the distribution's NOOP
+    not_command: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.action, Action):
             object.__setattr__(self, "action", Action(self.action))
         if not _is_prob(self.confidence):
             raise ValueError(f"confidence must be a number in [0, 1], got {self.confidence!r}")
+        if self.not_command is not None and not _is_prob(self.not_command):
+            raise ValueError(f"not_command must be a number in [0, 1], got {self.not_command!r}")
         if self.distribution is not None:
             dist = {Action(k): v for k, v in dict(self.distribution).items()}
             bad = {k.value: v for k, v in dist.items() if not _is_prob(v)}
@@ -256,6 +261,8 @@ class Policy:
         s = Action.from_state(o.relay_before)
         dist = o.prediction.distribution
         p_s, p_noop = o.prediction.prob_bound(s), None if dist is None else dist.get(Action.NOOP)
+        if o.prediction.not_command is not None:  # several devices: as in `_no_flip`
+            p_noop = o.prediction.not_command
         if p_noop is None or p_s > p_noop:
             return self._resolve(None, None, at, f"asked {action.value}; person said no: "
                                  f"{s.value} (as it is) or not a command, p({s.value})={p_s:.2f} "
@@ -302,11 +309,23 @@ class Policy:
         """ASK / IGNORE left alone: NOOP only if the model found the relay's state unlikely.
 
         With the relay in S the person had no reason to flip for a wish of S either, so the
-        outcome is "S or NOOP"; NOOP is recorded only when p(S) < ``ambiguity_floor``.
+        outcome is "S or NOOP"; NOOP is recorded when p(S) < ``ambiguity_floor``, or when no
+        command at all is at least as likely as S. With several devices the rule is the second
+        alone, on the command's NOOP (``Prediction.not_command``), not the device's: a device's
+        p(S) is small also when the command went to another device, and a command that names
+        no device, given to the lamp, may have been the plug's; the plug already in that state
+        is then no evidence that it was no command (BENCHMARKS.md, "A plug left alone").
         """
         s = Action.from_state(o.relay_before)
         p_s = o.prediction.prob_bound(s)
         p_noop = o.prediction.distribution.get(Action.NOOP) if o.prediction.distribution is not None else None
+        if o.prediction.not_command is not None:  # several devices: "for another device" is not NOOP
+            p_noop = o.prediction.not_command
+            if p_noop >= p_s:
+                return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} and "
+                                     f"p(no command)={p_noop:.2f} >= p({s.value})={p_s:.2f}")
+            return self._resolve(None, None, at, f"{what}; no flip while {s.value}: ambiguous "
+                                 f"(p({s.value})={p_s:.2f} > p(no command)={p_noop:.2f})")
         if p_s < self.cfg.ambiguity_floor:
             return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
                                  f"and p({s.value})={p_s:.2f} < {self.cfg.ambiguity_floor}")

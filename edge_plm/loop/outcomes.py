@@ -85,7 +85,8 @@ def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None) 
     out = {}
     for name, p in preds.items():
         dist = {a: _clamp(v) for a, v in (p.distribution or {}).items()}
-        out[name] = Prediction(Action(p.action), _clamp(p.confidence), dist or None, junk)
+        not_command = None if p.not_command is None else _clamp(p.not_command)
+        out[name] = Prediction(Action(p.action), _clamp(p.confidence), dist or None, junk, not_command)
     return out
 
 

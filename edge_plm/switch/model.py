@@ -56,6 +56,9 @@ class SwitchPrediction:
     action: str
     confidence: float
     distribution: dict[str, float]
+    # several devices: how likely the utterance is no command at all (the command's NOOP; a
+    # device's distribution's NOOP also holds "a command for another device"); None: one device
+    not_command: float | None = None
 
 
 @dataclass

@@ -79,17 +79,28 @@ def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0
     the command (``read_command``) is shared out: an addressed device's action is the
     command's, its confidence the command's times its share (the rest of its distribution is
     NOOP: not for it, or not a command), so a device addressed less than surely is asked about
-    rather than passed over; a device not addressed gets NOOP. One device: exactly ``predict``."""
+    rather than passed over; a device not addressed gets NOOP. A device not given a command that
+    names no device keeps its own share of it in its distribution (``Addressing.possible``:
+    what its switch's silence can mean) and is still NOOP. Each device's ``not_command`` is the
+    command's NOOP: a switch left alone labels NOOP only when "no command" is likelier than
+    "the state the relay is in" (``decide/policy.py``, ``Policy._no_flip``). One device:
+    exactly ``predict``."""
     if len(devices) == 1:
         return {devices[0].name: model.predict(transcript, prior_strength, evidence_prior)}
     a = address(model, transcript, devices)
     pred = read_command(model, transcript, a, prior_strength, evidence_prior)
     y = np.array([pred.distribution[x] for x in ACTIONS])
+    possible = a.possible if a.possible is not None else a.shares
     out = {}
-    for d, p in zip(devices, a.shares.tolist()):
-        yd = addressing.device_distribution(y, float(p))
-        i = ACTIONS.index(pred.action) if p > 0 else int(np.argmax(yd))
-        out[d.name] = type(pred)(ACTIONS[i], float(yd[i]), {x: float(q) for x, q in zip(ACTIONS, yd)})
+    for d, p, q in zip(devices, a.shares.tolist(), possible.tolist()):
+        if p > 0:
+            yd = addressing.device_distribution(y, float(p))
+            i = ACTIONS.index(pred.action)
+        else:  # not given the command: NOOP, with what its switch's silence can mean
+            yd = addressing.device_distribution(y, float(q))
+            i = ACTIONS.index("NOOP")
+        out[d.name] = type(pred)(ACTIONS[i], float(yd[i]), {x: float(v) for x, v in zip(ACTIONS, yd)},
+                                 not_command=float(y[ACTIONS.index("NOOP")]))
     return out
 
 

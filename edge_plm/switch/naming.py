@@ -85,6 +85,9 @@ class Addressing:
     around: str = ""
     unnamed: bool = False  # no device was addressed: the default device got the command
     by_name: tuple[int, ...] = ()  # the addressed devices whose configured name or alias was heard
+    # each device's share of an unnamed command (``unnamed_shares``): the one with the largest
+    # gets the command (``shares``); the others' keep what their switch's silence can mean
+    possible: np.ndarray | None = None
 
     def named(self, devices: Sequence) -> tuple[str, ...]:
         """The names of the addressed devices whose configured name or alias was heard
@@ -101,17 +104,25 @@ def default_share(name: str, evidence=None, prior: float = UNNAMED_SHARE) -> flo
     return (u0 + prior * UNNAMED_PRIOR) / (u + UNNAMED_PRIOR)
 
 
-def unnamed_device(devices: Sequence, evidence=None) -> tuple[int, float]:
-    """(device index, share) of a command that names no device, with several devices: each
-    device's ``default_share``, the default (first) device's from UNNAMED_SHARE and every other
-    one's from an equal part of the rest; the device with the largest share gets the command
-    (ties: the earlier one). Before any unnamed command is labelled that is the default device;
-    an owner whose unnamed commands ("power off", "turn off the juice") went to the plug's
-    switch more often than to the lamp's has them asked about, then acted on, for the plug."""
+def unnamed_shares(devices: Sequence, evidence=None) -> np.ndarray:
+    """Each device's share of a command that names no device, with several devices: its
+    ``default_share``, the default (first) device's from UNNAMED_SHARE and every other one's
+    from an equal part of the rest. They sum to 1 while each labelled unnamed command was
+    labelled for one device."""
     rest = (1.0 - UNNAMED_SHARE) / (len(devices) - 1)
-    shares = [default_share(d.name, evidence, UNNAMED_SHARE if i == 0 else rest) for i, d in enumerate(devices)]
+    return np.array([default_share(d.name, evidence, UNNAMED_SHARE if i == 0 else rest)
+                     for i, d in enumerate(devices)])
+
+
+def unnamed_device(devices: Sequence, evidence=None) -> tuple[int, float]:
+    """(device index, share) of a command that names no device, with several devices: the
+    device with the largest ``unnamed_shares`` gets the command (ties: the earlier one). Before
+    any unnamed command is labelled that is the default device; an owner whose unnamed commands
+    ("power off", "turn off the juice") went to the plug's switch more often than to the lamp's
+    has them asked about, then acted on, for the plug."""
+    shares = unnamed_shares(devices, evidence)
     best = int(np.argmax(shares))
-    return best, shares[best]
+    return best, float(shares[best])
 
 
 def bag_cosine(a: Counter, b: Counter) -> float:
@@ -266,6 +277,7 @@ class NameQuery:
             if named[i] and any(j != i and hit[j] and named[i] < named[j] for j in range(len(devices))):
                 hit[i] = False
         slots: set[int] = set()
+        possible = None
         if hit.any():
             shares = np.where(hit, np.minimum(1.0, scores / FULL_SHARE), 0.0)
             for i in np.flatnonzero(hit).tolist():
@@ -277,8 +289,9 @@ class NameQuery:
             if len(devices) == 1:
                 shares[0] = 1.0
             else:
-                i, share = unnamed_device(devices, evidence)
-                shares[i] = share
+                possible = unnamed_shares(devices, evidence)
+                i = int(np.argmax(possible))
+                shares[i] = possible[i]
         rest = [w for k, w in enumerate(words) if k not in slots]
         if filler and slots:
             rest = [filler if k in slots else w for k, w in enumerate(words)
@@ -291,4 +304,5 @@ class NameQuery:
             around = " ".join(words[:lo] + words[hi + 1:])
         by_name = tuple(i for i in np.flatnonzero(hit).tolist() if named[i])
         return Addressing(shares, scores, tuple(sorted(slots)) if rest else (), command, between, around,
-                          unnamed=not hit.any() and not ALL_WORDS.intersection(words), by_name=by_name)
+                          unnamed=not hit.any() and not ALL_WORDS.intersection(words), by_name=by_name,
+                          possible=possible)

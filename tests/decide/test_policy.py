@@ -230,6 +230,25 @@ def test_ignored_no_flip_both_sides_of_the_floor(policy, p_state, labelled):
     assert (r.label, r.source) == ((NOOP, LabelSource.CONFIRMED) if labelled else (None, None))
 
 
+def test_a_device_not_given_the_command_is_not_labelled_noop_by_its_silence(policy):
+    # several devices: the plug was not given "turn on wemo" (the lamp was), so its own
+    # distribution is mostly NOOP ("for another device"); the plug was already ON, so its
+    # switch left alone says "ON or no command", and no command (.1) is the less likely
+    plug = Prediction(NOOP, 0.7, {ON: 0.3, OFF: 0.0, NOOP: 0.7}, not_command=0.1)
+    policy.on_utterance("k", plug, relay_on=True, now=0.0)
+    r = only(policy.tick(100.0))
+    assert r.label is None and "ambiguous" in r.reason
+    # the same distribution without the command's NOOP: the device's NOOP decides, as for one device
+    policy.on_utterance("k2", Prediction(NOOP, 0.7, {ON: 0.3, OFF: 0.0, NOOP: 0.7}), relay_on=True, now=200.0)
+    assert only(policy.tick(300.0)).label is NOOP
+    # a likely non-command stays NOOP
+    policy.on_utterance("k3", Prediction(NOOP, 0.7, {ON: 0.3, OFF: 0.0, NOOP: 0.7}, not_command=0.6),
+                        relay_on=True, now=400.0)
+    assert only(policy.tick(500.0)).label is NOOP
+    with pytest.raises(ValueError, match="not_command"):
+        Prediction(NOOP, 0.7, None, not_command=1.5)
+
+
 def test_floor_is_configurable():
     pred = p(OFF, 0.34, ON=0.33, OFF=0.34, NOOP=0.33)  # ignored (< ask 0.35); relay OFF, p(OFF) = 0.34
     for floor, label in [(0.0, None), (0.34, None), (0.35, NOOP), (1.0, NOOP)]:

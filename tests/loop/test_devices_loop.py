@@ -106,6 +106,30 @@ def test_reverting_a_wrong_device_labels_it_noop_and_the_right_ones_flip_labels_
         replay.close()
 
 
+def test_an_unnamed_command_left_alone_by_a_device_already_in_that_state_is_not_learned_as_noop(tmp_path):
+    # "switch it on" names no device: the lamp (the default) is asked about it; the person meant
+    # the fan, which is already on, so no switch moves. Before, the fan's silence (its share of
+    # the command was 0) labelled it NOOP and the command was learned as no command at all.
+    replay = make_replay(tmp_path / "d.db", settings=house(act_threshold=1.0, ask_threshold=0.3))
+    try:
+        flip(replay, "fan")
+        replay.controller.pump()
+        settle(replay)
+        assert relays(replay)["fan"] is True
+        learned = len(replay.controller.learner.model.examples)
+        out = replay.controller.handle(text_utterance("switch it on"))
+        assert out.devices["lamp"].decision is Decision.ASK
+        assert out.devices["fan"].decision is Decision.IGNORE
+        settle(replay)
+        per = replay.store.device_outcomes([out.interaction_id])[out.interaction_id]
+        assert per["lamp"].label == "NOOP"  # asked "lamp on?", left off: not the lamp's
+        assert per["fan"].label is None  # already on: "on" or nothing, the command reads "on"
+        assert replay.store.get(out.interaction_id).label is None
+        assert len(replay.controller.learner.model.examples) == learned
+    finally:
+        replay.close()
+
+
 def test_an_ask_names_the_device_in_doubt_and_its_flip_answers_it(tmp_path):
     # every command is asked about (act threshold above any confidence)
     replay = make_replay(tmp_path / "d.db", settings=house(act_threshold=1.0, ask_threshold=0.3))

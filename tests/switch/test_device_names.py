@@ -298,3 +298,21 @@ def test_a_slot_word_is_kept_by_save_and_load(tmp_path):
     m.save(tmp_path / "m.npz")
     assert SwitchModel.load(tmp_path / "m.npz").config.slot_word == "xqz"
     assert SwitchModel.load(SHIPPED).config.slot_word == ""  # the shipped model leaves names out
+
+
+def test_the_devices_not_given_an_unnamed_command_keep_their_share_of_it(shipped):
+    # "switch it off" names no device: the lamp (the default) gets it; the fan and the heater
+    # stay NOOP, but their distributions hold their own unnamed shares of the command's OFF,
+    # and every device carries the command's own NOOP as "no command at all"
+    from edge_plm.switch.naming import unnamed_shares
+    shares = unnamed_shares(HOME, shipped.device_evidence)
+    assert shares.sum() == pytest.approx(1.0) and shares[0] == pytest.approx(UNNAMED_SHARE)
+    command = shipped.predict("switch it off")
+    out = shipped.predict_devices("switch it off", HOME)
+    assert actions(out) == {"lamp": "OFF", "fan": "NOOP", "heater": "NOOP"}
+    for (name, p), q in zip(out.items(), shares):
+        assert p.distribution["OFF"] == pytest.approx(q * command.distribution["OFF"])
+        assert p.not_command == pytest.approx(command.distribution["NOOP"])
+    # a command that names its device leaves the others nothing
+    named = shipped.predict_devices("switch the fan off", HOME)
+    assert named["lamp"].distribution["OFF"] == 0.0 and named["heater"].distribution["OFF"] == 0.0
