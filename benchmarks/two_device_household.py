@@ -36,10 +36,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import DEFAULT_DATA, describe, header, markdown_table, write_result  # noqa: E402
+from split_curves import pooled_rows, splits  # noqa: E402
 
 CONFIG = '''[[devices]]
 name = "light"
@@ -67,17 +66,6 @@ def household_lines(src: Path | list[dict], dst: Path) -> None:
     with open(dst, "w", encoding="utf-8") as out:
         for r in rows:
             out.write(json.dumps(household_row(r)) + "\n")
-
-
-def split_rows(data: Path, n: int) -> list[tuple[list[dict], list[dict]]]:
-    """``split_curves.py``'s splits of the pooled clean files (the same seeds and sizes)."""
-    rows = [json.loads(line) for name in ("switch-dev-train", "switch-dev-test")
-            for line in open(data / f"{name}.jsonl", encoding="utf-8")]
-    out = []
-    for s in range(n):
-        p = np.random.default_rng(100 + s).permutation(len(rows))
-        out.append(([rows[i] for i in p[:425]], [rows[i] for i in p[425:]]))
-    return out
 
 
 def replay(session: Path, db: Path, config: Path) -> dict:
@@ -143,7 +131,7 @@ def main() -> None:
     config = work / "house.toml"
     config.write_text("".join(f"[{s}]\n" + "\n".join(v) + "\n\n" for s, v in extra.items()) + CONFIG)
     households = [(args.data / "switch-dev-train.jsonl", args.data / "switch-dev-test.jsonl")]
-    households += split_rows(args.data, args.splits)
+    households += splits(pooled_rows(args.data, asr=False), args.splits)
     results = [household(work / (f"split{i - 1}" if i else "."), config, stream, test)
                for i, (stream, test) in enumerate(households)]
     before, after, labels = results[0]

@@ -91,6 +91,13 @@ class Prediction:
                 raise ValueError(f"distribution values must be numbers in [0, 1], got {bad}")
             object.__setattr__(self, "distribution", MappingProxyType(dist))
 
+    def no_command(self) -> float | None:
+        """p(no command at all): ``not_command`` (several devices), else the distribution's
+        NOOP; None without either."""
+        if self.not_command is not None:
+            return self.not_command
+        return None if self.distribution is None else self.distribution.get(Action.NOOP)
+
     def prob_bound(self, action: Action) -> float:
         """p(action) from the distribution; without one, the most it can be given the top
         action's confidence (``confidence`` for the top action, else ``1 - confidence``)."""
@@ -259,10 +266,7 @@ class Policy:
             return self._resolve(Action.NOOP, LabelSource.SPOKEN, at, f"asked {action.value} "
                                  "while already in that state; person said no")
         s = Action.from_state(o.relay_before)
-        dist = o.prediction.distribution
-        p_s, p_noop = o.prediction.prob_bound(s), None if dist is None else dist.get(Action.NOOP)
-        if o.prediction.not_command is not None:  # several devices: as in `_no_flip`
-            p_noop = o.prediction.not_command
+        p_s, p_noop = o.prediction.prob_bound(s), o.prediction.no_command()
         if p_noop is None or p_s > p_noop:
             return self._resolve(None, None, at, f"asked {action.value}; person said no: "
                                  f"{s.value} (as it is) or not a command, p({s.value})={p_s:.2f} "
@@ -317,10 +321,8 @@ class Policy:
         is then no evidence that it was no command (BENCHMARKS.md, "A plug left alone").
         """
         s = Action.from_state(o.relay_before)
-        p_s = o.prediction.prob_bound(s)
-        p_noop = o.prediction.distribution.get(Action.NOOP) if o.prediction.distribution is not None else None
+        p_s, p_noop = o.prediction.prob_bound(s), o.prediction.no_command()
         if o.prediction.not_command is not None:  # several devices: "for another device" is not NOOP
-            p_noop = o.prediction.not_command
             if p_noop >= p_s:
                 return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} and "
                                      f"p(no command)={p_noop:.2f} >= p({s.value})={p_s:.2f}")
