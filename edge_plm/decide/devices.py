@@ -131,14 +131,15 @@ class DevicePolicies:
         return min(times) if times else None
 
     def on_utterance(self, key: Hashable, predictions: Mapping[str, Prediction],
-                     relay_on: Mapping[str, bool], now: float) -> Steps:
-        """Each device's step for a new utterance (closing its earlier windows)."""
+                     relay_on: Mapping[str, bool], now: float, text: str | None = None) -> Steps:
+        """Each device's step for a new utterance (closing its earlier windows); ``text``: its
+        transcript (`Policy.on_utterance`)."""
         missing = set(self.names) - set(predictions)
         if missing:
             raise ValueError(f"no prediction for device(s) {sorted(missing)}")
         steps, closed = {}, []
         for n in self.names:
-            step = self.policies[n].on_utterance(key, predictions[n], relay_on[n], now)
+            step = self.policies[n].on_utterance(key, predictions[n], relay_on[n], now, text)
             closed += [DeviceResolution(n, r) for r in step.closed]
             steps[n] = step
         return Steps(steps, closed)

@@ -20,6 +20,7 @@ from types import MappingProxyType
 
 from edge_plm import actions
 from edge_plm.config.settings import PolicyConfig, policy_problems
+from edge_plm.decide.left_alone import LeftAlone
 
 
 class _Action(str, Enum):
@@ -148,6 +149,7 @@ class OpenInteraction:
     answer: bool | None = None  # ASK: the person's spoken yes (True) / no (False), if any
     answered_at: float | None = None
     said: Action | None = None  # ASK: the state the answer named ("off" to "On?"), if any
+    text: str | None = None  # the transcript (for `LeftAlone`), if the controller gave it
 
 
 def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
@@ -171,6 +173,7 @@ class Policy:
             raise ValueError("; ".join(found))
         self.cfg = cfg
         self._open: OpenInteraction | None = None
+        self._left_alone = LeftAlone()
 
     @property
     def open(self) -> OpenInteraction | None:
@@ -183,8 +186,10 @@ class Policy:
         return self._open.deadline if self._open else None
 
     def on_utterance(self, key: Hashable, prediction: Prediction, relay_on: bool,
-                     now: float) -> Step:
-        """Decide for a new utterance; closes (expired or superseded) earlier interactions."""
+                     now: float, text: str | None = None) -> Step:
+        """Decide for a new utterance; closes (expired or superseded) earlier interactions.
+        ``text``: its transcript, so that a wording left alone with the relay on and with it
+        off is labelled NOOP (`LeftAlone`)."""
         closed = self.tick(now)
         if self._open is not None and self._open.answer is not None:
             closed.append(self._answered(self._open))
@@ -193,7 +198,8 @@ class Policy:
                                         "before its window ended"))
         decision = decide(prediction, self.cfg)
         window = self.cfg.ask_window_s if decision is Decision.ASK else self.cfg.override_window_s
-        self._open = OpenInteraction(key, decision, prediction, bool(relay_on), now, now + window)
+        self._open = OpenInteraction(key, decision, prediction, bool(relay_on), now, now + window,
+                                     text=text)
         drive = prediction.action if decision is Decision.ACT else None
         return Step(decision, drive, decision is Decision.ASK, now + window, closed)
 
@@ -267,8 +273,9 @@ class Policy:
                                  "while already in that state; person said no")
         s = Action.from_state(o.relay_before)
         p_s, p_noop = o.prediction.prob_bound(s), o.prediction.no_command()
-        if p_noop is None or p_s > p_noop:
-            return self._resolve(None, None, at, f"asked {action.value}; person said no: "
+        settled = self._left_alone.other_state_seen(o.text, o.relay_before)  # `_no_flip` says NOOP
+        if (p_noop is None or p_s > p_noop) and not settled:
+            return self._left_alone_unlabelled(at, f"asked {action.value}; person said no: "
                                  f"{s.value} (as it is) or not a command, p({s.value})={p_s:.2f} "
                                  f"> p(NOOP): no label")
         return self._no_flip(o, LabelSource.SPOKEN, at, f"asked {action.value}; person said no")
@@ -295,7 +302,7 @@ class Policy:
             if o.answer is not None:
                 return [self._answered(o)]
             if action.state is not None and action.state == o.relay_before:
-                return [self._resolve(None, None, at, f"asked about {action.value} while "
+                return [self._left_alone_unlabelled(at, f"asked about {action.value} while "
                                       "already in that state; no flip: ambiguous")]
             return [self._no_flip(o, LabelSource.ASKED, at, "asked")]
         if o.decision is Decision.IGNORE:
@@ -303,7 +310,7 @@ class Policy:
         if not o.applied:
             return [self._resolve(None, None, at, "action refused by rate limit; no flip")]
         if action.state == o.relay_before:
-            return [self._resolve(None, None, at, f"acted {action.value} while already in that "
+            return [self._left_alone_unlabelled(at, f"acted {action.value} while already in that "
                                   "state; left alone: ambiguous")]
         return [self._resolve(action, LabelSource.CONFIRMED, at,
                               f"acted {action.value}; left alone")]
@@ -321,12 +328,16 @@ class Policy:
         is then no evidence that it was no command (BENCHMARKS.md, "A plug left alone").
         """
         s = Action.from_state(o.relay_before)
+        if self._left_alone.other_state_seen(o.text, o.relay_before):
+            other = Action.from_state(not o.relay_before)
+            return self._resolve(Action.NOOP, source, at, f"{what}; no flip while {s.value}, and "
+                                 f"left alone before while {other.value}: not a command")
         p_s, p_noop = o.prediction.prob_bound(s), o.prediction.no_command()
         if o.prediction.not_command is not None:  # several devices: "for another device" is not NOOP
             if p_noop >= p_s:
                 return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} and "
                                      f"p(no command)={p_noop:.2f} >= p({s.value})={p_s:.2f}")
-            return self._resolve(None, None, at, f"{what}; no flip while {s.value}: ambiguous "
+            return self._left_alone_unlabelled(at, f"{what}; no flip while {s.value}: ambiguous "
                                  f"(p({s.value})={p_s:.2f} > p(no command)={p_noop:.2f})")
         if p_s < self.cfg.ambiguity_floor:
             return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
@@ -337,7 +348,7 @@ class Policy:
             # command). Without this an empty model (1/3 each) never gets a NOOP label.
             return self._resolve(Action.NOOP, source, at, f"{what}; no flip; relay {s.value} "
                                  f"and p(NOOP)={p_noop:.2f} >= p({s.value})={p_s:.2f}")
-        return self._resolve(None, None, at, f"{what}; no flip while {s.value}: ambiguous "
+        return self._left_alone_unlabelled(at, f"{what}; no flip while {s.value}: ambiguous "
                              f"(p({s.value})={p_s:.2f} >= {self.cfg.ambiguity_floor})")
 
     def close(self, now: float) -> list[Resolution]:
@@ -349,12 +360,22 @@ class Policy:
             resolved.append(self._resolve(None, None, now, "closed at shutdown"))
         return resolved
 
+    def _left_alone_unlabelled(self, ts: float, reason: str) -> Resolution:
+        """The switch was left alone and that says "the relay's state, or no command": no
+        label now; the wording and the relay's state are remembered (`LeftAlone`)."""
+        o = self._open
+        if o is not None:
+            self._left_alone.record(o.text, o.relay_before)
+        return self._resolve(None, None, ts, reason)
+
     def _resolve(self, label: Action | None, source: LabelSource | None, ts: float,
                  reason: str) -> Resolution:
         o = self._open
         if o is None:
             raise PolicyError("no open interaction to resolve")
         self._open = None
+        if label is not None:
+            self._left_alone.drop(o.text)
         if o.prediction.junk and label is not None and label.state is not None:
             # a flip after garble labels nothing: "the" must never become a command
             return Resolution(o.key, o.decision, None, None, ts,

@@ -117,7 +117,7 @@ class Dialogue:
         junk = too_little_content(text, min_letters=self.settings.policy.min_content_letters)
         predictions = device_outcomes.policy_predictions(preds, junk)
         relays = {n: self.devices.relays[n].is_on for n in self.names.names}
-        steps = self.policies.on_utterance(iid, predictions, relays, now)
+        steps = self.policies.on_utterance(iid, predictions, relays, now, text)
         self.light_out(steps.closed)
         return steps, now
 

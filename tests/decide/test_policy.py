@@ -357,3 +357,62 @@ def test_simulated_person_drives_policy_to_expected_labels():
 def test_simulated_person_rejects_bad_reaction_time():
     with pytest.raises(ValueError):
         SimulatedPerson(reaction_s=0)
+
+
+# --- a wording left alone in both relay states ---------------------------------------------
+def test_a_wording_left_alone_with_the_relay_on_and_off_is_not_a_command(policy):
+    """"S or no command" with the relay on, then with it off: only "no command" fits both."""
+    even = p(ON, 0.3, ON=0.35, OFF=0.35, NOOP=0.3)  # ignored; either state likelier than NOOP
+    policy.on_utterance("a", even, relay_on=True, now=0.0, text="Lights down to seven")
+    first = only(policy.tick(100.0))
+    assert first.label is None and "ambiguous" in first.reason
+    # another wording, and the same one in the same state, stay ambiguous
+    policy.on_utterance("b", even, relay_on=False, now=200.0, text="play my playlist")
+    assert only(policy.tick(300.0)).label is None
+    policy.on_utterance("c", even, relay_on=True, now=400.0, text="lights down to seven")
+    assert only(policy.tick(500.0)).label is None
+    # the same wording (case and spaces aside) with the relay off: NOOP
+    policy.on_utterance("d", even, relay_on=False, now=600.0, text="lights  DOWN to seven")
+    r = only(policy.tick(700.0))
+    assert (r.label, r.source) == (NOOP, LabelSource.CONFIRMED)
+    assert "left alone before while ON" in r.reason
+    # and "play my playlist", left alone while OFF before, is settled with the relay on
+    policy.on_utterance("e", even, relay_on=True, now=800.0, text="play my playlist")
+    assert only(policy.tick(900.0)).label is NOOP
+
+
+def test_a_label_clears_what_the_silences_said(policy):
+    even = p(ON, 0.3, ON=0.35, OFF=0.35, NOOP=0.3)
+    policy.on_utterance("a", even, relay_on=True, now=0.0, text="toggle the light")
+    assert only(policy.tick(100.0)).label is None
+    policy.on_utterance("b", even, relay_on=True, now=200.0, text="toggle the light")
+    assert only(policy.on_flip(False, now=201.0)).label is OFF  # the person flipped: a command
+    policy.on_utterance("c", even, relay_on=False, now=300.0, text="toggle the light")
+    r = only(policy.tick(400.0))
+    assert r.label is None and "left alone before" not in r.reason
+
+
+def test_asked_and_answered_no_remember_the_state_too(policy):
+    """An ask about the relay's own state left alone, and a bare "no" to the other state, both
+    say "S or no command"; with the relay in the other state next time: NOOP."""
+    policy.on_utterance("a", p(ON, 0.6, ON=0.6, OFF=0.1, NOOP=0.3), relay_on=True, now=0.0,
+                        text="lights up")
+    assert only(policy.tick(100.0)).label is None  # asked ON while ON, no flip
+    policy.on_utterance("b", p(ON, 0.6, ON=0.6, OFF=0.3, NOOP=0.1), relay_on=False, now=200.0,
+                        text="lights up")
+    assert only(policy.tick(300.0)).label is NOOP  # asked ON while OFF, no flip
+    policy.on_utterance("c", p(OFF, 0.6, ON=0.3, OFF=0.6, NOOP=0.1), relay_on=True, now=400.0,
+                        text="dim it")
+    policy.on_answer(False, now=401.0)
+    assert only(policy.tick(500.0)).label is None  # "no" to OFF while ON: ON or no command
+    policy.on_utterance("d", p(ON, 0.6, ON=0.6, OFF=0.3, NOOP=0.1), relay_on=False, now=600.0,
+                        text="dim it")
+    policy.on_answer(False, now=601.0)
+    assert only(policy.tick(700.0)).label is NOOP
+
+
+def test_without_a_transcript_nothing_is_remembered(policy):
+    even = p(ON, 0.3, ON=0.35, OFF=0.35, NOOP=0.3)
+    for i, on in enumerate((True, False, True)):
+        policy.on_utterance(i, even, relay_on=on, now=200.0 * i)
+        assert only(policy.tick(200.0 * i + 100.0)).label is None

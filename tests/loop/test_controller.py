@@ -298,3 +298,32 @@ def test_session_summary_counts(tmp_path):
     assert sum(p["lines"] for p in parts) == 24
     assert all(r.relay_final == SimulatedPerson.wanted_state(r.wish, r.relay_before)
                for r in result.lines)
+
+
+def test_a_wording_left_alone_with_the_relay_off_and_on_is_learned_as_no_command(tmp_path):
+    """Through the loop: a wording the model reads as ON or OFF (taught both) and never as NOOP
+    is left alone with the relay off (no label: "off or nothing"), then with it on: "on or
+    nothing" too, so it is stored and learned as NOOP (policy: `LeftAlone`)."""
+    replay = make(tmp_path, policy=IGNORE)
+    try:
+        teach(replay)
+        model = replay.controller.learner.model
+        for label in ("ON", "OFF", "ON", "OFF"):
+            model.learn("toggle the light", label)
+        c = replay.controller
+        replay.clock.advance(100.0)
+        first = say(replay, "toggle the light")
+        replay.clock.advance(30.0)
+        c.pump()
+        assert row(replay, first.interaction_id).label is None
+        c.devices.relay.set(True, replay.clock())
+        replay.clock.advance(5.0)
+        second = say(replay, "Toggle the light")
+        replay.clock.advance(30.0)
+        c.pump()
+        r = row(replay, second.interaction_id)
+        assert (r.label, r.label_source) == ("NOOP", "confirmed")
+        assert row(replay, first.interaction_id).label is None  # the first stays as it was
+        assert c.devices.relay.is_on is True
+    finally:
+        replay.close()
