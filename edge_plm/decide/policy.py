@@ -4,8 +4,9 @@ The `Policy` takes events (an utterance's prediction, the relay's state, switch 
 passage of time) and returns decisions and labels; the controller does the I/O. Times are plain
 float seconds from whatever clock the controller uses. `decide` is the decision table; the label
 rules (which outcome gives which label, from which source) are in `Policy.on_flip`,
-`Policy.on_answer` (a spoken yes/no, talk-back), `Policy.tick` and `Policy._no_flip`. The
-tables, the reasons for each rule and the replays that chose them are in docs/policy.md.
+`Policy.on_answer` (a spoken yes/no, talk-back), `Policy.tick` and `Policy._no_flip`, which
+reads what earlier no-flips of the same wording said (`decide/left_alone.py`). The tables,
+the reasons for each rule and the replays that chose them are in docs/policy.md.
 
 `SimulatedPerson` produces the flips a real person would make (used by ``edge-plm replay``).
 """
@@ -326,6 +327,8 @@ class Policy:
         p(S) is small also when the command went to another device, and a command that names
         no device, given to the lamp, may have been the plug's; the plug already in that state
         is then no evidence that it was no command (BENCHMARKS.md, "A plug left alone").
+        First of all: the same wording left alone before with the relay in the other state
+        leaves only NOOP (`LeftAlone`); every "S or NOOP" left unlabelled is remembered so.
         """
         s = Action.from_state(o.relay_before)
         if self._left_alone.other_state_seen(o.text, o.relay_before):
