@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from edge_plm.switch.tokenizer import normalize
+
 
 def wording(text: str | None) -> str | None:
-    """The key of a transcript: lower case, single spaces; None for no text."""
+    """The key of a transcript: the model's own normalisation (``tokenizer.normalize``, as its
+    exact-transcript memory keys it); None for no text."""
     if text is None:
         return None
-    key = " ".join(text.lower().split())
-    return key or None
+    return normalize(text) or None
 
 
 class LeftAlone:
