@@ -101,7 +101,8 @@ class Device:
 
         with sqlite3.connect(self.db) as conn:
             (path,), = conn.execute("SELECT path FROM model_versions WHERE status = 'active'")
-        return {int(i) for i, _ in SwitchModel.load(path).meta.get("interaction_keys") or []}
+        # stored relative to the database's folder (docs/deploy.md), or absolute
+        return {int(i) for i, _ in SwitchModel.load(self.db.parent / path).meta.get("interaction_keys") or []}
 
 
 def rewrite_cost(dev: Device, ids: list[int], work: Path) -> dict:
@@ -111,18 +112,16 @@ def rewrite_cost(dev: Device, ids: list[int], work: Path) -> dict:
     from edge_plm.store import ReplayStore
 
     copy = work / "copy"
-    shutil.copytree(dev.state, copy)
+    shutil.copytree(dev.state, copy)  # a copy is independent: its checkpoint paths are relative
     db = copy / "edge-plm.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE model_versions SET path = replace(path, ?, ?)", [str(dev.state), str(copy)])
-    conn.close()
-    files = sorted((copy / "checkpoints").glob("*.npz"))
     with ReplayStore(db) as store:
+        home = store.checkpoints_home()
         active = store.active_model_version().version
         texts = forgetting.kept_texts(store, exclude=set(ids))
         t0 = time.perf_counter()
-        done = forgetting.rewrite_kept(store, copy / "checkpoints", set(ids), texts, {active})
+        done = forgetting.rewrite_kept(store, home, set(ids), texts, {active})
         rewrite_s = time.perf_counter() - t0
+    files = sorted(home.glob("*.npz"))  # the same versions' files (a rewrite renames them)
     t0 = time.perf_counter()
     for f in files:
         f.unlink()

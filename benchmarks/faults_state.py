@@ -140,7 +140,7 @@ def kill_replay(args) -> dict:
     rng = random.Random(args.seed)
     rows = text_lines()
     work = Path(tempfile.mkdtemp(prefix="faults-replay-"))
-    db, ckdir = work / "edge-plm.db", work / "checkpoints"
+    db, ckdir = work / "edge-plm.db", work / "edge-plm.checkpoints"  # the database's own folder
     records = []
     attempt = 0
     while sum(not r["had_finished"] for r in records) < args.kills and attempt < 3 * args.kills:
@@ -240,7 +240,7 @@ def soak(args) -> dict:
              for r in (rows * (args.soak_lines // len(rows) + 1))[:args.soak_lines]]
     work = Path(tempfile.mkdtemp(prefix="faults-soak-"))
     db = work / "edge-plm.db"
-    ckdir = work / "checkpoints"
+    ckdir = work / "edge-plm.checkpoints"  # the database's own folder
     rep = build_replay(Settings(), db, seed=args.seed)
     ts, rss, ck = [], [], []
 

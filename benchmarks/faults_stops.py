@@ -187,7 +187,7 @@ def sigterm_replay(args) -> dict:
     rng = random.Random(args.seed + 20)
     rows = text_lines()
     work = Path(tempfile.mkdtemp(prefix="faults-sigterm-replay-"))
-    db, ckdir = work / "edge-plm.db", work / "checkpoints"
+    db, ckdir = work / "edge-plm.db", work / "edge-plm.checkpoints"  # the database's own folder
     records = []
     for k in range(args.sigterms_replay):
         part = [rows[(k * 350 + i) % len(rows)] for i in range(1000)]
