@@ -108,15 +108,16 @@ def command_of(labels: Mapping[str, Action | str | None]) -> Action | None:
 
 class DevicePolicies:
     """One `Policy` per device (`names`, configuration order), one utterance key at a time per
-    device; completed utterances come out of `completed`."""
+    device; completed utterances come out of `completed`. ``spoken_answers``: talk-back can
+    hear a yes / no (`Policy`)."""
 
-    def __init__(self, cfg: PolicyConfig, names: Sequence[str]) -> None:
+    def __init__(self, cfg: PolicyConfig, names: Sequence[str], spoken_answers: bool = False) -> None:
         if not names:
             raise ValueError("need at least one device")
         if len(set(names)) != len(names):
             raise ValueError(f"device names must be unique, got {list(names)}")
         self.names = list(names)
-        self.policies = {n: Policy(cfg) for n in self.names}
+        self.policies = {n: Policy(cfg, spoken_answers) for n in self.names}
         self._pending: dict[Hashable, dict[str, Resolution]] = {}
 
     @property

@@ -151,6 +151,9 @@ class OpenInteraction:
     answered_at: float | None = None
     said: Action | None = None  # ASK: the state the answer named ("off" to "On?"), if any
     text: str | None = None  # the transcript (for `LeftAlone`), if the controller gave it
+    # an ask left unsaid: the likely command was for the state the relay already had
+    # (`Policy.on_utterance`); it closes as that ask would have, with no question and no LED
+    unsaid_ask: bool = False
 
 
 def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
@@ -166,13 +169,19 @@ def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
 
 
 class Policy:
-    """One interaction window at a time; every event method returns what it resolved."""
+    """One interaction window at a time; every event method returns what it resolved.
 
-    def __init__(self, cfg: PolicyConfig) -> None:
+    ``spoken_answers``: a spoken yes / no can answer an ask (talk-back on). Without it the
+    device does not ask about the state the relay already has: "Lamp on?" with the lamp on can
+    only be answered with the switch, and a flip then labels the utterance as it does after an
+    ignore, so the question (a blink) would tell the person nothing and the device nothing."""
+
+    def __init__(self, cfg: PolicyConfig, spoken_answers: bool = False) -> None:
         found = policy_problems(cfg)  # the checks of `config check`: one rule for both
         if found:
             raise ValueError("; ".join(found))
         self.cfg = cfg
+        self.spoken_answers = spoken_answers
         self._open: OpenInteraction | None = None
         self._left_alone = LeftAlone()
 
@@ -198,9 +207,13 @@ class Policy:
             closed.append(self._resolve(None, None, now, "superseded by a new utterance "
                                         "before its window ended"))
         decision = decide(prediction, self.cfg)
+        unsaid = (decision is Decision.ASK and not self.spoken_answers
+                  and prediction.action.state == bool(relay_on))
+        if unsaid:  # nothing to do, and only a voice could answer: do not ask (class docstring)
+            decision = Decision.IGNORE
         window = self.cfg.ask_window_s if decision is Decision.ASK else self.cfg.override_window_s
         self._open = OpenInteraction(key, decision, prediction, bool(relay_on), now, now + window,
-                                     text=text)
+                                     text=text, unsaid_ask=unsaid)
         drive = prediction.action if decision is Decision.ACT else None
         return Step(decision, drive, decision is Decision.ASK, now + window, closed)
 
@@ -306,6 +319,9 @@ class Policy:
                 return [self._left_alone_unlabelled(at, f"asked about {action.value} while "
                                       "already in that state; no flip: ambiguous")]
             return [self._no_flip(o, LabelSource.ASKED, at, "asked")]
+        if o.unsaid_ask:
+            return [self._left_alone_unlabelled(at, f"not asked about {action.value} (already in that "
+                                                "state); no flip: ambiguous")]
         if o.decision is Decision.IGNORE:
             return [self._no_flip(o, LabelSource.CONFIRMED, at, "ignored")]
         if not o.applied:

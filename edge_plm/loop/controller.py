@@ -140,7 +140,8 @@ class Controller:
         self.text_asr = TextASR()
         self.device_names = device_outcomes.attach(settings, devices, learner)
         self.names = list(self.device_names.names)  # the devices, in order
-        self.policies = DevicePolicies(settings.policy, self.names)
+        # with talk-back a spoken yes can label an ask about the relay's own state (`Policy`)
+        self.policies = DevicePolicies(settings.policy, self.names, spoken_answers=talkback is not None)
         self.talkback = talkback  # None: talk-back off (edge_plm.voice.talkback)
         self.clock = clock  # the loop's clock (policy windows, the switch, talk-back)
         self.wall = wall  # wall-clock time stored with rows and labels

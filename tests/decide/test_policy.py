@@ -119,7 +119,6 @@ ASKED, CONFIRMED, OVERRIDE, MANUAL = (LabelSource.ASKED, LabelSource.CONFIRMED,
 THIRD = 1 / 3
 LABEL_RULES = {  # what happened: (prediction, relay on, then, label, source, in the reason)
     # ASK
-    "asked, flip to other than predicted is the label": (p(ON, 0.5), True, flip(False, 1.0), OFF, ASKED, ""),
     "asked, flip exactly at the window's end counts": (p(OFF, 0.6), True, flip(False, 8.0), OFF, ASKED, ""),
     "asked, no flip, relay state plausible: unlabelled":  # the person may have meant OFF
         (p(ON, 0.5, ON=0.5, OFF=0.3, NOOP=0.2), False, tick(8.001), None, None, "ambiguous (p(OFF)=0.30"),
@@ -130,7 +129,11 @@ LABEL_RULES = {  # what happened: (prediction, relay on, then, label, source, in
          "p(NOOP)=0.60 >= p(OFF)=0.30"),
     "asked, no flip, the relay state is likelier: ambiguous":
         (p(ON, 0.5, ON=0.5, OFF=0.4, NOOP=0.1), False, tick(20.0), None, None, "ambiguous"),
-    "asked about the state the relay has, no flip: unlabelled": (p(ON, 0.5), True, tick(9.0), None, None, "ambiguous"),
+    # unsure of the state the relay has: not asked (no spoken answers), closes as that ask would
+    "not asked about the state the relay has, no flip: unlabelled":
+        (p(ON, 0.5), True, tick(10.001), None, None, "not asked about ON (already in that state)"),
+    "not asked about the state the relay has, flip: the flipped-to state, manual":
+        (p(ON, 0.5), True, flip(False, 1.0), OFF, MANUAL, "ignored; person flipped to OFF"),
     # ACT
     "acted, reverted within the override window: NOOP":  # the window's end is inclusive
         (p(ON, 0.9), False, flip(False, 10.0), NOOP, OVERRIDE, ""),
@@ -165,6 +168,46 @@ def test_label_rule(policy, prediction, relay_on, then, label, source, reason):
 
 
 # --- ASK -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("action, relay_on", [(ON, True), (OFF, False)])
+def test_unsure_of_the_state_the_relay_has_it_does_not_ask(action, relay_on):
+    """"Lamp on?" with the lamp on: without spoken answers only a flip could reply, and a flip
+    labels an ignored utterance the same way; so no question and no LED."""
+    pol = Policy(CFG)
+    step = pol.on_utterance("a", p(action, 0.6), relay_on=relay_on, now=0.0)
+    assert (step.decision, step.ask, step.drive) == (Decision.IGNORE, False, None)
+    assert pol.open.unsaid_ask
+    other = Policy(CFG).on_utterance("b", p(action, 0.6), relay_on=not relay_on, now=0.0)
+    assert (other.decision, other.ask) == (Decision.ASK, True)  # the other state: asked as before
+
+
+def test_with_spoken_answers_it_asks_about_the_state_the_relay_has():
+    """With talk-back a spoken yes labels it, so the question is worth asking."""
+    pol = Policy(CFG, spoken_answers=True)
+    step = pol.on_utterance("a", p(ON, 0.5), relay_on=True, now=0.0)
+    assert (step.decision, step.ask) == (Decision.ASK, True)
+    r = only(pol.on_flip(False, 1.0))  # flipped to the other state: the label, asked
+    assert (r.label, r.source) == (OFF, ASKED)
+    pol.on_utterance("b", p(ON, 0.5), relay_on=True, now=2.0)
+    assert pol.tick(10.0) == []  # the ask window (8 s) is still open
+    r = only(pol.tick(10.001))  # no flip: "ON or nothing"
+    assert (r.label, r.source) == (None, None) and "ambiguous" in r.reason
+    pol.on_utterance("c", p(ON, 0.5), relay_on=True, now=20.0)
+    r = only(pol.on_answer(True, 21.0) + pol.tick(28.001))
+    assert (r.label, r.source) == (ON, LabelSource.SPOKEN)
+
+
+def test_a_wording_not_asked_about_with_the_relay_on_and_asked_with_it_off_is_noop():
+    """The unsaid ask is "the relay's state, or no command" as the ask was (`LeftAlone`)."""
+    pol = Policy(CFG)
+    pol.on_utterance("a", p(ON, 0.5, ON=0.5, OFF=0.1, NOOP=0.4), relay_on=True, now=0.0, text="set the mood")
+    assert only(pol.tick(10.001)).label is None
+    step = pol.on_utterance("b", p(ON, 0.5, ON=0.5, OFF=0.4, NOOP=0.1), relay_on=False, now=20.0,
+                            text="set the mood")
+    assert step.ask  # ON while OFF: asked; no flip says "OFF or nothing", and ON-or-nothing before
+    r = only(pol.tick(28.001))
+    assert (r.label, r.source) == (NOOP, ASKED) and "left alone before while ON" in r.reason
+
+
 def test_asked_and_flipped_within_window_labels_flipped_state(policy):
     policy.on_utterance("a", p(ON, 0.5), relay_on=False, now=0.0)
     r = only(policy.on_flip(True, now=3.0))

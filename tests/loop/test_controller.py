@@ -167,8 +167,11 @@ def run_case(tmp_path, policy, text, flip_after=None, before_on=False, refuse=Fa
 @pytest.mark.parametrize("case, kwargs, expected", [
     ("asked, flip", dict(policy=ASK, text=ON, flip_after=1.0), ("ask", "ON", "asked")),
     ("asked, no flip", dict(policy=ASK, text=ON), ("ask", "NOOP", "asked")),
-    ("asked about the state it has", dict(policy=ASK, text=ON, before_on=True),
-     ("ask", None, None)),
+    # unsure of the state the relay already has: no question, no LED (no spoken answers here)
+    ("not asked about the state it has", dict(policy=ASK, text=ON, before_on=True),
+     ("ignore", None, None)),
+    ("not asked about the state it has, flip", dict(policy=ASK, text=ON, before_on=True, flip_after=1.0),
+     ("ignore", "OFF", "manual")),
     ("acted, reverted", dict(policy=ACT, text=ON, flip_after=2.0), ("act", "NOOP", "override")),
     ("acted, already there, flipped", dict(policy=ACT, text=ON, before_on=True, flip_after=2.0),
      ("act", "OFF", "override")),

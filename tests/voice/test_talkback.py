@@ -113,7 +113,7 @@ def test_talkback_settings_section():
 
 # --- the policy's rule -------------------------------------------------------------------------
 def _asked(relay_on=False, action=Action.ON, dist=None):
-    p = Policy(PolicyConfig())
+    p = Policy(PolicyConfig(), spoken_answers=True)  # talk-back on: asks the relay's own state too
     pred = Prediction(action, 0.5, dist or {Action.ON: 0.5, Action.OFF: 0.1, Action.NOOP: 0.4})
     step = p.on_utterance(1, pred, relay_on, 0.0)
     assert step.decision is Decision.ASK
