@@ -234,11 +234,13 @@ def _print_summary(console, result, versions, title: str, parts: int = 4) -> Non
     from rich.table import Table
 
     s = result.summary()
+    already = sum(r.missed_already_so for r in result.lines)
     console.print(f"[bold]{title}[/]: {s['interactions']} interactions, asked {s['asked']}, "
-                  f"acted {s['acted']} ({s['acted_wrong']} wrong), missed {s['missed']}, "
+                  f"acted {s['acted']} ({s['acted_wrong']} wrong), missed {s['missed']}"
+                  f"{f' ({already} of them already as wished)' if already else ''}, "
                   f"labels {s['labels']}")
-    table = Table(title="how the device behaved, part by part (learning shows as asking "
-                        "turning into acting right)")
+    table = Table(title="how the device behaved, part by part (learning shows as asks and "
+                        "misses turning into right actions)")
     for col in ("part", "lines", "asked", "acted right", "acted wrong", "missed", "errors"):
         table.add_column(col, justify="right")
     for i, p in enumerate(result.parts(parts), 1):

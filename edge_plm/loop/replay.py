@@ -193,6 +193,8 @@ class LineResult:
     relay_final: bool  # after the person's reaction
     # what the person wanted of each device (None: not known; one device: the wish)
     wants: dict[str, Action] | None = None
+    # an ON/OFF wish that every device it was for already met when it was said
+    already_so: bool = False
 
     def _devices(self) -> dict:
         """Each device's `DeviceResult` ({} for an input that never reached the policies)."""
@@ -245,6 +247,11 @@ class LineResult:
         devs = self._devices()
         return any(w.state is not None and (n not in devs or devs[n].decision is Decision.IGNORE)
                    for n, w in self.wants.items())
+
+    @property
+    def missed_already_so(self) -> bool:
+        """Missed, but the relays already were as wished: nothing was left undone."""
+        return self.missed and self.already_so
 
 
 @dataclass
@@ -389,8 +396,10 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
                                 "wanted %s", i + 1, controller.device_names.of(n, " of {!r}"),
                                 devices.relays[n].is_on, flip.desired)
         first = names[0]
+        wished = {n: w.state for n, w in (wants or {}).items() if w.state is not None}
+        already = bool(wished) and all(before[n] == state for n, state in wished.items())
         result.lines.append(LineResult(i, line.wish, outcome, before[first], after[first], flips,
-                                       devices.relays[first].is_on, wants))
+                                       devices.relays[first].is_on, wants, already))
         if progress:
             progress()
     return _finish(result, controller, clock, gap)

@@ -94,6 +94,18 @@ def test_replay_readable_summary(tmp_path):
     assert "4 interactions" in text and "part" in text
 
 
+def test_replay_summary_tells_misses_already_as_wished(tmp_path):
+    """An OFF wish said with the lamp off that got neither action nor question counts as missed
+    (the contract's key), and the readable line says the lamp already was as wished."""
+    session = write_session(tmp_path / "s.jsonl", [{"text": "switch the lamp off", "label": "OFF"}] * 2)
+    out = json.loads(cli("replay", str(session), "--db", str(tmp_path / "a.db"), "--start", "empty",
+                         "--json").stdout)
+    assert (out["missed"], out["acted"], out["asked"]) == (2, 0, 0)  # an empty model ignores it
+    proc = cli("replay", str(session), "--db", str(tmp_path / "b.db"), "--start", "empty")
+    assert proc.returncode == 0, proc.stderr
+    assert "missed 2 (2 of them already as wished)" in " ".join(proc.stdout.split())
+
+
 def test_demo_runs_and_prints_its_summary(tmp_path):
     """Without --db the demo keeps its database under the state dir (not the device's own),
     says where and how to look at it; its rows are in the past, versions in order."""

@@ -284,7 +284,7 @@ def test_keep_audio_writes_private_files(tmp_path):
 
 def test_session_summary_counts(tmp_path):
     lines = [SessionLine(Action("ON"), ON), SessionLine(Action("NOOP"), "what time is it"),
-             SessionLine(Action("OFF"), OFF)] * 8
+             SessionLine(Action("OFF"), OFF), SessionLine(Action("OFF"), OFF)] * 6  # the 2nd OFF: already off
     replay = make(tmp_path)
     try:
         result = run_session(lines, replay.controller, replay.clock)
@@ -296,6 +296,10 @@ def test_session_summary_counts(tmp_path):
                                          for r in result.lines) == 24
     assert s["missed"] == sum(r.wish.value != "NOOP" and r.outcome.decision.value == "ignore"
                               for r in result.lines)
+    for r in result.lines:  # "already as wished": the relay was in the wished state before
+        assert r.already_so == (r.wish.value != "NOOP" and r.relay_before == (r.wish.value == "ON"))
+        assert r.missed_already_so == (r.missed and r.already_so)
+    assert sum(r.already_so for r in result.lines) >= 6  # OFF wishes said with the lamp off
     assert 0 <= s["acted_wrong"] <= s["acted"]
     parts = result.parts(4)
     assert sum(p["lines"] for p in parts) == 24
