@@ -178,9 +178,10 @@ class ModelConfig:
     holdout_fraction: float = 0.2
     holdout_min: int = setting(10, "holdout rows needed before a candidate is judged at all")
     version_every: int = setting(10, "learned labels between candidate versions, at least "
-                                         "(or version_growth of the labels the model holds, if more)")
-    # ... or this share of the labels the model holds, when more: the cost of versioning per
-    # label (checkpoint + holdout pass, both proportional to the model) stays constant
+                                         "(or version_growth of the owner's labels the model holds, if more)")
+    # ... or this share of the owner's labels the model holds, when more: the cost of versioning
+    # per label (checkpoint + holdout pass, both growing with the owner's part) stays constant;
+    # a starting model's examples do not count (its part is frozen: a fixed cost per version)
     version_growth: float = 0.05
     # a candidate is rolled back only if its holdout balanced accuracy is lower than the
     # active version's by more than this (small holdouts are noisy: one row moves it a lot)

@@ -116,9 +116,9 @@ class Learner:
 
     def version_window(self) -> int:
         """Labels between versions now: ``version_every``, or ``version_growth`` of the
-        labels the model holds when that is more."""
+        owner's labels held if more (a frozen starting part adds a fixed cost: docs/loop.md)."""
         return max(self.cfg.version_every,
-                   math.ceil(self.cfg.version_growth * self.model.n_examples))
+                   math.ceil(self.cfg.version_growth * self.model.n_owner_examples))
 
     pending_labels = property(lambda self: self.live.window.count,
                               doc="Labels learned since the last version (in no checkpoint yet).")

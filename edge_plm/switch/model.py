@@ -284,6 +284,12 @@ class SwitchModel:
         """Labelled examples the model holds now (forgotten ones not counted)."""
         return len(self.examples) - len(self.removed)
 
+    @property
+    def n_owner_examples(self) -> int:
+        """Labelled examples of the owner's part now: every one the model holds beyond its
+        starting model's (all of them for a model that started empty)."""
+        return self.n_examples - self.prior_examples
+
     def live_keys(self) -> list[int]:
         return [k for k in range(len(self.examples)) if k not in self.removed]
 

@@ -306,6 +306,25 @@ def test_the_version_window_grows_with_the_model(store, db):
     assert learner.version_window() == max(5, -(-learner.model.n_examples // 10))
 
 
+def test_the_version_window_counts_the_owners_labels_not_the_starting_models(store, db, tmp_path):
+    """A frozen starting part costs a version nothing that grows: with 300 starting examples
+    and growth 0.1 the first versions come every 5 owner labels, not every 31."""
+    from edge_plm.switch.model import SwitchModel
+
+    start = SwitchModel.empty("potato")
+    for i in range(300):
+        start.learn(*PHRASES[i % len(PHRASES)])
+    path = start.save(tmp_path / "start.npz")
+    learner = Learner.open(store, cfg(version_every=5, version_growth=0.1, holdout_fraction=0.0,
+                                      start=str(path)), db.parent / "checkpoints")
+    assert learner.model.n_examples == 300 and learner.model.n_owner_examples == 0
+    feed(learner, store, 20)
+    assert learner.model.n_owner_examples == 20
+    windows = [v.metrics.get("labels_in_window") for v in store.model_versions()][1:]  # v0001: the start
+    assert windows[:3] == [5, 5, 5]
+    assert learner.version_window() == 5
+
+
 def test_forget_reaches_a_running_service_end_to_end(tmp_path):
     """`edge-plm run` (text source, mock pins) learns labels it has not checkpointed;
     `edge-plm forget` in another process; the service takes the row out of its live model and
