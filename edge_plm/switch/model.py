@@ -189,7 +189,7 @@ class SwitchModel:
 
     def owner_share(self) -> float:
         """How much the owner's part counts in the pooling (``switch/share.py``)."""
-        return self.share.value(len(self.net.rows))
+        return self.share.value(self.n_owner_examples)
 
     @property
     def class_counts(self) -> np.ndarray:
@@ -270,7 +270,7 @@ class SwitchModel:
 
     def refine_budget(self) -> int:
         """Refinement steps after one label (``owner.refine_budget``)."""
-        return owner.refine_budget(self.config, len(self.net.rows))
+        return owner.refine_budget(self.config, self.n_owner_examples)
 
     def refine(self, steps: int) -> float | None:
         """``steps`` more full-batch refinement steps over every labelled example (the desktop
@@ -288,7 +288,7 @@ class SwitchModel:
     def n_owner_examples(self) -> int:
         """Labelled examples of the owner's part now: every one the model holds beyond its
         starting model's (all of them for a model that started empty)."""
-        return self.n_examples - self.prior_examples
+        return len(self.net.rows)
 
     def live_keys(self) -> list[int]:
         return [k for k in range(len(self.examples)) if k not in self.removed]

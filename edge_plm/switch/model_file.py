@@ -146,7 +146,7 @@ def load_model(cls, path: str | Path):
             if calib.stored_in(arrays):
                 calib.load(arrays)
         if "share.lam" in arrays:  # written before the share was fitted: the back-off rule
-            model.share.load(arrays, len(model.net.rows))
+            model.share.load(arrays, model.n_owner_examples)
         model.net.refine_steps_done = int(meta["counters"]["refine_steps"])
         model.net.n_active = max(model.net.n_active, int(meta["counters"]["n_active"]))
         model.meta = meta

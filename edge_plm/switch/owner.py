@@ -97,7 +97,7 @@ def held_out(model, transcript: str, label: str) -> None:
     if start is not None:
         p_start, p_own = mixture_parts(start, own, model.net.class_counts > 0.5)
         y = INDEX[label]
-        model.share.add(p_start, p_own, y, len(model.net.rows))
+        model.share.add(p_start, p_own, y, model.n_owner_examples)
 
 
 def mixture_parts(start_logits: np.ndarray, owner_logits: np.ndarray,
@@ -187,4 +187,4 @@ def refine_label(model, key: int) -> float | None:
     """The refinement one label of ``model`` pays for: ``refine_budget`` steps on example
     ``key`` and its replay sample (``replay_keys``; every example while they are few)."""
     keys = replay_keys(model.net.by_label, key, model.config.replay_rows, model.seed)
-    return model.net.refine(refine_budget(model.config, len(model.net.rows)), keys, kernel=ONLINE_KERNEL)
+    return model.net.refine(refine_budget(model.config, model.n_owner_examples), keys, kernel=ONLINE_KERNEL)

@@ -35,7 +35,7 @@ def forget_examples(model: Any, keys: list[int]) -> None:
     model.update_query()
     if model.net.att is not None:
         model.net.att.solve()
-    model.share.refit(len(model.net.rows))  # its rows are probabilities, no text: the prior moves
+    model.share.refit(model.n_owner_examples)  # its rows are probabilities, no text: the prior moves
     for key in keys:
         held = model.memory.get(texts[key], [])
         if key in held:
