@@ -34,6 +34,7 @@ import numpy as np
 from edge_plm.learning.evaluation import balanced_accuracy, confusion
 from edge_plm.jsonl import JsonlError, read_objects
 from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.switch.config import get_config
 from edge_plm.switch.model import LABEL_INDEX, SwitchModel
 from edge_plm.switch.tokenizer import ACTIONS
 from edge_plm.errors import EdgePlmError
@@ -170,7 +171,11 @@ class SwitchTrainer:
 
     def _warm_start(self, t0: float) -> tuple[SwitchModel, dict]:
         """Every labelled line learned in file order (the device's online path), the rest observed."""
-        model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed, slot_word=self.cfg.slot_word)
+        # solved with the many-example smoothing throughout (SwitchConfig.alpha_young = alpha): a
+        # model trained here is a starting model, and this is the recipe models/switch-en.npz
+        # was built with; the young schedule was measured on devices learning from empty only
+        model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed, slot_word=self.cfg.slot_word,
+                                  alpha_young=get_config(self.cfg.model_config).alpha)
         replay = model.config.replay_rows
         model.reconfigure(replay_rows=0)  # full-batch steps per label: a desktop has no latency budget
         if model.words is not None:  # a frequency-ordered word vocabulary (the query: the commonest words)

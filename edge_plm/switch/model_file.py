@@ -101,6 +101,8 @@ def read_held(path: str | Path) -> HeldLabels:
 def _config_of(meta: dict) -> SwitchConfig:
     known = {f.name for f in dataclasses.fields(SwitchConfig)}
     cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
+    if "alpha_young" not in cfg_dict and "alpha" in cfg_dict:
+        cfg_dict["alpha_young"] = cfg_dict["alpha"]  # written before the young smoothing: it was solved flat
     return SwitchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()})
 
 

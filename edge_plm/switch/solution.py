@@ -27,6 +27,20 @@ def row_means(A: np.ndarray) -> np.ndarray:
     return (s / A.shape[1])[:, None]
 
 
+def smoothing(alpha: float, alpha_young: float, young_n: float, n: float) -> float:
+    """The explicit solution's additive smoothing after ``n`` labelled examples: ``alpha_young``
+    with none, falling toward ``alpha`` as young_n / (young_n + n) (``SwitchConfig.alpha_young``).
+    The solution's class-balanced statistics are per-example rates of each unit, so the
+    smoothing is a floor under the rates: a high one keeps a handful of labels from reading much
+    into a unit seen once, and would hide the rare units that many labels make telling."""
+    if alpha < 0 or alpha_young < 0 or young_n < 0 or n < 0:
+        raise ValueError(f"smoothing needs alpha, alpha_young, young_n, n >= 0, got {alpha}, {alpha_young}, "
+                         f"{young_n}, {n}")
+    if young_n == 0:
+        return alpha
+    return alpha + (alpha_young - alpha) * young_n / (young_n + n)
+
+
 def explicit_solution(F: np.ndarray, seen: np.ndarray, mass: np.ndarray, present: np.ndarray, alpha: float,
                       balance: bool) -> np.ndarray:
     """B of the ``seen`` units (rows of F, the per-action summed unit weights): log(F / mass
@@ -46,4 +60,4 @@ def explicit_solution(F: np.ndarray, seen: np.ndarray, mass: np.ndarray, present
     return B
 
 
-__all__ = ["explicit_solution", "column_sums", "row_means"]
+__all__ = ["explicit_solution", "column_sums", "row_means", "smoothing"]

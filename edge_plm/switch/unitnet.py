@@ -13,8 +13,9 @@ U = scale * B + delta:
   B      the explicit solution of the labelled statistics: per action y, F[:, y] = the summed unit
          weights (occurrences; a word counts ``word_weight``) of its examples divided by its number of examples (class balance: each action
          counts as one example), B[j, y] = log(F[j, y] + a) - log(sum_d F[d, y] + a V), over the
-         V units that occur in labelled examples (a naive-Bayes log-likelihood; ``alpha`` = a),
-         rows centred over the actions; units never labelled have B = 0;
+         V units that occur in labelled examples (a naive-Bayes log-likelihood; a = the smoothing
+         after the n labelled examples: ``alpha_young`` at n = 0 falling toward ``alpha``,
+         ``solution.smoothing``), rows centred over the actions; units never labelled have B = 0;
   delta  what refinement adds: gradient steps on the class-weighted cross-entropy of the
          labelled examples plus (l2 / 2) |delta|^2 + (l2 / 2) |b|^2, i.e. an L2 pull toward the
          explicit solution: full batch (``refine(steps)``), or after one label on its replay
@@ -148,7 +149,8 @@ class UnitNet:
         present = self.class_counts > 0.5
         if not seen.size or not present.any():
             return
-        self.base[seen] = solution.explicit_solution(self.F, seen, self.class_mass, present, c.alpha, c.class_balance)
+        alpha = solution.smoothing(c.alpha, c.alpha_young, c.young_n, float(self.class_counts.sum()))
+        self.base[seen] = solution.explicit_solution(self.F, seen, self.class_mass, present, alpha, c.class_balance)
 
     # -- the attention's explicit warm start ------------------------------------------------
 
