@@ -264,10 +264,7 @@ class SwitchModel:
         into a new ``net`` of its own (module docstring)."""
         if self.prior_examples == 0 and self.examples:
             self.prior_examples = len(self.examples)
-            # the owner's part keeps the starting model's flat smoothing (SwitchConfig.alpha_young:
-            # 0.1 there gained nothing clean and lost .003 on ASR; BENCHMARKS.md "A young model's
-            # smoothing")
-            self.config = self.config.with_(alpha_young=self.config.alpha)
+            self.config = self.config.with_(alpha_young=self.config.alpha)  # flat: SwitchConfig.alpha_young
             self.start = frozen.frozen_net(self.config, self.words, frozen.frozen_state(self.net))
             self.net = UnitNet(self.config, self.words)
             self.update_query()
