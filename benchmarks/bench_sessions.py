@@ -66,6 +66,7 @@ def replay(path: Path, settings: Settings) -> dict:
     half = len(result.lines) // 2
     first, second = result.lines[:half], result.lines[half:]
     s["asked_halves"] = [sum(x.asked for x in first), sum(x.asked for x in second)]
+    s["switched_by_hand_halves"] = [switched_by_hand(first), switched_by_hand(second)]
     s["wrong_share"] = s["acted_wrong"] / s["acted"] if s["acted"] else 0.0
     s["repeated_wrong_after_correction"] = repeated_wrong_after_correction(result.lines)
     s.update(person_metrics(result.lines))
@@ -85,6 +86,21 @@ def person_metrics(lines) -> dict:
             "wrong_share_of_actions": sum(x.acted_wrong for x in lines) / acted if acted else 0.0,
             "non_commands": len(chatter), "asked_non_commands": asked_chatter,
             "asked_non_command_share": asked_chatter / len(chatter) if chatter else None}
+
+
+def switched_by_hand(lines) -> dict:
+    """The commands of ``lines`` that would change the relay (not said in the state it already
+    had): how many, and how many the device acted on right, asked about, or did neither on (the
+    person switched those by hand). Asks can grow while a young device learns, when it moves
+    from missing such commands to asking about them; this says which it is."""
+    changing = [x for x in lines if x.wish is not None and x.wish.state is not None and not x.already_so]
+    return {"commands": len(changing), "acted_right": sum(x.acted and not x.acted_wrong for x in changing),
+            "asked": sum(x.asked for x in changing), "neither": sum(not x.acted and not x.asked for x in changing)}
+
+
+def by_hand(halves: list[dict]) -> str:
+    """"a/b -> c/d": state-changing commands switched by hand of those said, by half."""
+    return " -> ".join(f"{h['neither']}/{h['commands']}" for h in halves)
 
 
 def repeated_wrong_after_correction(lines) -> int:
@@ -134,10 +150,13 @@ def main(argv: list[str] | None = None) -> int:
               f"asked at non-commands {s['asked_non_commands']}/{s['non_commands']}; "
               f"asked {s['asked']} acted {s['acted']} wrong {s['acted_wrong']} "
               f"asks {s['asked_halves'][0]}->{s['asked_halves'][1]} "
+              f"switched by hand {s['switched_by_hand_halves'][0]['neither']}/{s['switched_by_hand_halves'][0]['commands']}"
+              f"->{s['switched_by_hand_halves'][1]['neither']}/{s['switched_by_hand_halves'][1]['commands']} "
               f"repeated wrong {s['repeated_wrong_after_correction']}", file=sys.stderr, flush=True)
     rows = [[name, s["interactions"], s["asked"], s["acted"], s["acted_wrong"],
              f"{100 * s['wrong_share']:.0f} %", s["missed"], s["labels"],
-             f"{s['asked_halves'][0]} -> {s['asked_halves'][1]}", s["repeated_wrong_after_correction"]]
+             f"{s['asked_halves'][0]} -> {s['asked_halves'][1]}", by_hand(s["switched_by_hand_halves"]),
+             s["repeated_wrong_after_correction"]]
             for name, s in results.items()]
     for kind in ("spoken", "text"):
         hh = [s for n, s in results.items() if n.startswith("household-") and ("-text-" in n) == (kind == "text")]
@@ -146,11 +165,14 @@ def main(argv: list[str] | None = None) -> int:
         tot = {k: sum(s[k] for s in hh) for k in ("interactions", "asked", "acted", "acted_wrong", "missed", "labels",
                                                    "repeated_wrong_after_correction")}
         halves = [sum(s["asked_halves"][i] for s in hh) for i in (0, 1)]
+        hand = [{k: sum(s["switched_by_hand_halves"][i][k] for s in hh) for k in ("commands", "neither")}
+                for i in (0, 1)]
         rows.append([f"all {len(hh)} {kind} households", tot["interactions"], tot["asked"], tot["acted"],
                      tot["acted_wrong"], f"{100 * tot['acted_wrong'] / max(tot['acted'], 1):.0f} %", tot["missed"],
-                     tot["labels"], f"{halves[0]} -> {halves[1]}", tot["repeated_wrong_after_correction"]])
+                     tot["labels"], f"{halves[0]} -> {halves[1]}", by_hand(hand), tot["repeated_wrong_after_correction"]])
     print(markdown_table(["session", "lines", "asked", "acted", "acted wrong", "wrong share", "missed",
-                          "labels", "asks 1st -> 2nd half", "repeated wrong after a correction"], rows))
+                          "labels", "asks 1st -> 2nd half", "switched by hand 1st -> 2nd half",
+                          "repeated wrong after a correction"], rows))
     name = "sessions" + (f"-{args.tag}" if args.tag else "")
     write_result(name, {**header(), "overrides": args.set, "sessions": results})
     return 0
