@@ -46,3 +46,18 @@ def test_settings_overrides_are_typed_and_checked():
     for bad in ("model.no_such_field=1", "nosection.x=1"):
         with pytest.raises(ValueError, match="no setting"):
             bench_sessions.settings_with([bad])
+
+
+def test_switched_by_hand_counts_only_commands_that_would_change_the_relay():
+    from types import SimpleNamespace
+
+    from edge_plm.decide.policy import Action
+
+    def line(wish, already=False, acted=False, wrong=False, asked=False):
+        return SimpleNamespace(wish=None if wish is None else Action(wish), already_so=already, acted=acted,
+                               acted_wrong=wrong, asked=asked)
+
+    lines = [line("ON", acted=True), line("OFF", acted=True, wrong=True), line("ON", asked=True),
+             line("OFF"), line("OFF", already=True), line("NOOP", asked=True), line(None)]
+    assert bench_sessions.switched_by_hand(lines) == {"commands": 4, "acted_right": 1, "asked": 1, "neither": 1}
+    assert bench_sessions.by_hand([{"commands": 4, "neither": 1}, {"commands": 2, "neither": 0}]) == "1/4 -> 0/2"
