@@ -48,21 +48,28 @@ def switch_command(
         "--slot-word", help="The word DATA uses for a device's name (\"turn on the xqz\"): with several "
         "devices the model reads a command with the name replaced by it (default: none, the name's "
         "words are left out).")] = "",
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="Model-configuration override KEY=VALUE (repeatable; e.g. bigram_weight=0).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     config: OldConfigNameOpt = None,
 ) -> None:
     """Warm start + gradient training of a switch model -> OUT/checkpoint.npz (a device checkpoint)."""
     no_config_name(config)
     from edge_plm.plm.checkpoint import CheckpointError
-    from edge_plm.commands.switch_training import SwitchTrainConfig, SwitchTrainer, TrainDataError
+    from edge_plm.commands.switch_training import SwitchTrainConfig, SwitchTrainer, TrainDataError, switch_overrides
     from edge_plm.switch.tokenizer import normalize
 
     if steps is not None and steps < 0 or time_budget is not None and time_budget < 0:
         fail("--steps and --time-budget must be >= 0", 2)
     if slot_word and (normalize(slot_word) != slot_word or " " in slot_word):
         fail(f"--slot-word must be one lower-case word of letters or digits, got {slot_word!r}", 2)
+    try:
+        overrides = switch_overrides(set_ or [])
+    except ValueError as exc:
+        fail(f"--set: {exc}", 2)
     cfg = SwitchTrainConfig(model_config=model_config.value, seed=seed, max_epochs=epochs,
-                            patience=patience, steps=steps, time_budget=time_budget, slot_word=slot_word)
+                            patience=patience, steps=steps, time_budget=time_budget, slot_word=slot_word,
+                            overrides=overrides)
     try:
         log = SwitchTrainer(cfg, data, out, val=val, resume=resume,
                             progress=None if as_json else _show_epoch).run()

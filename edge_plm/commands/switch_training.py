@@ -22,11 +22,12 @@ and resumed ends with the same model as an uninterrupted one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from edge_plm.learning.evaluation import balanced_accuracy, confusion
 from edge_plm.jsonl import JsonlError, read_objects
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.switch.config import get_config
+from edge_plm.switch.config import SwitchConfig
 from edge_plm.switch.model import LABEL_INDEX, SwitchModel
 from edge_plm.switch.tokenizer import ACTIONS
 from edge_plm.errors import EdgePlmError
@@ -57,6 +58,33 @@ class SwitchTrainConfig:
     steps: int | None = None  # total gradient steps (checked at epoch boundaries)
     time_budget: float | None = None  # seconds, warm start included (checked at epoch boundaries)
     slot_word: str = ""  # SwitchConfig.slot_word of the model: the word its data uses as a device's name
+    # other SwitchConfig fields of the model (``train switch --set``): the shipped starting model's
+    # recipe sets alpha_young 0.03, a flat smoothing (models/build_switch_en.py)
+    overrides: dict = field(default_factory=dict)
+
+
+def switch_overrides(items: list[str]) -> dict:
+    """``KEY=VALUE`` items as typed fields of the switch-model configuration (``SwitchConfig``);
+    ValueError with a one-line reason for an unknown field or a value of the wrong type."""
+    fields = {f.name: f for f in dataclasses.fields(SwitchConfig)}
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or key not in fields or key in ("name", "slot_word"):
+            raise ValueError(f"expected KEY=VALUE with KEY a model-configuration field, got {item!r}")
+        cur = getattr(SwitchConfig(name="potato"), key)
+        try:
+            if isinstance(cur, bool):
+                if value.lower() not in ("true", "false"):
+                    raise ValueError
+                out[key] = value.lower() == "true"
+            elif isinstance(cur, tuple):
+                out[key] = tuple(int(v) for v in value.split(","))
+            else:
+                out[key] = type(cur)(value)
+        except ValueError:
+            raise ValueError(f"{key} needs a {type(cur).__name__}, got {value!r}") from None
+    return out
 
 
 def read_training_lines(path: str | Path) -> list[tuple[str, str | None]]:
@@ -171,11 +199,8 @@ class SwitchTrainer:
 
     def _warm_start(self, t0: float) -> tuple[SwitchModel, dict]:
         """Every labelled line learned in file order (the device's online path), the rest observed."""
-        # solved with the many-example smoothing throughout (SwitchConfig.alpha_young = alpha): a
-        # model trained here is a starting model, and this is the recipe models/switch-en.npz
-        # was built with; the young schedule was measured on devices learning from empty only
         model = SwitchModel.empty(self.cfg.model_config, seed=self.cfg.seed, slot_word=self.cfg.slot_word,
-                                  alpha_young=get_config(self.cfg.model_config).alpha)
+                                  **self.cfg.overrides)
         replay = model.config.replay_rows
         model.reconfigure(replay_rows=0)  # full-batch steps per label: a desktop has no latency budget
         if model.words is not None:  # a frequency-ordered word vocabulary (the query: the commonest words)

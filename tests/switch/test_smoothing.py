@@ -1,14 +1,14 @@
 """The explicit solution's smoothing (``solution.smoothing``, ``SwitchConfig.alpha_young``): a
 model learning from empty starts at ``alpha_young`` and falls toward ``alpha`` with its labels;
-a starting model's owner's part, the desktop trainer and checkpoints written before the field
-solve flat at ``alpha``, as before."""
+a starting model's owner's part, the shipped model's recipe (``train switch --set``) and
+checkpoints written before the field solve flat at ``alpha``, as before."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from edge_plm.commands.switch_training import SwitchTrainConfig, SwitchTrainer
+from edge_plm.commands.switch_training import SwitchTrainConfig, SwitchTrainer, switch_overrides
 from edge_plm.plm import checkpoint
 from edge_plm.switch import solution
 from edge_plm.switch.model import SwitchModel
@@ -71,18 +71,44 @@ def test_a_checkpoint_from_before_the_young_smoothing_loads_flat(tmp_path):
     for text, label in LINES:
         m.learn(text, label)
     m.save(tmp_path / "new.npz")
-    assert SwitchModel.load(tmp_path / "new.npz").config.alpha_young == m.config.alpha_young  # kept as written
+    kept = SwitchModel.load(tmp_path / "new.npz").config
+    assert kept.alpha_young == m.config.alpha_young == 0.1  # kept as written
     arrays, meta = checkpoint.load(tmp_path / "new.npz")
-    del meta["config"]["alpha_young"]
-    del meta["config"]["young_n"]
+    for name in ("alpha_young", "young_n"):
+        del meta["config"][name]
     checkpoint.save(tmp_path / "old.npz", arrays, meta)
-    old = SwitchModel.load(tmp_path / "old.npz")
-    assert old.config.alpha_young == old.config.alpha == 0.03
+    old = SwitchModel.load(tmp_path / "old.npz").config
+    assert old.alpha_young == old.alpha == 0.03
 
 
-def test_the_desktop_trainer_solves_flat(tmp_path):
+def test_the_starting_recipe_is_set_on_the_trainer(tmp_path):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(f'{{"text": "{t}", "label": "{y}"}}\n' for t, y in PHRASES))
-    log = SwitchTrainer(SwitchTrainConfig(steps=0), data, tmp_path / "run").run()
-    trained = SwitchModel.load(log["summary"]["checkpoint"])
-    assert trained.config.alpha_young == trained.config.alpha
+    recipe = switch_overrides(["alpha_young=0.03", "bigram_weight=0.5"])
+    assert recipe == {"alpha_young": 0.03, "bigram_weight": 0.5}
+    log = SwitchTrainer(SwitchTrainConfig(steps=0, overrides=recipe), data, tmp_path / "start").run()
+    start = SwitchModel.load(log["summary"]["checkpoint"]).config
+    assert start.alpha_young == start.alpha and start.bigram_weight == 0.5
+    log = SwitchTrainer(SwitchTrainConfig(steps=0), data, tmp_path / "default").run()
+    assert SwitchModel.load(log["summary"]["checkpoint"]).config.alpha_young == 0.1
+
+
+def test_switch_overrides_are_typed_and_checked():
+    assert switch_overrides(["attention=false", "attention_widths=8,16", "refine_steps=3"]) == {
+        "attention": False, "attention_widths": (8, 16), "refine_steps": 3}
+    for bad in ("nope=1", "name=orange", "alpha", "refine_steps=2.5", "attention=maybe"):
+        with pytest.raises(ValueError):
+            switch_overrides([bad])
+
+
+def test_train_switch_refuses_a_bad_set(tmp_path):
+    from typer.testing import CliRunner
+
+    from edge_plm.cli import app
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(f'{{"text": "{t}", "label": "{y}"}}\n' for t, y in PHRASES))
+    res = CliRunner().invoke(app, ["train", "switch", "--data", str(data), "--out", str(tmp_path / "o"),
+                                   "--set", "no_such_field=1"])
+    assert res.exit_code == 2 and res.stderr.startswith("error: --set:"), res.output
+    assert "Traceback" not in res.output
