@@ -83,7 +83,7 @@ def switch_overrides(items: list[str]) -> dict:
             else:
                 out[key] = type(cur)(value)
         except ValueError:
-            raise ValueError(f"{key} needs a {type(cur).__name__}, got {value!r}") from None
+            raise ValueError(f"{key} needs a value of type {type(cur).__name__}, got {value!r}") from None
     return out
 
 
