@@ -49,7 +49,7 @@ def switch_command(
         "devices the model reads a command with the name replaced by it (default: none, the name's "
         "words are left out).")] = "",
     set_: Annotated[Optional[list[str]], typer.Option(
-        "--set", help="Model-configuration override KEY=VALUE (repeatable; e.g. bigram_weight=0).")] = None,
+        "--set", help="Model-configuration override KEY=VALUE (repeatable; e.g. alpha_young=0.03).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     config: OldConfigNameOpt = None,
 ) -> None:
@@ -136,17 +136,13 @@ def lm_command(
 
 def _lm_overrides(model_config: str, items: list[str]) -> dict:
     """``--set KEY=VALUE`` items as typed fields of the language-model configuration."""
-    from edge_plm.research.lm.config import LM_CONFIGS, LMConfig
+    from edge_plm.config.overrides import typed_overrides
+    from edge_plm.research.lm.config import LM_CONFIGS
 
-    overrides = {}
-    fields = {f.name: f.type for f in LMConfig.__dataclass_fields__.values()}
-    for item in items:
-        key, _, value = item.partition("=")
-        if key not in fields or key == "name":
-            fail(f"unknown config field {key!r}", 2)
-        cur = getattr(LM_CONFIGS[model_config], key)
-        overrides[key] = tuple(int(v) for v in value.split(",")) if isinstance(cur, tuple) else type(cur)(value)
-    return overrides
+    try:
+        return typed_overrides(LM_CONFIGS[model_config], items)
+    except ValueError as exc:
+        fail(f"--set: {exc}", 2)
 
 
 def _print_lm_log(name: str, log: dict, out: Path) -> None:

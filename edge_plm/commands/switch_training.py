@@ -22,7 +22,6 @@ and resumed ends with the same model as an uninterrupted one.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import tempfile
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_plm.config.overrides import typed_overrides
 from edge_plm.learning.evaluation import balanced_accuracy, confusion
 from edge_plm.jsonl import JsonlError, read_objects
 from edge_plm.plm.checkpoint import CheckpointError
@@ -64,27 +64,9 @@ class SwitchTrainConfig:
 
 
 def switch_overrides(items: list[str]) -> dict:
-    """``KEY=VALUE`` items as typed fields of the switch-model configuration (``SwitchConfig``);
-    ValueError with a one-line reason for an unknown field or a value of the wrong type."""
-    fields = {f.name: f for f in dataclasses.fields(SwitchConfig)}
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or key not in fields or key in ("name", "slot_word"):
-            raise ValueError(f"expected KEY=VALUE with KEY a model-configuration field, got {item!r}")
-        cur = getattr(SwitchConfig(name="potato"), key)
-        try:
-            if isinstance(cur, bool):
-                if value.lower() not in ("true", "false"):
-                    raise ValueError
-                out[key] = value.lower() == "true"
-            elif isinstance(cur, tuple):
-                out[key] = tuple(int(v) for v in value.split(","))
-            else:
-                out[key] = type(cur)(value)
-        except ValueError:
-            raise ValueError(f"{key} needs a value of type {type(cur).__name__}, got {value!r}") from None
-    return out
+    """``KEY=VALUE`` items as typed fields of the switch-model configuration (``SwitchConfig``;
+    ``config/overrides.py``); ValueError with a one-line reason."""
+    return typed_overrides(SwitchConfig(name="potato"), items, fixed=("name", "slot_word"))
 
 
 def read_training_lines(path: str | Path) -> list[tuple[str, str | None]]:
