@@ -35,8 +35,8 @@ is validation), written to models/data/switch-en-asr-{train,val}.jsonl.
 
        python models/build_switch_en.py --without switch-dev-train --out runs/switch-en-noswdev --no-install
 2. `edge-plm train switch --model-config potato --data models/data/switch-en-train.jsonl
-   --val models/data/switch-en-val.jsonl --out runs/switch-en --seed 0 --set alpha_young=0.03
-   --json` (``STARTING_RECIPE``: a flat smoothing).
+   --val models/data/switch-en-val.jsonl --out runs/switch-en --seed 0 --set bigram_weight=0
+   --set alpha_young=0.03 --json` (``STARTING_RECIPE``: no word pairs, a flat smoothing).
 3. The checkpoint is re-packed compressed (same arrays, same metadata: `SwitchModel.load`
    reads it unchanged) to models/switch-en.npz and to edge_plm/data/models/switch-en.npz (the
    copy that `pip install .` installs; tests/test_shipped_model.py checks that both are
@@ -57,15 +57,15 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_plm.switch.config import STARTING_OVERRIDES
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "models" / "data"
 OUT = ROOT / "runs" / "switch-en"
 TARGETS = [ROOT / "models" / "switch-en.npz", ROOT / "edge_plm" / "data" / "models" / "switch-en.npz"]
 # What a starting model is, against a model that learns from empty on a device (the config's
-# defaults): solved with the many-example smoothing from its first line (SwitchConfig.alpha_young
-# = alpha; a flat 0.1 cost its validation file .913 -> .738; BENCHMARKS.md "A young model's
-# smoothing"), as models/switch-en.npz was built.
-STARTING_RECIPE = ["--set", "alpha_young=0.03"]
+# defaults): edge_plm/switch/config.py STARTING_OVERRIDES, as models/switch-en.npz was built.
+STARTING_RECIPE = [arg for key, value in STARTING_OVERRIDES.items() for arg in ("--set", f"{key}={value:g}")]
 CARD = ROOT / "models" / "README.md"
 
 

@@ -17,7 +17,7 @@ from edge_plm.learning.gate import HoldoutScore, score
 from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.learning.state import match_examples
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.switch.config import CONFIGS
+from edge_plm.switch.config import CONFIGS, STARTING_OVERRIDES
 from edge_plm.switch.model import SwitchModel
 from edge_plm.store import ReplayStore
 from edge_plm.errors import EdgePlmError
@@ -35,16 +35,18 @@ class ImportRefused(EdgePlmError):
 
 
 def check_compatible(model: SwitchModel, path: str | Path) -> None:
-    """CheckpointError unless `model` is a switch model of a known configuration with that
-    configuration's structure."""
+    """CheckpointError unless `model` is a switch model of a known configuration with one of that
+    configuration's structures: the one a device grows from empty, or a starting model's
+    (``STARTING_OVERRIDES``: the shipped model and everything learned on it)."""
     name = model.config.name
     if name not in CONFIGS:
         raise CheckpointError(f"{path} is a model of configuration {name!r}, which this edge-plm does not run "
                               f"(known: {', '.join(CONFIGS)})")
-    want, have = asdict(CONFIGS[name]), asdict(model.config)
-    diff = [f"{k}={have[k]!r} (needs {want[k]!r})" for k in STRUCTURE if tuple_(have[k]) != tuple_(want[k])]
-    if diff:
-        raise CheckpointError(f"{path} has another {name} structure: {', '.join(diff)}")
+    have = asdict(model.config)
+    diffs = [[f"{k}={have[k]!r} (needs {want[k]!r})" for k in STRUCTURE if tuple_(have[k]) != tuple_(want[k])]
+             for want in (asdict(CONFIGS[name]), asdict(CONFIGS[name].with_(**STARTING_OVERRIDES)))]
+    if all(diffs):
+        raise CheckpointError(f"{path} has another {name} structure: {', '.join(min(diffs, key=len))}")
 
 
 def tuple_(v):

@@ -27,7 +27,11 @@ class SwitchConfig:
     unit_cap: int = 60000  # units in the vocabulary at most (3 parameters each)
     unit_min_n: int = 2  # shortest character n-gram unit (word-anchored, padded with spaces)
     unit_max_n: int = 5  # longest
-    bigram_weight: float = 0.0  # weight of a unit for each pair of adjacent words (0: none)
+    # weight of a unit for each pair of adjacent words (0: none). A model that learns from empty
+    # reads pairs ("turn off" against "off the"): six splits from empty, clean mean .755 -> .774,
+    # ASR .648 -> .658 (BENCHMARKS.md, "Word pairs for a device that starts empty"). The shipped
+    # starting model was built without them (STARTING_OVERRIDES below)
+    bigram_weight: float = 8.0
     sound_weight: float = 0.0  # weight of a word's Soundex-key unit (0: no such units)
     sound_max_len: int = 0  # > 0: Soundex units only for words of at most this many characters
     unit_tf: str = "count"  # a unit's weight from its occurrences c in a transcript: count c | log 1+ln c | binary 1
@@ -112,6 +116,13 @@ CONFIGS: dict[str, SwitchConfig] = {
     "orange": SwitchConfig(name="orange", attention_widths=(8, 16, 32, 64, 128), unit_cap=200_000, unit_max_n=6,
                            bigram_weight=1.0, refine_steps=20, refine_rows=20_000),
 }
+
+
+# How a starting model is built against a model that learns from empty on a device (the
+# defaults): without word pairs, and solved with the many-example smoothing from its first line
+# (a flat 0.1 cost the starting model's validation file .913 -> .738). models/switch-en.npz was
+# built with them (models/build_switch_en.py); `model import` accepts either structure.
+STARTING_OVERRIDES: dict[str, float] = {"bigram_weight": 0.0, "alpha_young": 0.03}
 
 
 def get_config(name: str, **overrides) -> SwitchConfig:

@@ -71,6 +71,21 @@ def test_import_an_orange_model_into_a_potato_device(db, tmp_path):
     assert SwitchModel.load(r["checkpoint"]).config.name == "orange"
 
 
+@pytest.mark.parametrize("recipe", ["empty", "starting"])
+def test_import_takes_both_potato_structures(db, tmp_path, recipe):
+    """A potato grown from empty reads word pairs; a starting model (the shipped one, and what
+    is learned on it) does not (``STARTING_OVERRIDES``): a device takes either."""
+    from edge_plm.switch.config import STARTING_OVERRIDES
+
+    model = SwitchModel.empty("potato", **(STARTING_OVERRIDES if recipe == "starting" else {}))
+    for text, label in _labelled(db):
+        model.learn(text, label)
+    assert (model.config.bigram_weight > 0) == (recipe == "empty")
+    r = js(cli("model", "import", str(model.save(tmp_path / "m.npz")), "--db", db, "--force", "--json"))
+    shown = js(cli("model", "show", r["version"], "--db", db, "--json"))
+    assert r["version"] == _active(db) and SwitchModel.load(shown["checkpoint"]).config == model.config
+
+
 def test_import_rejects_foreign_checkpoints(db, tmp_path):
     before = _active(db)
     odd = SwitchModel.empty("potato", unit_max_n=4)  # a potato of another structure

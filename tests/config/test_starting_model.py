@@ -45,6 +45,24 @@ def test_shipped_model_loads_and_matches_its_card():
         assert model.predict(text).action == action, text
 
 
+def test_the_shipped_model_has_the_starting_recipes_structure():
+    """models/switch-en.npz was built with STARTING_OVERRIDES (no word pairs, a flat smoothing),
+    which models/build_switch_en.py passes to `train switch`; a model from empty differs."""
+    import importlib.util
+
+    from edge_plm.commands.switch_training import switch_overrides
+    from edge_plm.switch.config import CONFIGS, STARTING_OVERRIDES
+
+    shipped = SwitchModel.load(SHIPPED).config
+    assert {k: getattr(shipped, k) for k in STARTING_OVERRIDES} == STARTING_OVERRIDES
+    assert {k: getattr(CONFIGS["potato"], k) for k in STARTING_OVERRIDES} != STARTING_OVERRIDES
+    spec = importlib.util.spec_from_file_location("build_switch_en", REPO / "models" / "build_switch_en.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    assert build.STARTING_RECIPE[::2] == ["--set"] * len(STARTING_OVERRIDES)
+    assert switch_overrides(build.STARTING_RECIPE[1::2]) == STARTING_OVERRIDES
+
+
 def test_the_installed_copy_is_the_shipped_file():
     """`pip install .` installs edge_plm/data/models/switch-en.npz (package data): it must be
     byte for byte models/switch-en.npz (models/build_switch_en.py writes both)."""

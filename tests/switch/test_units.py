@@ -6,9 +6,11 @@ import json
 import numpy as np
 import pytest
 
+from edge_plm.decide.policy import PolicyConfig
 from edge_plm.plm import checkpoint
 from edge_plm.switch import unit_kernels
 from edge_plm.plm.checkpoint import CheckpointError
+from edge_plm.switch.config import STARTING_OVERRIDES
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch.units import UnitVocab, unit_strings
 from kit import PHRASES
@@ -164,15 +166,23 @@ def test_refinement_lowers_the_objective_and_is_deterministic(tmp_path):
     assert a.save(tmp_path / "a.npz").read_bytes() == b.save(tmp_path / "b.npz").read_bytes()
 
 
-def test_nonsense_gets_low_confidence_and_familiar_wording_does_not():
-    m = _learned()
+@pytest.mark.parametrize("structure", [{}, STARTING_OVERRIDES], ids=["from-empty", "starting-recipe"])
+def test_nonsense_gets_low_confidence_and_familiar_wording_does_not(structure):
+    m = _learned(**structure)
     for _ in range(3):
         for t, y in DATA:
             m.learn(t, y)
     nonsense = m.predict("zxqv blorf gnarp")
     assert nonsense.confidence < 0.45 and nonsense.action == "NOOP"
-    familiar = m.predict("turn the light on")
+    familiar = m.predict("turn on the lamp")  # heard words, heard pairs
     assert familiar.action == "ON" and familiar.confidence > nonsense.confidence + 0.2
+    # heard words in an order the household has not used: without word pairs read as ON; with
+    # them "turn the" is OFF's ("turn the plug off"), and the young model is not sure of either
+    swapped = m.predict("turn the light on")
+    if structure:
+        assert swapped.action == "ON" and swapped.confidence > nonsense.confidence + 0.2
+    else:
+        assert swapped.action == "ON" or swapped.confidence < PolicyConfig().ask_threshold
 
 
 def test_a_corrected_transcript_is_never_acted_on_with_the_overridden_action():
