@@ -31,10 +31,11 @@ N_FEATURES = 4
 # of young models replayed from empty over models/data/switch-dev-train.jsonl and its three ASR
 # versions (`python3 benchmarks/young_calibration.py`, BENCHMARKS.md "A young model's
 # confidence"; refitted for the young smoothing, ``SwitchConfig.alpha_young``, and for word pairs,
-# ``SwitchConfig.bigram_weight``: BENCHMARKS.md "Word pairs for a device that starts empty"). An
-# ON / OFF prediction with margin 4 at support .7 reads .79, where the first guess
+# ``SwitchConfig.bigram_weight``, and for the firmer pull, ``SwitchConfig.replay_l2``: BENCHMARKS.md
+# "Word pairs for a device that starts empty", "A firmer pull once a label refines on a sample").
+# An ON / OFF prediction with margin 4 at support .7 reads .75, where the first guess
 # sigmoid(margin - 1) read .95 and acted wrongly on 16 % of its actions.
-DEFAULT_THETA = np.array([0.684, 1.042, 3.263, -2.158])
+DEFAULT_THETA = np.array([0.642, 1.471, 3.872, -2.502])
 
 
 def features(margin: float, support: float, top_is_noop: bool) -> np.ndarray:

@@ -51,6 +51,12 @@ class SwitchConfig:
     young_n: float = 500.0
     logit_scale: float = 1.0  # U = logit_scale * B + delta
     l2: float = 0.02  # refinement's pull toward the explicit solution (|delta|^2, |b|^2)
+    # ... and once the model holds more examples than one replay sample (replay_rows + 1), when
+    # each label refines on a seeded sample rather than on every example: a stronger pull keeps
+    # the samples' noise out of delta. From empty, six splits, ASR .690 / .746 / .758 -> .703 /
+    # .769 / .779 at 100 / 200 / all labels, clean unchanged (BENCHMARKS.md, "A firmer pull once
+    # a label refines on a sample"). 0: l2 throughout (starting models, older checkpoints)
+    replay_l2: float = 0.05
     l2_df_power: float = 0.0  # per unit the pull is l2 x df^-power (df: labelled examples holding it)
     l2_n0: int = 0  # beyond this many labelled examples the pull weakens as l2_n0 / n (0: constant)
     refine_lr: float = 10.0  # refinement's gradient-descent step size (inputs are L2-normalised)
@@ -108,6 +114,14 @@ class SwitchConfig:
         """Parameters of the device's switch model: U and b, and W of every attention branch."""
         return 3 * self.unit_cap + 3 + (sum(w * w for w in self.attention_widths) if self.attention else 0)
 
+    def __post_init__(self) -> None:
+        # the refinement's step shrinks a pulled delta by 1 - refine_lr x pull: at 2 and beyond
+        # it grows instead, and the model ends at chance without another sign
+        for name in ("l2", "replay_l2"):
+            if not 0.0 <= self.refine_lr * getattr(self, name) < 2.0:
+                raise ValueError(f"refine_lr x {name} must be in [0, 2) or the refinement diverges; got "
+                                 f"{self.refine_lr} x {getattr(self, name)}")
+
 
 CONFIGS: dict[str, SwitchConfig] = {
     "potato": SwitchConfig(name="potato"),
@@ -119,10 +133,11 @@ CONFIGS: dict[str, SwitchConfig] = {
 
 
 # How a starting model is built against a model that learns from empty on a device (the
-# defaults): without word pairs, and solved with the many-example smoothing from its first line
-# (a flat 0.1 cost the starting model's validation file .913 -> .738). models/switch-en.npz was
-# built with them (models/build_switch_en.py); `model import` accepts either structure.
-STARTING_OVERRIDES: dict[str, float] = {"bigram_weight": 0.0, "alpha_young": 0.03}
+# defaults): without word pairs, solved with the many-example smoothing from its first line (a
+# flat 0.1 cost the starting model's validation file .913 -> .738), with one pull throughout.
+# models/switch-en.npz was built with them (models/build_switch_en.py); `model import` accepts
+# either structure.
+STARTING_OVERRIDES: dict[str, float] = {"bigram_weight": 0.0, "alpha_young": 0.03, "replay_l2": 0.0}
 
 
 def get_config(name: str, **overrides) -> SwitchConfig:

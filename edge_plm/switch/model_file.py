@@ -103,6 +103,7 @@ def _config_of(meta: dict) -> SwitchConfig:
     cfg_dict = {k: v for k, v in dict(meta["config"]).items() if k in known}
     if "alpha_young" not in cfg_dict and "alpha" in cfg_dict:
         cfg_dict["alpha_young"] = cfg_dict["alpha"]  # written before the young smoothing: it was solved flat
+    cfg_dict.setdefault("replay_l2", 0.0)  # written before the field: one pull, l2
     return SwitchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()})
 
 
