@@ -36,7 +36,8 @@ is validation), written to models/data/switch-en-asr-{train,val}.jsonl.
        python models/build_switch_en.py --without switch-dev-train --out runs/switch-en-noswdev --no-install
 2. `edge-plm train switch --model-config potato --data models/data/switch-en-train.jsonl
    --val models/data/switch-en-val.jsonl --out runs/switch-en --seed 0 --set bigram_weight=0
-   --set alpha_young=0.03 --json` (``STARTING_RECIPE``: no word pairs, a flat smoothing).
+   --set alpha_young=0.03 --set replay_l2=0 --json` (``STARTING_RECIPE``: no word pairs, a flat
+   smoothing, one pull).
 3. The checkpoint is re-packed compressed (same arrays, same metadata: `SwitchModel.load`
    reads it unchanged) to models/switch-en.npz and to edge_plm/data/models/switch-en.npz (the
    copy that `pip install .` installs; tests/test_shipped_model.py checks that both are

@@ -49,7 +49,7 @@ def switch_command(
         "devices the model reads a command with the name replaced by it (default: none, the name's "
         "words are left out).")] = "",
     set_: Annotated[Optional[list[str]], typer.Option(
-        "--set", help="Model-configuration override KEY=VALUE (repeatable; e.g. alpha_young=0.03).")] = None,
+        "--set", help="Model-configuration override KEY=VALUE (repeatable; e.g. bigram_weight=0).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     config: OldConfigNameOpt = None,
 ) -> None:

@@ -59,7 +59,7 @@ class SwitchTrainConfig:
     time_budget: float | None = None  # seconds, warm start included (checked at epoch boundaries)
     slot_word: str = ""  # SwitchConfig.slot_word of the model: the word its data uses as a device's name
     # other SwitchConfig fields of the model (``train switch --set``): the shipped starting model's
-    # recipe sets alpha_young 0.03, a flat smoothing (models/build_switch_en.py)
+    # recipe is STARTING_OVERRIDES of switch/config.py (models/build_switch_en.py)
     overrides: dict = field(default_factory=dict)
 
 
