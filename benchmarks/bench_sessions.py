@@ -150,8 +150,7 @@ def main(argv: list[str] | None = None) -> int:
               f"asked at non-commands {s['asked_non_commands']}/{s['non_commands']}; "
               f"asked {s['asked']} acted {s['acted']} wrong {s['acted_wrong']} "
               f"asks {s['asked_halves'][0]}->{s['asked_halves'][1]} "
-              f"switched by hand {s['switched_by_hand_halves'][0]['neither']}/{s['switched_by_hand_halves'][0]['commands']}"
-              f"->{s['switched_by_hand_halves'][1]['neither']}/{s['switched_by_hand_halves'][1]['commands']} "
+              f"switched by hand {by_hand(s['switched_by_hand_halves'])} "
               f"repeated wrong {s['repeated_wrong_after_correction']}", file=sys.stderr, flush=True)
     rows = [[name, s["interactions"], s["asked"], s["acted"], s["acted_wrong"],
              f"{100 * s['wrong_share']:.0f} %", s["missed"], s["labels"],

@@ -114,6 +114,11 @@ class SwitchConfig:
         """Parameters of the device's switch model: U and b, and W of every attention branch."""
         return 3 * self.unit_cap + 3 + (sum(w * w for w in self.attention_widths) if self.attention else 0)
 
+    def refines_on_sample(self, n: int) -> bool:
+        """Does a label of a net holding ``n`` examples refine on a replay sample (more than
+        ``replay_rows`` + 1 examples), rather than on every example?"""
+        return self.replay_rows > 0 and n > self.replay_rows + 1
+
     def __post_init__(self) -> None:
         # the refinement's step shrinks a pulled delta by 1 - refine_lr x pull: at 2 and beyond
         # it grows instead, and the model ends at chance without another sign

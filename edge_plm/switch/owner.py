@@ -178,7 +178,7 @@ def refine_budget(config, n_rows: int) -> int:
     least one. A forget's full-batch round (``switch/scrub.py``) runs the same number of steps.
     Counted in steps, not time, so the result is deterministic."""
     c = config
-    n = max(min(n_rows, c.replay_rows + 1) if c.replay_rows > 0 else n_rows, 1)
+    n = max(c.replay_rows + 1 if c.refines_on_sample(n_rows) else n_rows, 1)
     passes = min(c.refine_rows, c.replay_passes) if c.replay_rows > 0 else c.refine_rows
     return max(1, min(c.refine_steps, passes // n)) if c.refine_steps > 0 else 0
 

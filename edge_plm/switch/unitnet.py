@@ -307,7 +307,7 @@ class UnitNet:
         regulariser; 0 = no decay)."""
         c = self.config
         n = len(self.rows)
-        l2 = c.replay_l2 if c.replay_l2 > 0 and c.replay_rows > 0 and n > c.replay_rows + 1 else c.l2
+        l2 = c.replay_l2 if c.replay_l2 > 0 and c.refines_on_sample(n) else c.l2
         return l2 * min(1.0, c.l2_n0 / n) if c.l2_n0 > 0 and n > 0 else l2
 
     def refine(self, steps: int, keys: list[int] | None = None, kernel: str | None = None) -> float | None:
