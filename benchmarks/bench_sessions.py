@@ -57,7 +57,7 @@ def settings_with(overrides: list[str]) -> Settings:
 
 def replay(path: Path, settings: Settings) -> dict:
     lines = read_session(path)
-    r = build_replay(settings, None, seed=0, asr=replay_asr(lines))
+    r = build_replay(settings, None, seed=0, asr=replay_asr(lines, settings))
     try:
         result = run_session(lines, r.controller, r.clock, endpointer=r.endpointer)
     finally:

@@ -73,7 +73,7 @@ def run(path: Path, settings: Settings, voice: bool, asr, snr: float) -> dict:
     lines = read_session(path)
     if voice:
         lines = [replace(x, answer="voice") for x in lines]
-    r = build_replay(settings, None, seed=0, asr=asr if voice else replay_asr(lines),
+    r = build_replay(settings, None, seed=0, asr=asr if voice else replay_asr(lines, settings),
                      talkback=voice)
     echo = EchoingAnswerer(NoisyAnswerer(snr_db=snr), r) if voice else None
     try:

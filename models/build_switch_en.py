@@ -227,6 +227,42 @@ def repack(src: Path) -> bytes:
     return buf.getvalue()
 
 
+def ear_sentences(files: list[Path]) -> list[str]:
+    """The ear's LM text: every clean line (not an ASR rendering: the ear must not learn its own
+    mishearings) of the starting model's training and validation files, in file order, whose
+    words the bundled dictionary can pronounce (edge_plm/voice/ear_lm.py)."""
+    from edge_plm.voice.ear_lm import sentence
+
+    out = []
+    for path in files:
+        for r in read(path):
+            if not r.get("source", "").endswith(".asr"):
+                s = sentence(r["text"])
+                if s:
+                    out.append(s)
+    return out
+
+
+def build_ear(train: Path, val: Path) -> dict:
+    """Write the ear's LM (ARPA) and its sentences beside the shipped model, and their size and
+    SHA-256 into the model card."""
+    from edge_plm.voice.ear_lm import EAR_LM, EAR_SENTENCES, build_arpa, write_sentences
+
+    sentences = ear_sentences([train, val])
+    arpa = build_arpa(sentences).encode("utf-8")
+    EAR_LM.parent.mkdir(parents=True, exist_ok=True)
+    EAR_LM.write_bytes(arpa)
+    write_sentences(sentences, EAR_SENTENCES)
+    sha = hashlib.sha256(arpa).hexdigest()
+    if CARD.exists():
+        text = CARD.read_text(encoding="utf-8")
+        text = re.sub(r"(<!-- ear-sha256 -->`)[0-9a-f]*(`)", rf"\g<1>{sha}\g<2>", text)
+        text = re.sub(r"(<!-- ear-bytes -->)[0-9,]*", rf"\g<1>{len(arpa):,}", text)
+        text = re.sub(r"(<!-- ear-sentences -->)[0-9,]*", rf"\g<1>{len(sentences):,}", text)
+        CARD.write_text(text, encoding="utf-8")
+    return {"ear_sentences": len(sentences), "ear_bytes": len(arpa), "ear_sha256": sha}
+
+
 def main() -> None:
     import argparse
 
@@ -238,6 +274,8 @@ def main() -> None:
     ap.add_argument("--no-install", action="store_true",
                     help="write only the run directory (its data files too), not models/switch-en.npz")
     ap.add_argument("--data-only", action="store_true", help="write the training and validation files, train nothing")
+    ap.add_argument("--ear-only", action="store_true", help="build and install only the ear's language model, from "
+                    "the committed models/data/switch-en-{train,val}.jsonl (no training)")
     ap.add_argument("--slot-word", default="", help="also learn Home Assistant's light/plug commands with the "
                     "name as this word (a trial; needs --no-install)")
     args = ap.parse_args()
@@ -253,6 +291,9 @@ def main() -> None:
     out = (args.out if args.out.is_absolute() else ROOT / args.out) if args.out else out
     if args.no_install and out.resolve().is_relative_to((ROOT / "models").resolve()):
         raise SystemExit("error: --out must not be inside models/ with --no-install")
+    if args.ear_only:
+        print(json.dumps(build_ear(DATA / "switch-en-train.jsonl", DATA / "switch-en-val.jsonl")))
+        return
     if args.data_only:
         build_data(frozenset(args.without), out / "data" if args.no_install else DATA, args.slot_word)
         return
@@ -289,7 +330,7 @@ def main() -> None:
         text = re.sub(r"(<!-- sha256 -->`)[0-9a-f]*(`)", rf"\g<1>{sha}\g<2>", text)
         text = re.sub(r"(<!-- bytes -->)[0-9,]*", rf"\g<1>{len(blob):,}", text)
         CARD.write_text(text, encoding="utf-8")
-    print(json.dumps({**summary, "bytes": len(blob), "sha256": sha}))
+    print(json.dumps({**summary, "bytes": len(blob), "sha256": sha, **build_ear(train, val)}))
 
 
 if __name__ == "__main__":

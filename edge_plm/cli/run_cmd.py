@@ -168,7 +168,7 @@ def _replay(lines, db: Path | None, seed: int, rounds: int = 1, progress=None, s
     settings = settings or Settings()
     try:
         # the simulated times end at about now (none in the future)
-        replay = build_replay(settings, db, seed=seed, asr=replay_asr(lines),
+        replay = build_replay(settings, db, seed=seed, asr=replay_asr(lines, settings),
                               span_s=session_span_s(len(lines) * rounds, settings),
                               talkback=uses_talkback(lines))
     except (CheckpointError, LookupError, SpeechError) as exc:  # LookupError: StartError (model.start)

@@ -106,8 +106,14 @@ class AsrConfig:
     vosk_model: str = setting("", "model directory (or a name under paths.models_dir)")
     vosk_grammar: list[str] = setting([], "optional phrase list")
     language: str = "en"
+    lm: str = setting("household", "household | shipped | general ; pocketsphinx's language model: the starting "
+                      "model's commands and chatter, plus the household's names and labelled commands "
+                      "(household), without them (shipped), or pocketsphinx's general English LM")
     max_transcript_chars: int = setting(500, "longer transcripts are cut (logged warning); 0 = no cap")
 
+
+#: The ear's language models (``asr.lm``; edge_plm/voice/ear_lm.py).
+EAR_LMS = ("household", "shipped", "general")
 
 #: What the relay does after the safe state on start (``gpio.relay_restore``).
 RELAY_RESTORE = ("last", "off", "on")
@@ -508,6 +514,7 @@ def _asr_problems(s: Settings) -> list[str]:
     out = _Problems()
     out.need(s.asr.backend in ("auto", "vosk", "pocketsphinx", "text"),
              "asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
+    out.need(s.asr.lm in EAR_LMS, f"asr.lm must be one of {', '.join(EAR_LMS)}, got {s.asr.lm!r}")
     out.need(s.asr.max_transcript_chars >= 0,
              f"asr.max_transcript_chars must be >= 0 (0: no cap), got {s.asr.max_transcript_chars}")
     return out

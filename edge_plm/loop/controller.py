@@ -31,6 +31,7 @@ from edge_plm.learning.learner import Learner
 from edge_plm.learning.worker import LearnerWorker
 from edge_plm.loop import outcomes as device_outcomes
 from edge_plm.loop.dialogue import Dialogue
+from edge_plm.loop.household_ear import HouseholdEar
 from edge_plm.loop.recorder import Recorder, keep_audio
 from edge_plm.loop.records import Latency, Outcome, Rejected, Stopwatch, storage_failure
 from edge_plm.loop.stopping import StopFlag
@@ -128,7 +129,7 @@ class Controller:
     def __init__(self, settings: Settings, store: ReplayStore, learner: Learner,
                  devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
                  wall: Clock = time.time, worker: LearnerWorker | None = None,
-                 talkback: Talkback | None = None) -> None:
+                 talkback: Talkback | None = None, ear: HouseholdEar | None = None) -> None:
         self.settings = settings
         self.store = store
         self.learner = learner
@@ -138,6 +139,7 @@ class Controller:
         self.devices = devices
         self.asr = asr
         self.text_asr = TextASR()
+        self.ear = ear  # None: the ear's LM does not learn the household's words
         self.device_names = device_outcomes.attach(settings, devices, learner)
         self.names = list(self.device_names.names)  # the devices, in order
         # with talk-back a spoken yes can label an ask about the relay's own state (`Policy`)
@@ -201,6 +203,7 @@ class Controller:
             finally:
                 self._resolve_all(self.dialogue.take_deferred())  # when no relay step took them
                 self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
+                self._follow_ear()
 
     def _handle_utterance(self, utt: Utterance, watch: Stopwatch) -> Outcome:
         """listen -> transcribe -> predict -> decide -> act/ask -> record (docs/loop.md)."""
@@ -267,7 +270,14 @@ class Controller:
             resolved = self.dialogue.switch_and_time()
             self._resolve_all(resolved)
             self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
+            self._follow_ear()
             return resolved
+
+    def _follow_ear(self) -> None:
+        """Let the ear's LM follow the household's labelled words (after the relay, never
+        before it; `HouseholdEar.follow` looks at most every half minute)."""
+        if self.ear is not None:
+            self.ear.follow(self.clock(), self.store.person_labelled_commands, self.worker.snapshot.model)
 
     def _resolve_all(self, resolutions: list[DeviceResolution]) -> None:
         """Label (the database, then the learner) or observe each resolved interaction

@@ -32,7 +32,8 @@ from edge_plm.decide.policy import Action, Decision, SimulatedPerson
 from edge_plm.config.settings import DeviceConfig, Settings, device_configs
 from edge_plm.loop.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
-from edge_plm.voice.asr import AsrBackend, PocketSphinxASR
+from edge_plm.loop.household_ear import make_household_ear
+from edge_plm.voice.asr import AsrBackend, make_pocketsphinx
 from edge_plm.voice.audio import Utterance
 from edge_plm.voice.endpoint import Endpointer
 from edge_plm.voice.stream import stream_recording
@@ -559,13 +560,14 @@ class Replay:
                 self.tmpdir.cleanup()
 
 
-def replay_asr(lines: list[SessionLine]) -> AsrBackend | None:
-    """The ASR for replaying `lines`: PocketSphinx when any line has audio or answers by voice
-    (with cepstral mean
-    adaptation off, so the same clip always gives the same words), else None (text only)."""
+def replay_asr(lines: list[SessionLine], settings: Settings) -> AsrBackend | None:
+    """The ASR for replaying `lines`: PocketSphinx with the ear's configured language model
+    (``asr.lm``) when any line has audio or answers by voice, else None (text only). A new
+    decoder per replay, its cepstral mean carried from utterance to utterance as on the device:
+    the same session gives the same words."""
     if not any(line.audio or line.answer == "voice" for line in lines):
         return None
-    return PocketSphinxASR(adapt_cmn=False)
+    return make_pocketsphinx(settings.asr, adapt_cmn=True)
 
 
 def build_replay(settings: Settings, db: str | Path | None, seed: int | None = None,
@@ -619,7 +621,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         tb = make_talkback(settings.talkback, clock, player=NullPlayer())
         tb.warm()
     controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall,
-                            talkback=tb)
+                            talkback=tb, ear=make_household_ear(settings, asr, synchronous=True))
     bridge = start_bridge(settings, devices, status_path(db), controller.watchers)  # None unless [mqtt] is on
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 

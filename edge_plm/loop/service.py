@@ -23,6 +23,7 @@ from edge_plm.config.settings import device_configs
 from edge_plm.config.starting_model import StartError
 from edge_plm.loop.stopping import StopFlag
 from edge_plm.store import ReplayStore, StorageError, private_dir
+from edge_plm.loop.household_ear import CMN_FILE, keep_cepstral_mean, make_household_ear, restore_cepstral_mean
 from edge_plm.voice.asr import AsrError, make_asr
 from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
 from edge_plm.voice.endpoint import Endpointer
@@ -163,6 +164,8 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
     if _stopped_starting(stop, "opening the input"):
         return
     parts["asr"], parts["source"] = _open_input(settings, stop, audio_files, audio_gap_s)
+    parts["cmn_path"] = settings.paths.state() / CMN_FILE
+    restore_cepstral_mean(parts["asr"], parts["cmn_path"])  # the room and microphone stay
     if hasattr(parts["source"], "close"):
         stop.on_set(parts["source"].close)  # the microphone loop ends at its next block
     if _stopped_starting(stop, "opening the GPIO"):
@@ -176,7 +179,9 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
     # learning on its own thread: the relay never waits for it (docs/loop.md)
     parts["controller"] = Controller(settings, store, parts["learner"], parts["devices"], parts["asr"],
                                      worker=LearnerWorker(parts["learner"], synchronous=False),
-                                     talkback=talkback)
+                                     talkback=talkback,
+                                     ear=make_household_ear(settings, parts["asr"], synchronous=False,
+                                                            private=private_dir(store.checkpoints_home())))
     # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
     parts["bridge"] = start_bridge(settings, parts["devices"],
                                    status_path(settings.paths.database_path()),
@@ -203,6 +208,8 @@ def _talkback(settings):
 def _shut_down(parts: dict) -> None:
     """Close what start-up opened: the controller (open interaction, pending labels saved,
     relay to its stop state), or, stopped before it existed, the devices and the learner."""
+    if "cmn_path" in parts:
+        keep_cepstral_mean(parts.get("asr"), parts["cmn_path"])
     if "controller" in parts:
         try:
             parts["controller"].stop()

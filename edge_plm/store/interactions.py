@@ -14,7 +14,7 @@ from typing import Any
 import sqlite_utils
 
 from edge_plm.store.base import NotFoundError
-from edge_plm.store.records import (_GROUPABLE, _TEXT_FIELDS, _WRITABLE, Interaction, _check_prob,
+from edge_plm.store.records import (_GROUPABLE, _TEXT_FIELDS, _WRITABLE, LABEL_SOURCES, Interaction, _check_prob,
                                     _enum_value, _interaction_filter, _marks, clean_text,
                                     check_outcome, row_to_interaction)
 
@@ -134,6 +134,18 @@ class InteractionRows:
         with self._lock:
             return int(self.db.execute(
                 "SELECT coalesce(max(id), 0) FROM interactions").fetchone()[0])
+
+    def person_labelled_commands(self) -> list[str]:
+        """Transcripts the person labelled ON or OFF themselves (a flip, an answer, a remote
+        toggle, `edge-plm label`; not the device's own unchallenged action, ``confirmed``), for
+        any device, oldest first: the household's words for the ear (edge_plm/loop/household_ear.py)."""
+        person = tuple(s for s in LABEL_SOURCES if s != "confirmed")
+        marks = ", ".join("?" * len(person))
+        sql = (f"SELECT transcript FROM interactions WHERE (label IN ('ON', 'OFF') AND label_source IN ({marks})) "
+               f"OR id IN (SELECT interaction_id FROM interaction_devices WHERE label IN ('ON', 'OFF') "
+               f"AND label_source IN ({marks})) ORDER BY id")
+        with self._lock:
+            return [row[0] for row in self.db.execute(sql, person + person).fetchall() if row[0]]
 
     def last_asr_backend(self) -> str | None:
         """The ASR backend of the newest interaction that names one."""

@@ -98,13 +98,22 @@ class PocketSphinxASR(AsrBackend):
     off by default: they run at `end_utt`, after the endpoint, and cost 150-300 ms there on this
     project's benchmark machine; the first pass runs while the person speaks
     (BENCHMARKS.md, "After the last word").
+
+    `lm`: the ear's language model (an ARPA file; ``edge_plm.voice.ear_lm``): the starting model's
+    command-and-chatter LM on a device (`make_asr`), None for the wheel's general English LM.
+    `use_lm` swaps in another one (the household's) between utterances.
     """
 
     name = "pocketsphinx"
 
     def __init__(self, adapt_cmn: bool = True, fwdflat: bool = False, bestpath: bool = False,
-                 **decoder_options) -> None:
+                 lm: str | Path | None = None, **decoder_options) -> None:
         decoder_options.update(fwdflat=fwdflat, bestpath=bestpath)
+        if lm is not None:
+            if not Path(lm).is_file():
+                raise AsrError(f"the ear's language model {lm} is missing (reinstall edge-plm, or set "
+                               'asr.lm = "general")')
+            decoder_options["lm"] = str(lm)
         try:
             from pocketsphinx import Decoder  # noqa: PLC0415 - heavy import only when used
         except ImportError as exc:
@@ -118,8 +127,50 @@ class PocketSphinxASR(AsrBackend):
         self._initial_cmn = self.decoder.get_cmn(False)
         self.lock = threading.Lock()
         self.current_session = None
+        # which language model the ear decodes with (status, doctor, the log): "general" is the
+        # wheel's en-us LM; otherwise the file's name, then the household's label (use_lm)
+        self.lm_name = "general" if lm is None else Path(lm).name
         self.load_ms = (time.perf_counter() - t0) * 1000.0
-        log.info("pocketsphinx loaded (%s) in %.0f ms", self.decoder.config["hmm"], self.load_ms)
+        log.info("pocketsphinx loaded (%s, language model %s) in %.0f ms", self.decoder.config["hmm"],
+                 self.lm_name, self.load_ms)
+
+    def use_lm(self, arpa_path: str | Path, label: str) -> None:
+        """Decode the next utterances with the ARPA LM at `arpa_path` (read now, outside the lock;
+        swapped in under the lock, between utterances: an utterance being decoded finishes with
+        the LM it started with). `label` names it in the log and status. The file can be deleted
+        once this returns."""
+        from pocketsphinx import NGramModel  # noqa: PLC0415
+
+        t0 = time.perf_counter()
+        try:
+            model = NGramModel(self.decoder.config, self.decoder.logmath, str(arpa_path))
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise AsrError(f"pocketsphinx could not read the language model {arpa_path}: {exc}") from exc
+        with self.lock:
+            old = self.decoder.current_search()
+            name = f"lm{time.monotonic_ns()}"
+            try:
+                self.decoder.add_lm(name, model)
+                self.decoder.activate_search(name)
+            except RuntimeError as exc:
+                raise AsrError(f"pocketsphinx could not switch to the language model {label}: {exc}") from exc
+            if old != name:
+                self.decoder.remove_search(old)
+            self.lm_name = label
+        log.info("the ear now decodes with %s (read in %.0f ms)", label, (time.perf_counter() - t0) * 1000.0)
+
+    def cepstral_mean(self) -> str:
+        """The live cepstral mean (comma-separated), to carry over a restart."""
+        with self.lock:
+            return self.decoder.get_cmn(False)
+
+    def set_cepstral_mean(self, cmn: str) -> None:
+        """Start from a saved cepstral mean (the room and microphone stay across a restart)."""
+        with self.lock:
+            try:
+                self.decoder.set_cmn(cmn)
+            except (RuntimeError, ValueError) as exc:
+                raise AsrError(f"pocketsphinx refused the saved cepstral mean: {exc}") from exc
 
     def session(self):
         return PocketSphinxSession(self)
@@ -250,6 +301,19 @@ def resolve_vosk_model(asr_config, models_dir: str | Path | None) -> Path | None
     return None
 
 
+def ear_lm_path(asr_config) -> Path | None:
+    """The LM file pocketsphinx loads for ``asr.lm``: the shipped ear LM ("household",
+    "shipped"), or None for the wheel's general LM ("general")."""
+    from edge_plm.voice.ear_lm import EAR_LM  # noqa: PLC0415
+
+    return None if asr_config.lm == "general" else EAR_LM
+
+
+def make_pocketsphinx(asr_config, adapt_cmn: bool = True) -> PocketSphinxASR:
+    """pocketsphinx with the ear's configured language model (``asr.lm``)."""
+    return PocketSphinxASR(adapt_cmn=adapt_cmn, lm=ear_lm_path(asr_config))
+
+
 def make_asr(asr_config, models_dir: str | Path | None = None) -> AsrBackend:
     """Create the configured backend. `auto`: vosk when a model is configured or installed for
     the configured language, else the embedded pocketsphinx English model. Logs the choice."""
@@ -259,7 +323,7 @@ def make_asr(asr_config, models_dir: str | Path | None = None) -> AsrBackend:
         return TextASR()
     if backend == "pocketsphinx":
         log.info("ASR backend: pocketsphinx (configured)")
-        return PocketSphinxASR()
+        return make_pocketsphinx(asr_config)
     if backend == "vosk":
         model = resolve_vosk_model(asr_config, models_dir)
         if model is None:
@@ -281,8 +345,8 @@ def make_asr(asr_config, models_dir: str | Path | None = None) -> AsrBackend:
         log.warning("no vosk model for language %r; pocketsphinx only understands English",
                     asr_config.language)
     log.info("ASR backend: pocketsphinx (auto: no vosk model configured or installed in %s)", models_dir)
-    return PocketSphinxASR()
+    return make_pocketsphinx(asr_config)
 
 
 __all__ = ["AsrError", "Transcript", "AsrBackend", "PocketSphinxASR", "VoskASR", "TextASR",
-           "make_asr", "resolve_vosk_model"]
+           "ear_lm_path", "make_asr", "make_pocketsphinx", "resolve_vosk_model"]

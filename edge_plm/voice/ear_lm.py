@@ -1,0 +1,130 @@
+"""The ear's language model: which word sequences the recogniser expects to hear.
+
+pocketsphinx's bundled general English LM hears crowd commands badly ("turn off the lights in
+the bedroom" -> "donato what about it and") and costs most of the loop's CPU. The starting model
+ships its own LM for the ear instead, ``edge_plm/data/models/switch-en.ear.arpa``: a trigram
+ARPA model built with pocketsphinx's own builder (``pocketsphinx.lm.ArpaBoLM``, fixed discount
+mass 0.5) over the starting model's clean training text (models/build_switch_en.py): its
+commands **and** its chatter. A command LM alone turns garble into commands; the chatter gives
+ordinary talk a path of its own (BENCHMARKS.md, "The ear"). Sentences with a word the bundled
+pronunciation dictionary lacks are left out (the recogniser could not say them).
+
+The household's words join it (``household_sentences``): the configured device names and
+aliases in a few command frames, and the command transcripts the household itself labelled.
+`build_arpa` over the shipped sentences (``switch-en.ear.txt.gz``) plus those gives the
+household's LM; the recogniser swaps it in between utterances (``PocketSphinxASR.use_lm``).
+
+Everything here is a pure function of its inputs: the same sentences give the same bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from edge_plm.config.starting_model import SHIPPED_DIR
+
+EAR_LM = SHIPPED_DIR / "switch-en.ear.arpa"  # the shipped LM the ear loads
+EAR_SENTENCES = SHIPPED_DIR / "switch-en.ear.txt.gz"  # the sentences it was built from
+DISCOUNT_MASS = 0.5  # ArpaBoLM's fixed back-off mass (its default)
+# How many times a household sentence counts against one shipped sentence: enough that "fan on"
+# beats the shipped chatter's n-grams, bounded so that no household phrase takes over the ear.
+HOUSEHOLD_WEIGHT = 3
+# A heard transcript counts at most this many times however often it was labelled: a phrase the
+# ear already hears well cannot snowball into the only thing it hears.
+MAX_REPEATS = 2
+# Frames for a device name: what a person says to a switch, so that a new name is heard at once.
+NAME_FRAMES = ("turn on the {n}", "turn off the {n}", "turn the {n} on", "turn the {n} off",
+               "switch on the {n}", "switch off the {n}", "{n} on", "{n} off")
+
+
+class EarLmError(ValueError):
+    """The ear's LM cannot be built from what it was given (the message says why)."""
+
+
+@functools.lru_cache(maxsize=1)
+def dictionary_words() -> frozenset[str]:
+    """The words of pocketsphinx's bundled pronunciation dictionary (alternates folded)."""
+    from pocketsphinx import get_model_path  # noqa: PLC0415 - heavy import only when used
+
+    path = Path(get_model_path()) / "en-us" / "cmudict-en-us.dict"
+    words = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                words.add(re.sub(r"\(\d+\)$", "", line.split(maxsplit=1)[0]))
+    return frozenset(words)
+
+
+def ear_words(text: str) -> list[str]:
+    """`text` as the recogniser's words: lower case, letters and apostrophes only."""
+    return re.sub(r"[^a-z' ]+", " ", text.lower()).split()
+
+
+def unknown_words(text: str) -> list[str]:
+    """The words of `text` that the bundled dictionary cannot pronounce (config check warns)."""
+    known = dictionary_words()
+    return [w for w in ear_words(text) if w not in known]
+
+
+def sentence(text: str) -> str | None:
+    """`text` as one LM sentence, or None when it is empty or has a word the dictionary lacks."""
+    words = ear_words(text)
+    if not words or any(w not in dictionary_words() for w in words):
+        return None
+    return " ".join(words)
+
+
+def build_arpa(sentences: Iterable[str]) -> str:
+    """The ARPA text of a trigram LM over `sentences` (one per item, already `sentence`-clean),
+    built by pocketsphinx's ArpaBoLM: deterministic (its output is sorted)."""
+    from pocketsphinx.lm import ArpaBoLM  # noqa: PLC0415
+
+    text = "\n".join(sentences)
+    if not text.strip():
+        raise EarLmError("the ear's language model needs at least one sentence")
+    lm = ArpaBoLM(text=text, add_start=True, discount_mass=DISCOUNT_MASS)
+    lm.compute()
+    out = io.StringIO()
+    lm.write(out)
+    return out.getvalue()
+
+
+def read_sentences(path: Path = EAR_SENTENCES) -> list[str]:
+    """The shipped sentences (gzip, one per line)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def write_sentences(sentences: list[str], path: Path) -> None:
+    """Gzip them reproducibly (no time stamp, no file name in the header)."""
+    data = "".join(s + "\n" for s in sentences).encode("utf-8")
+    path.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+
+
+def household_sentences(names: Iterable[str], heard: Iterable[str]) -> list[str]:
+    """The household's own sentences, in a fixed order: every device name and alias in
+    `NAME_FRAMES`, then each labelled command transcript of `heard` (at most `MAX_REPEATS`
+    times), each repeated `HOUSEHOLD_WEIGHT` times. Words the dictionary lacks are left out
+    (a name with such a word is reported by `edge-plm config check`)."""
+    out: list[str] = []
+    for name in sorted({" ".join(ear_words(n)) for n in names} - {""}):
+        for frame in NAME_FRAMES:
+            s = sentence(frame.format(n=name))
+            if s:
+                out.extend([s] * HOUSEHOLD_WEIGHT)
+    counts: dict[str, int] = {}
+    for text in heard:
+        s = sentence(text)
+        if s and counts.get(s, 0) < MAX_REPEATS:
+            counts[s] = counts.get(s, 0) + 1
+            out.extend([s] * HOUSEHOLD_WEIGHT)
+    return out
+
+
+__all__ = ["EAR_LM", "EAR_SENTENCES", "EarLmError", "build_arpa", "dictionary_words", "ear_words",
+           "household_sentences", "read_sentences", "sentence", "unknown_words", "write_sentences"]
