@@ -52,4 +52,24 @@ def check(config: ConfigOpt = None) -> None:
         for line in before:
             typer.echo(f"error: {line}", err=True)
         fail(last, 2)
+    for line in ear_warnings(s):
+        typer.echo(f"warning: {line}", err=True)
     typer.echo(f"ok: {s.source} (state dir {s.paths.state()})")
+
+
+def ear_warnings(s) -> list[str]:
+    """Device names and aliases with a word the ear cannot pronounce (pocketsphinx's dictionary
+    lacks it): the ear leaves those names out of its language model (edge_plm/voice/ear_lm.py)."""
+    if s.asr.lm != "household" or s.asr.backend not in ("auto", "pocketsphinx"):
+        return []
+    from edge_plm.voice.ear_lm import unknown_words  # noqa: PLC0415 - reads the dictionary
+
+    out = []
+    for d in s.devices:
+        for name in (d.name, *d.aliases):
+            missing = unknown_words(name)
+            if missing:
+                out.append(f"device {d.name!r}: the ear cannot pronounce {', '.join(missing)} in {name!r} "
+                           "(not in pocketsphinx's dictionary); the name is left out of its language model: "
+                           "use an alias of common words")
+    return out

@@ -160,9 +160,11 @@ class PocketSphinxASR(AsrBackend):
         log.info("the ear now decodes with %s (read in %.0f ms)", label, (time.perf_counter() - t0) * 1000.0)
 
     def cepstral_mean(self) -> str:
-        """The live cepstral mean (comma-separated), to carry over a restart."""
+        """The live cepstral mean (comma-separated), to carry over a restart. pocketsphinx folds
+        the speech it heard into its mean only every 500 frames (5 s); this folds in what it
+        heard since (``get_cmn(update=True)``)."""
         with self.lock:
-            return self.decoder.get_cmn(False)
+            return self.decoder.get_cmn(True)
 
     def set_cepstral_mean(self, cmn: str) -> None:
         """Start from a saved cepstral mean (the room and microphone stay across a restart)."""

@@ -1,0 +1,168 @@
+"""The ear's language model (edge_plm/voice/ear_lm.py, edge_plm/loop/household_ear.py): built
+reproducibly by the build script, loaded by pocketsphinx, and learning the household's words."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from edge_plm.config.settings import DeviceConfig, Settings
+from edge_plm.loop.household_ear import (HouseholdEar, hand_over, keep_cepstral_mean, make_household_ear,
+                                         restore_cepstral_mean)
+from edge_plm.voice.asr import PocketSphinxASR, make_asr
+from edge_plm.voice.ear_lm import (EAR_LM, EAR_SENTENCES, HOUSEHOLD_WEIGHT, MAX_REPEATS, build_arpa,
+                                   household_sentences, read_sentences, sentence, unknown_words)
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+
+def _build_script():
+    spec = importlib.util.spec_from_file_location("build_switch_en", REPO / "models" / "build_switch_en.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_shipped_ear_lm_is_what_the_build_script_makes_of_the_committed_data():
+    build = _build_script()
+    sentences = build.ear_sentences([REPO / "models/data/switch-en-train.jsonl", REPO / "models/data/switch-en-val.jsonl"])
+    assert sentences == read_sentences()
+    assert build_arpa(sentences).encode("utf-8") == EAR_LM.read_bytes()
+    assert gzip.decompress(EAR_SENTENCES.read_bytes()).decode().count("\n") == len(sentences)
+
+
+def test_the_ear_reads_no_asr_rendering_and_no_dev_test_line():
+    build = _build_script()
+    rows = [json.loads(line) for f in ("switch-en-train.jsonl", "switch-en-val.jsonl")
+            for line in (REPO / "models/data" / f).read_text().splitlines()]
+    asr_only = {sentence(r["text"]) for r in rows if r["source"].endswith(".asr")} - \
+        {sentence(r["text"]) for r in rows if not r["source"].endswith(".asr")}
+    asr_only.discard(None)
+    shipped = set(read_sentences())
+    assert asr_only and not (asr_only & shipped)  # mishearings never become the ear's text
+    test_texts = {sentence(t) for t in build.test_texts()} - {None}
+    assert not (test_texts & shipped)
+
+
+def test_the_model_card_gives_the_ear_lms_size_and_hash():
+    import hashlib
+
+    card = (REPO / "models" / "README.md").read_text()
+    assert f"<!-- ear-bytes -->{EAR_LM.stat().st_size:,}" in card
+    assert hashlib.sha256(EAR_LM.read_bytes()).hexdigest() in card
+
+
+def test_household_sentences_frame_names_cap_repeats_and_skip_unknown_words():
+    out = household_sentences(["Fan", "desk lamp", "zqxjv lamp"], ["turn on the fan"] * 5 + ["lamp on!"])
+    assert out.count("turn on the fan") == HOUSEHOLD_WEIGHT + MAX_REPEATS * HOUSEHOLD_WEIGHT
+    assert out.count("desk lamp on") == HOUSEHOLD_WEIGHT and out.count("lamp on") == HOUSEHOLD_WEIGHT
+    assert not any("zqxjv" in s for s in out)
+    assert out == household_sentences(["desk lamp", "zqxjv lamp", "Fan"], ["turn on the fan"] * 5 + ["lamp on!"])
+    assert unknown_words("Zqxjv lamp") == ["zqxjv"]
+
+
+@pytest.fixture(scope="module")
+def aquarium():
+    """'turn on the aquarium' in two voices: a word the shipped ear LM does not hold."""
+    from spoken_answers import speak
+
+    return [speak("turn on the aquarium", v) for v in ("flite:slt", "flite:rms")]
+
+
+def test_the_shipped_ear_decodes_a_command_the_general_lm_mishears():
+    from spoken_answers import speak
+
+    samples = speak("turn off the lights in the bedroom", "flite:slt")
+    ear = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM)
+    assert ear.transcribe(samples).text == "turn off the lights in the bedroom"
+    assert ear.lm_name == EAR_LM.name
+
+
+def test_a_device_name_joins_the_ear(aquarium):
+    asr = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM)
+    assert all("aquarium" not in asr.transcribe(s).text for s in aquarium)
+    hand_over(build_arpa(read_sentences() + household_sentences(["aquarium"], [])),
+              lambda path: asr.use_lm(path, "household"))
+    assert [asr.transcribe(s).text for s in aquarium] == ["turn on the aquarium"] * 2
+    assert asr.lm_name == "household"
+
+
+class _Model:
+    """The two things the household ear reads of a switch model: its live examples' texts."""
+
+    def __init__(self, texts):
+        self.texts = list(texts)
+
+    def live_keys(self):
+        return list(range(len(self.texts)))
+
+    def text_of(self, key):
+        return self.texts[key]
+
+
+def test_the_household_ear_follows_the_published_model_and_leaves_no_file(tmp_path, aquarium):
+    asr = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM)
+    ear = HouseholdEar(asr, [], synchronous=True, min_interval_s=30.0, private_dir=tmp_path)
+    heard = ["turn on the aquarium"]
+    ear.follow(0.0, lambda: heard, _Model([]))  # labelled, but not (or no longer) in the model
+    assert ear.builds == 0 and asr.lm_name == EAR_LM.name
+    ear.follow(10.0, lambda: heard, _Model(["turn on the aquarium"]))  # within 30 s: not looked at
+    assert ear.builds == 0
+    ear.follow(31.0, lambda: heard, _Model(["turn on the aquarium"]))
+    assert ear.builds == 1 and asr.transcribe(aquarium[0]).text == "turn on the aquarium"
+    ear.follow(70.0, lambda: heard, _Model(["turn on the aquarium", "what time is it"]))
+    assert ear.builds == 1  # the same household sentences: nothing rebuilt
+    ear.follow(110.0, lambda: [], _Model([]))  # forgotten (or rolled back): the shipped words only
+    assert ear.builds == 2 and "aquarium" not in asr.transcribe(aquarium[0]).text
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_household_ear_is_made_only_for_pocketsphinx_with_asr_lm_household():
+    asr = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM)
+    s = Settings()
+    s.devices = [DeviceConfig("fan", ["blower"], 17, True, "off", 27, "toggle", True, 50, -1)]
+    ear = make_household_ear(s, asr, synchronous=True)
+    assert ear is not None and ear.names == ["blower", "fan"]
+    s.asr.lm = "shipped"
+    assert make_household_ear(s, asr, synchronous=True) is None
+    s.asr.lm = "household"
+    assert make_household_ear(s, SimpleNamespace(), synchronous=True) is None
+
+
+def test_make_asr_loads_the_configured_ear_lm():
+    s = Settings()
+    s.asr.backend = "pocketsphinx"
+    assert make_asr(s.asr).lm_name == EAR_LM.name
+    s.asr.lm = "general"
+    assert make_asr(s.asr).lm_name == "general"
+
+
+def test_a_missing_ear_lm_is_a_one_line_asr_error(tmp_path):
+    from edge_plm.voice.asr import AsrError
+
+    with pytest.raises(AsrError, match="ear's language model .* is missing"):
+        PocketSphinxASR(lm=tmp_path / "nope.arpa")
+
+
+def test_the_cepstral_mean_is_kept_across_a_restart(tmp_path):
+    from spoken_answers import speak
+
+    path = tmp_path / "cmn.txt"
+    first = PocketSphinxASR(adapt_cmn=True, lm=EAR_LM)
+    first.transcribe(speak("turn on the light", "flite:rms"))
+    keep_cepstral_mean(first, path)
+    second = PocketSphinxASR(adapt_cmn=True, lm=EAR_LM)
+    assert second.cepstral_mean() != first.cepstral_mean()
+    restore_cepstral_mean(second, path)
+    assert second.cepstral_mean() == first.cepstral_mean()
+    path.write_text("not numbers\n")
+    restore_cepstral_mean(second, path)  # logged and ignored, never a crash
+    restore_cepstral_mean(second, tmp_path / "missing.txt")
