@@ -103,6 +103,9 @@ def transcribe(
         "--backend", help="ASR backend (default: asr.backend of the config).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Vosk model directory or installed name.")] = None,
     no_trim: Annotated[bool, typer.Option("--no-trim", help="Do not trim leading and trailing silence.")] = False,
+    general_lm: Annotated[bool, typer.Option(
+        "--general-lm", help="pocketsphinx: decode with its general English language model instead of the "
+        "ear's (asr.lm).")] = False,
     as_json: JsonOpt = False,
     models_dir: ModelsDirOpt = None,
     config: ConfigOpt = None,
@@ -113,6 +116,8 @@ def transcribe(
         s.asr.backend = backend.value
     if model is not None:
         s.asr.vosk_model = model
+    if general_lm:
+        s.asr.lm = "general"
     if s.asr.backend == "text":
         fail("the configured asr.backend is 'text', which cannot transcribe audio; "
              "pass --backend pocketsphinx or vosk", 2)
@@ -126,6 +131,7 @@ def transcribe(
     if as_json:
         typer.echo(json.dumps({
             "file": str(wav), "text": result.text, "backend": result.backend,
+            "lm": getattr(asr, "lm_name", None),
             "confidence": result.confidence, "decode_ms": round(result.decode_ms, 1),
             "audio_ms": round(utterance.audio_ms, 1), "duration_ms": round(utterance.duration_ms, 1),
             "clipped": round(utterance.clipped, 4), "truncated": utterance.truncated,

@@ -207,7 +207,17 @@ def check_speech(s: Settings, sounddevice: Any = None,
 
 
 # --- ASR --------------------------------------------------------------------------------------
-def _pocketsphinx_check(importer: Callable[[str], Any], note: str = "") -> Check:
+def _ear_lm_note(lm: str) -> str:
+    """Which language model the ear decodes with (``asr.lm``), for the check's line."""
+    from edge_plm.voice.ear_lm import EAR_LM  # noqa: PLC0415
+
+    if lm == "general":
+        return "its general English language model (asr.lm = 'general')"
+    learns = ", learning the household's names and labelled commands" if lm == "household" else ""
+    return f"the ear's command-and-chatter language model {EAR_LM.name}{learns} (asr.lm = '{lm}')"
+
+
+def _pocketsphinx_check(importer: Callable[[str], Any], note: str = "", lm: str = "general") -> Check:
     try:
         ps = importer("pocketsphinx")
         model_root = Path(ps.get_model_path())
@@ -224,7 +234,14 @@ def _pocketsphinx_check(importer: Callable[[str], Any], note: str = "") -> Check
         return Check("asr", FAIL, f"pocketsphinx's English model is incomplete (missing {', '.join(missing)}){note}",
                      "reinstall pocketsphinx in the venv (/opt/edge-plm/bin/pip install --force-reinstall "
                      "pocketsphinx)")
-    return Check("asr", OK, f"pocketsphinx with its bundled English model ({en}){note}")
+    from edge_plm.voice.ear_lm import EAR_LM, EAR_SENTENCES  # noqa: PLC0415
+
+    lost = [str(p) for p in (EAR_LM, EAR_SENTENCES) if lm != "general" and not p.is_file()]
+    if lost:
+        return Check("asr", FAIL, f"the ear's language model is missing ({', '.join(lost)}){note}",
+                     "reinstall edge-plm (install.sh), or set asr.lm = \"general\"")
+    return Check("asr", OK, f"pocketsphinx with its bundled English acoustic model ({en}) and "
+                 f"{_ear_lm_note(lm)}{note}")
 
 
 def _vosk_check(model: Path, importer: Callable[[str], Any]) -> Check:
@@ -253,14 +270,14 @@ def check_asr(s: Settings, importer: Callable[[str], Any] = importlib.import_mod
     if backend == "text":
         return Check("asr", OK, "text backend: transcripts are given directly, no acoustic model")
     if backend == "pocketsphinx":
-        return _pocketsphinx_check(importer, " (asr.backend = 'pocketsphinx')")
+        return _pocketsphinx_check(importer, " (asr.backend = 'pocketsphinx')", s.asr.lm)
     try:
         model = resolve_vosk_model(s.asr, models_dir)
     except AsrError as exc:
         if backend == "vosk":
             return Check("asr", FAIL, str(exc), "set asr.vosk_model to an installed model (`edge-plm asr "
                          f"list`) or install one: {fetch}")
-        fallback = _pocketsphinx_check(importer, "")
+        fallback = _pocketsphinx_check(importer, "", s.asr.lm)
         status = FAIL if fallback.status == FAIL else WARN
         return Check("asr", status, f"{exc}; the service falls back to pocketsphinx: {fallback.detail}",
                      f"fix asr.vosk_model or install the model: {fetch}")
@@ -269,7 +286,7 @@ def check_asr(s: Settings, importer: Callable[[str], Any] = importlib.import_mod
     if backend == "vosk":
         return Check("asr", FAIL, f"asr.backend is 'vosk' but no Vosk model is installed in {models_dir}",
                      f"install one: {fetch}")
-    fallback = _pocketsphinx_check(importer, f" (auto: no Vosk model in {models_dir})")
+    fallback = _pocketsphinx_check(importer, f" (auto: no Vosk model in {models_dir})", s.asr.lm)
     lang = (s.asr.language or "en").lower()
     if fallback.status == OK and lang not in ("en", "en-us", "english"):
         return Check("asr", WARN, f"no Vosk model for language {lang!r}; pocketsphinx only understands "

@@ -328,7 +328,9 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
                           if k != "none"},
         "last_interaction": None,
         "asr": {"configured": getattr(getattr(settings, "asr", None), "backend", None),
-                "last_used": last_backend},
+                "last_used": last_backend,
+                # the ear's language model (asr.lm: household | shipped | general; pocketsphinx)
+                "lm": getattr(getattr(settings, "asr", None), "lm", None)},
         "gpio": {"pin_factory": getattr(getattr(settings, "gpio", None), "pin_factory", None)},
         "config": getattr(settings, "source", None),
         "devices": device_inspection.status_devices(store, settings),

@@ -46,6 +46,23 @@ def test_transcribe_demo_wav_as_json(runner, tmp_path):
     assert out["duration_ms"] > 0 and out["decode_ms"] > 0 and out["file"] == str(wav)
 
 
+def test_transcribe_uses_the_ears_lm_and_the_general_one_on_request(runner):
+    wav = DEMO / "turn-on-the-light.rms.wav"
+    ear = json.loads(runner.invoke(app, ["asr", "transcribe", str(wav), "--json", "--backend", "pocketsphinx"]).stdout)
+    general = json.loads(runner.invoke(app, ["asr", "transcribe", str(wav), "--json", "--backend", "pocketsphinx",
+                                             "--general-lm"]).stdout)
+    assert ear["lm"] == "switch-en.ear.arpa" and general["lm"] == "general"
+
+
+def test_config_check_warns_about_a_name_the_ear_cannot_say(runner, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[devices]]\nname = "zqxjv"\naliases = ["lamp"]\nrelay_pin = 17\nswitch_pin = 27\n')
+    res = runner.invoke(app, ["config", "check", "--config", str(cfg)])
+    assert res.exit_code == 0, res.output
+    assert "warning: device 'zqxjv': the ear cannot pronounce zqxjv" in res.stderr
+    assert "lamp" not in res.stderr.split("warning:")[1].split("in 'zqxjv'")[0]
+
+
 def test_transcribe_plain_text_uses_auto_backend(runner):
     res = runner.invoke(app, ["asr", "transcribe", str(DEMO / "what-time-is-it.slt.wav")])
     assert res.exit_code == 0, res.output

@@ -409,3 +409,23 @@ def test_config_cli_never_overwrites(tmp_path):
     assert r.exit_code == 1 and out.read_text() == "# mine\n"
     r = CliRunner().invoke(app, ["config", "check", "--config", str(out)])
     assert r.exit_code == 0
+
+
+@pytest.mark.parametrize("lm, says", [("household", "switch-en.ear.arpa, learning the household's names"),
+                                       ("shipped", "switch-en.ear.arpa (asr.lm = 'shipped')"),
+                                       ("general", "general English language model")])
+def test_doctor_says_which_language_model_the_ear_uses(lm, says):
+    s = settings.Settings()
+    s.asr.backend, s.asr.lm = "pocketsphinx", lm
+    check = doctor.check_asr(s)
+    assert check.status == doctor.OK and says in check.detail, check
+
+
+def test_doctor_fails_when_the_ears_lm_is_missing(monkeypatch, tmp_path):
+    from edge_plm.voice import ear_lm
+
+    monkeypatch.setattr(ear_lm, "EAR_LM", tmp_path / "gone.arpa")
+    s = settings.Settings()
+    s.asr.backend = "pocketsphinx"
+    check = doctor.check_asr(s)
+    assert check.status == doctor.FAIL and "ear's language model is missing" in check.detail
