@@ -559,10 +559,10 @@ class Replay:
                 self.tmpdir.cleanup()
 
 
-def replay_asr(lines: list[SessionLine]) -> AsrBackend | None:
-    """The ASR for replaying `lines`: PocketSphinx when any line has audio or answers by voice
-    (with cepstral mean
-    adaptation off, so the same clip always gives the same words), else None (text only)."""
+def replay_asr(lines: list[SessionLine], settings: Settings | None = None) -> AsrBackend | None:
+    """The ASR for replaying `lines` with `settings` (not read yet): PocketSphinx when any line
+    has audio or answers by voice (with cepstral mean adaptation off, so the same clip always
+    gives the same words), else None (text only)."""
     if not any(line.audio or line.answer == "voice" for line in lines):
         return None
     return PocketSphinxASR(adapt_cmn=False)
