@@ -109,3 +109,25 @@ def test_a_small_spoken_session_replays_with_counts_that_add_up(tmp_path):
     assert s["audio_s"] == pytest.approx(sum(bench_ear.wav_seconds(path.parent / r["audio"]) for r in replayed), abs=0.01)
     assert 0 < s["cpu_per_audio_s"] < 5
     assert s["asr_decode_ms"]["median"] > 0
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--starts", "scratch"], "--starts"),
+    (["--only", "no-such-session"], "no session"),
+    (["--sessions", "0"], "--sessions"),
+    (["--set", "model.no_such_key=1"], "no setting"),
+])
+def test_bench_ear_refuses_bad_arguments_in_one_line(argv, says, capsys):
+    import bench_ear
+
+    with pytest.raises(SystemExit) as exc:
+        bench_ear.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert says in err[-1] and "Traceback" not in "".join(err)
+
+
+def test_the_builder_refuses_a_data_folder_without_the_test_lines(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        ss.main(["--data", str(tmp_path)])
+    assert exc.value.code == 2 and "switch-dev-test.jsonl: no such file" in capsys.readouterr().err
