@@ -18,13 +18,16 @@ Runs one session at a time.
 
     python3 benchmarks/bench_ear.py [--only household-flite,crowd] [--sessions N]
         [--starts switch-en,empty] [--set SECTION.KEY=VALUE ...] [--wav-dir DIR] [--tag general]
+    python3 benchmarks/bench_ear.py --table benchmarks/results/ear-general.json
 
-Prints a markdown table; writes benchmarks/results/ear[-<tag>].json.
+Prints a markdown table; writes benchmarks/results/ear[-<tag>].json (after each session too, with
+``"partial": true`` until the run is complete).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import wave
@@ -150,6 +153,26 @@ def total(runs: list[dict]) -> dict:
     return out
 
 
+def table(results: dict[str, dict[str, dict]], starts: list[str]) -> tuple[str, dict]:
+    """The markdown table of `results` (session -> start -> measures) with totals rows, and the
+    totals: the households, the crowd sessions, flite only, espeak-ng only and all, per start."""
+    rows = [row(name, start, s) for name, by in results.items() for start, s in by.items()]
+    totals = {}
+    for start in starts:
+        for label, keep in (("households", lambda n: n.startswith("household")),
+                            ("crowd", lambda n: n.startswith("crowd")),
+                            ("flite only", lambda n: "flite" in n), ("espeak-ng only", lambda n: "espeak" in n),
+                            ("all", lambda n: True)):
+            runs = [by[start] for n, by in results.items() if keep(n) and start in by]
+            if runs:
+                totals[f"{label} from {start}"] = t = total(runs)
+                rows.append([f"**{label}** ({len(runs)})", start, *row("", start, t)[2:]])
+    return markdown_table(["session", "from", "commands acted right", "wrong actions (of actions)",
+                           "asks at chatter", "missed", "acted right 1st -> 2nd half",
+                           "CPU s per s of audio", "after speech ms median / p95",
+                           "ASR decode ms median / p95"], rows), totals
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
@@ -159,7 +182,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the model starts: switch-en (every session), empty (households)")
     ap.add_argument("--wav-dir", default=str(WAV_DIR), help="where the WAVs and replay files are made")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--table", metavar="RESULTS.json", help="print the table of a results file (no replay)")
     args = ap.parse_args(argv)
+    if args.table:
+        try:
+            saved = json.loads(Path(args.table).read_text(encoding="utf-8"))
+            print(table(saved["sessions"], saved["starts"])[0])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            ap.error(f"--table {args.table}: not a results file of this benchmark ({type(exc).__name__}: {exc})")
+        return 0
     try:
         settings = settings_with(args.set)
     except (ValueError, TypeError) as exc:
@@ -176,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no session in {SESSIONS.relative_to(SESSIONS.parents[2])} matches --only {args.only!r}")
     names = names[:args.sessions]
     results: dict[str, dict[str, dict]] = {}
+    name_out = "ear" + (f"-{args.tag}" if args.tag else "")
     for name in names:
         path = replay_file(SESSIONS / f"{name}.jsonl", Path(args.wav_dir))
         for start in starts:
@@ -187,23 +219,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"wrong {s['acted_wrong']}/{s['acted']}, asks at chatter {s['asked_non_commands']}/"
                   f"{s['non_commands']}, missed {s['missed']}, cpu/audio {s['cpu_per_audio_s']:.3f}",
                   file=sys.stderr, flush=True)
-    rows = [row(name, start, s) for name, by in results.items() for start, s in by.items()]
-    totals = {}
-    for start in starts:
-        for label, keep in (("households", lambda n: n.startswith("household")),
-                            ("crowd", lambda n: n.startswith("crowd")),
-                            ("flite only", lambda n: "flite" in n), ("espeak-ng only", lambda n: "espeak" in n),
-                            ("all", lambda n: True)):
-            runs = [by[start] for n, by in results.items() if keep(n) and start in by]
-            if runs:
-                totals[f"{label} from {start}"] = t = total(runs)
-                rows.append([f"**{label}** ({len(runs)})", start, *row("", start, t)[2:]])
-    print(markdown_table(["session", "from", "commands acted right", "wrong actions (of actions)",
-                          "asks at chatter", "missed", "acted right 1st -> 2nd half",
-                          "CPU s per s of audio", "after speech ms median / p95",
-                          "ASR decode ms median / p95"], rows))
-    name = "ear" + (f"-{args.tag}" if args.tag else "")
-    write_result(name, {**header(), "overrides": args.set, "starts": starts, "sessions": results, "totals": totals})
+            # what is done so far, should a long run be stopped (the totals come at the end)
+            write_result(name_out, {**header(), "overrides": args.set, "starts": starts, "sessions": results,
+                                    "partial": True})
+    text, totals = table(results, starts)
+    print(text)
+    write_result(name_out, {**header(), "overrides": args.set, "starts": starts, "sessions": results, "totals": totals})
     return 0
 
 
