@@ -42,6 +42,14 @@ NO = ("no", "leave it", "no thanks", "nope")
 def speak(text: str, voice: str, cache: Path = CACHE) -> np.ndarray:
     """`text` spoken by `voice` (``flite:slt``, ``espeak:en-gb:175``), 16 kHz int16, padded with
     a little silence as a recording would be."""
+    return read_wav(speech_wav(text, voice, cache))[0]
+
+
+def speech_wav(text: str, voice: str, cache: Path = CACHE) -> Path:
+    """The WAV file of `speak` (16 kHz mono int16, cached under `cache`; made if missing)."""
+    kind = voice.split(":")[0]
+    if kind not in ("flite", "espeak") or (kind == "espeak" and len(voice.split(":")) != 3):
+        raise ValueError(f"voice {voice!r}: use flite:<voice> or espeak:<voice>:<wpm>")
     key = hashlib.sha256(f"{voice}|{text}".encode()).hexdigest()[:16]
     path = cache / f"{key}.wav"
     if not path.exists():
@@ -53,7 +61,7 @@ def speak(text: str, voice: str, cache: Path = CACHE) -> np.ndarray:
             samples = EspeakSpeech(rest[0], int(rest[1])).synthesize(text)
             pad = np.zeros(int(0.15 * 16000), dtype=np.int16)
             write_wav(path, np.concatenate([pad, samples, pad]), 16000)
-    return read_wav(path)[0]
+    return path
 
 
 def _rms(x: np.ndarray) -> float:
