@@ -405,7 +405,7 @@ def label_command(
     from edge_plm.commands.labelling import relabel  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        result = relabel(store, settings, path, interaction, action.value, rebuild=rebuild,
+        result = relabel(store, settings, interaction, action.value, rebuild=rebuild,
                          device=device)
     if as_json:
         print_json(result)

@@ -3,7 +3,7 @@
 Versions are made by the `Learner` (edge_plm/learning/learner.py, docs/loop.md): every accepted
 candidate is a checkpoint + an ``active`` row, rolled-back candidates have no checkpoint.
 ``rollback`` makes an older saved version active and ``rebuild`` re-learns a new active
-version from the database alone (edge_plm/learning/versions.py), ``import`` makes a new active version
+version from the database alone (edge_plm/commands/model_versions.py), ``import`` makes a new active version
 from a checkpoint trained elsewhere (`edge-plm train switch`; it must not score below the
 active one on the holdout unless --force) and ``export`` copies a version's checkpoint out
 (edge_plm/commands/model_transfer.py). A running service loads a new active version by itself (it
@@ -145,10 +145,10 @@ def rollback_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Make an older saved version the active one (its checkpoint must load)."""
-    from edge_plm.learning.versions import rollback  # noqa: PLC0415
+    from edge_plm.commands.model_versions import rollback  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        result = rollback(store, settings, path, version)
+        result = rollback(store, settings, version)
     if as_json:
         print_json(result)
         return
@@ -169,14 +169,14 @@ def rebuild_command(
     minus rolled-back windows) and make it the active version."""
     from rich.console import Console  # noqa: PLC0415
 
-    from edge_plm.learning.versions import rebuild  # noqa: PLC0415
+    from edge_plm.commands.model_versions import rebuild  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
         before = store.active_model_version()
         try:
             with terminable(), Console(stderr=True).status("rebuilding the model from the database",
                                                            spinner="dots"):
-                d = rebuild(store, settings, path)
+                d = rebuild(store, settings)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: stop; a half-made version is debris, cleaned later
             now = store.active_model_version()
             same = (now.version if now else None) == (before.version if before else None)
@@ -209,12 +209,10 @@ def import_command(
     scores lower (unless --force); its origin is recorded in the version's metrics."""
     from edge_plm.commands.model_transfer import ImportRefused, import_checkpoint  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
-    from edge_plm.learning.versions import learner_setup  # noqa: PLC0415
 
     with opened(db, config, write=True, create=True) as (store, settings, path):  # a new device too
         try:
-            r = import_checkpoint(store, *learner_setup(store, settings, path),
-                                  checkpoint, force=force)
+            r = import_checkpoint(store, settings, checkpoint, force=force)
         except CheckpointError as exc:
             fail(f"cannot import: {exc}", 2)
         except ImportRefused as exc:

@@ -10,16 +10,16 @@ from typing import Any, Optional
 from edge_plm.learning import forgetting
 from edge_plm.commands import inspection as q
 from edge_plm.decide.devices import command_of
-from edge_plm.learning.learner import Learner, device_names
 from edge_plm.config.settings import device_configs
-from edge_plm.learning.versions import learner_setup
+from edge_plm.learning.learner import Learner
+from edge_plm.loop.house import open_learner
 
 
 def _pred(p) -> dict:
     return {"action": p.action, "confidence": float(p.confidence)}
 
 
-def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
+def relabel(store, settings, interaction: int, label: str, *,
             rebuild: bool = False, device: Optional[str] = None) -> dict[str, Any]:
     """Give `interaction` the label `label` (source "manual") and learn it: the active model
     takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
@@ -43,8 +43,7 @@ def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
         result.update(holdout=row.holdout, learned=False, replaced=False, version=None,
                       prediction_before=None, prediction_after=None)
         return result
-    learner = Learner.open(store, *learner_setup(store, settings, db_path),
-                           devices=device_names(device_configs(settings)))
+    learner = open_learner(settings, store)
     before = learner.predict(row.transcript)
     if device_labels is not None:
         store.set_device_label(row.id, device, label, "manual")
@@ -122,8 +121,7 @@ def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = Fa
     if rebuild or store.active_model_version() is not None:
         # the model as it must be (the active version plus what it lacks), then rows and
         # the model's part in one transaction (Learner.forget_interactions)
-        cfg, ckdir = learner_setup(store, settings, db_path)
-        learner = (Learner(store, cfg, ckdir) if rebuild else Learner.open(store, cfg, ckdir))
+        learner = open_learner(settings, store, load=not rebuild)
         delete = lambda ids: learner.forget_interactions(ids, rebuild=rebuild)  # noqa: E731
         modelled = True
     result = q.forget(store, ids, delete=delete)

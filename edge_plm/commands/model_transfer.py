@@ -14,11 +14,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from edge_plm.learning.gate import HoldoutScore, score
-from edge_plm.learning.learner import Learner, LearnerConfig
+from edge_plm.config.settings import Settings
 from edge_plm.learning.state import match_examples
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.config import CONFIGS, STARTING_OVERRIDES
 from edge_plm.switch.model import SwitchModel
+from edge_plm.loop.house import open_learner
 from edge_plm.store import ReplayStore
 from edge_plm.errors import EdgePlmError
 
@@ -65,14 +66,15 @@ def _ba(s: HoldoutScore | None) -> float | None:
     return None if s is None else s.balanced_accuracy
 
 
-def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
-                      path: str | Path, force: bool = False) -> dict:
+def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
+                      force: bool = False) -> dict:
     """Import `path` as the new active version; returns what happened (see module doc)."""
     path = Path(path)
     model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
     check_compatible(model, path)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
-    learner = Learner.open(store, cfg, checkpoints_dir)
+    learner = open_learner(settings, store)  # the household's, as the loop opens it
+    cfg = learner.cfg
     previous = learner.version
     rows = learner.holdout_rows()
     cand, base = score(model, rows), score(learner.model, rows)

@@ -22,7 +22,7 @@ from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Steps
 from edge_plm.decide.policy import Action, Decision
 from edge_plm.device import Devices
 from edge_plm.loop import outcomes as device_outcomes
-from edge_plm.loop.outcomes import DeviceNames
+from edge_plm.learning.household import Household
 from edge_plm.loop.records import Outcome, Stopwatch
 from edge_plm.loop.recorder import Recorder
 from edge_plm.switch.model import SwitchPrediction
@@ -43,7 +43,7 @@ class Dialogue:
     yes's action is stored."""
 
     def __init__(self, settings: Settings, devices: Devices, policies: DevicePolicies,
-                 names: DeviceNames, clock: Clock, talkback: Talkback | None,
+                 names: Household, clock: Clock, talkback: Talkback | None,
                  predict: Callable[[str], SwitchPrediction], recorder: Recorder) -> None:
         self.settings = settings
         self.devices = devices

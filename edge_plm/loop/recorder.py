@@ -21,7 +21,8 @@ from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Resolved, 
 from edge_plm.decide.policy import Action
 from edge_plm.learning.worker import LearnerWorker
 from edge_plm.loop import outcomes as device_outcomes
-from edge_plm.loop.outcomes import DeviceNames, DeviceRows
+from edge_plm.learning.household import Household
+from edge_plm.loop.outcomes import DeviceRows
 from edge_plm.loop.records import Latency, Outcome, Rejected, Stopwatch, clamp, storage_failure
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.switch.model import SwitchPrediction
@@ -57,7 +58,7 @@ class Recorder:
     loop's clock; ``wall``: the wall-clock time stored with rows and labels."""
 
     def __init__(self, settings: Settings, store: ReplayStore, worker: LearnerWorker,
-                 names: DeviceNames, clock: Clock, wall: Clock) -> None:
+                 names: Household, clock: Clock, wall: Clock) -> None:
         self.settings = settings
         self.store = store
         self.worker = worker

@@ -14,15 +14,12 @@ import time
 from edge_plm.bridge import start_bridge, stop_bridge
 from edge_plm.bridge.status import status_path
 from edge_plm.loop import stopping
-from edge_plm.loop.controller import Controller
+from edge_plm.loop.house import open_learner, open_loop
 from edge_plm.device import Devices, PinFactoryError
-from edge_plm.learning.learner import Learner, LearnerConfig, device_names
-from edge_plm.learning.worker import LearnerWorker
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.config.settings import device_configs
 from edge_plm.config.starting_model import StartError
 from edge_plm.loop.stopping import StopFlag
-from edge_plm.store import ReplayStore, StorageError, private_dir
+from edge_plm.store import ReplayStore, StorageError
 from edge_plm.voice.asr import AsrError, make_asr
 from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
 from edge_plm.voice.endpoint import Endpointer
@@ -157,9 +154,7 @@ def _stopped_starting(stop: StopFlag, before: str) -> bool:
 def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_files: list | None = None,
               audio_gap_s: float = 3.0) -> None:
     """The slow start-up, step by step, each step skipped once `stop` is set."""
-    parts["learner"] = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                                    private_dir(store.checkpoints_home()),
-                                    devices=device_names(device_configs(settings)))
+    parts["learner"] = open_learner(settings, store)
     if _stopped_starting(stop, "opening the input"):
         return
     parts["asr"], parts["source"] = _open_input(settings, stop, audio_files, audio_gap_s)
@@ -174,9 +169,8 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_f
         return
     talkback = _talkback(settings)  # before the learner's thread: a failure here leaves none behind
     # learning on its own thread: the relay never waits for it (docs/loop.md)
-    parts["controller"] = Controller(settings, store, parts["learner"], parts["devices"], parts["asr"],
-                                     worker=LearnerWorker(parts["learner"], synchronous=False),
-                                     talkback=talkback)
+    parts["controller"] = open_loop(settings, store, parts["learner"], parts["devices"], parts["asr"],
+                                    background=True, talkback=talkback)
     # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
     parts["bridge"] = start_bridge(settings, parts["devices"],
                                    status_path(settings.paths.database_path()),

@@ -22,6 +22,9 @@ from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.decide.policy import Action
 from edge_plm.config.settings import ModelConfig
 from edge_plm.store import ReplayStore
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 pytestmark = pytest.mark.usefixtures("no_user_config")
 
@@ -254,7 +257,7 @@ def test_export_csv_has_every_row(demo_dir):
 def _learner(db):
     store = ReplayStore(db)
     return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
-                               db.parent / f"{db.stem}.checkpoints")
+                               db.parent / f"{db.stem}.checkpoints", household=ONE_DEVICE)
 
 
 def test_label_correction_changes_the_next_prediction(tmp_path):
