@@ -4,7 +4,8 @@
 - at most 8 modules sit directly under `edge_plm/`; the rest live in a package (a "room") by job;
 - the model packages are pure computation: `plm` (shared core) and `switch` (the device's model)
   import nothing from the application (store, device, voice, cli, ...) but the error root
-  (`edge_plm.errors`), and `plm` does not import either model;
+  (`edge_plm.errors`) and, for the checkpoint file, the atomic write (`edge_plm.files`), and
+  `plm` does not import either model;
 - nothing the device runs imports the desktop research code (`research`: the language model
   `lm`, the character network `charnet`) or its extra dependencies;
 - every SQL statement lives in the store package (`edge_plm/store/`);
@@ -126,7 +127,7 @@ def _in(package: str, name: str) -> bool:
 
 
 @pytest.mark.parametrize("package, allowed", [
-    ("edge_plm.plm", {"edge_plm.plm", "edge_plm.actions", "edge_plm.errors"}),
+    ("edge_plm.plm", {"edge_plm.plm", "edge_plm.actions", "edge_plm.errors", "edge_plm.files"}),
     ("edge_plm.switch", {"edge_plm.plm", "edge_plm.switch", "edge_plm.actions", "edge_plm.errors"}),
 ])
 def test_model_packages_are_pure_computation(package, allowed):

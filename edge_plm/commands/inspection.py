@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from edge_plm.files import atomic_path
 from edge_plm.errors import EdgePlmError
 from edge_plm.store import (BUSY_TIMEOUT_MS, LABEL_SOURCES, LABELS, Interaction, ModelVersion,
                             ReplayStore, SchemaError, StoreError, copy_checkpoints, copy_database,
@@ -615,21 +616,13 @@ def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
     """
     src = Path(src)
     dest = _backup_destination(src, Path(dest), overwrite)
-    tmp = dest.parent / f".{dest.name}.partial-{os.getpid()}"
     started = time.perf_counter()
     try:
-        os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
-        os.chmod(tmp, 0o600)
-        verified = copy_database(src, tmp, busy_timeout_ms)
-        files = copy_checkpoints(src, tmp, dest)  # the copy owns its files (independent)
-        _fsync(tmp)
-        os.replace(tmp, dest)
-        _fsync(dest.parent)
+        with atomic_path(dest, prefix=f".{dest.name}.partial-{os.getpid()}-", suffix="") as tmp:
+            verified = copy_database(src, tmp, busy_timeout_ms)
+            files = copy_checkpoints(src, tmp, dest)  # the copy owns its files (independent)
     except sqlite3.DatabaseError as exc:
         raise UserError(f"backup of {src} failed: {exc}") from exc
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     if not passes_quick_check(dest, busy_timeout_ms):  # the copy in place opens on its own
         raise UserError(f"{dest}: the copy does not pass quick_check")
     return {"source": str(src), "backup": str(dest), "bytes": dest.stat().st_size,
@@ -655,15 +648,6 @@ def _backup_destination(src: Path, dest: Path, overwrite: bool) -> Path:
         raise UserError(f"{dest} would share the checkpoint folder {src.stem}.checkpoints of "
                         f"{src}; give the copy another name")
     return dest
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file (or a directory: a rename in it) to the disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = ["UserError", "SchemaError", "StoreError", "all_rows", "backup", "checkpoints_dir",

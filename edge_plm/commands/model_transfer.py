@@ -8,11 +8,11 @@ and what an imported model cannot do (take single rows back out): docs/deploy.md
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from dataclasses import asdict
 from pathlib import Path
 
+from edge_plm.files import sha256_of
 from edge_plm.learning.gate import HoldoutScore, score
 from edge_plm.config.settings import Settings
 from edge_plm.learning.state import match_examples
@@ -52,14 +52,6 @@ def check_compatible(model: SwitchModel, path: str | Path) -> None:
 
 def tuple_(v):
     return tuple(v) if isinstance(v, list) else v
-
-
-def sha256_of(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _ba(s: HoldoutScore | None) -> float | None:
