@@ -25,7 +25,7 @@ def relabel(store, settings, interaction: int, label: str, *,
     takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
     the database). An interaction without a transcript is a `q.UserError`. An interaction of
     several devices needs `device`: that device's label becomes `label`, and the interaction's
-    (the command's) label follows from the devices' labels (`device_policies.command_of`;
+    (the command's) label follows from the devices' labels (`decide.devices.command_of`;
     a device without a label counts as NOOP: the person has reviewed the interaction)."""
     row = store.get(interaction)
     if row.error is not None or not row.transcript.strip():

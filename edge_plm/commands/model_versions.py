@@ -27,7 +27,7 @@ def rollback(store: ReplayStore, settings: Settings, version: str) -> dict[str, 
         raise q.UserError(f"cannot roll back to {version}: {exc}; nothing changed"
                           + (" (rolled-back candidates are never saved)"
                              if target.status == "rolled_back" and not target.path else "")) from exc
-    # retention keeps the newest manual rollback target (learning_state.prune_checkpoints)
+    # retention keeps the newest manual rollback target (learning/state.py, `prune_checkpoints`)
     store.set_model_metrics(target.version, {**(q.find_version(store, target.version).metrics or {}),
                                              "rollback_target": time.time()})
     return {"version": version, "previous": replaced, "changed": True}

@@ -9,7 +9,7 @@ gate's scoring and noise test (`gate.py`), writing, loading and rebuilding versi
 (`version_registry.py`), other processes' versions and deletions, and forgetting (`sync.py`).
 Its live model, versions and window are one value, `LiveModel` (`live.py`), which only the
 learner assigns: its parts are handed it and return the new one. The device's loop does not call it directly on the utterance
-path: `learner_worker.LearnerWorker` runs it on a worker thread and publishes model snapshots
+path: `worker.LearnerWorker` runs it on a worker thread and publishes a `Predictor`
 for prediction. How and why: docs/loop.md ("Labels", "Holdout", "Versions and automatic
 rollback", "Start-up", "The learner worker: the relay first"). What is learnable, debris and retention are in
 `state.py`.
@@ -305,7 +305,7 @@ class Learner:
     def adopt(self, model: SwitchModel, metrics: dict[str, Any], keys: dict[int, int] | None = None) -> str:
         """A model made elsewhere (`edge-plm model import`) becomes the live model and a new
         active version (no holdout gate here: the caller judged it). `keys`: the rows of this
-        database whose labels it already holds (`learning_state.match_examples`); the others
+        database whose labels it already holds (`state.match_examples`); the others
         are learned on the next start. Returns the version name."""
         self.live = replace(self.live, model=model, keys=dict(keys or {}), window=Window())
         return self.save_active(metrics)
