@@ -19,7 +19,7 @@ unbounded"), run by `benchmarks/bench_faults.py --scenario NAME`.
   the last 10 % (interaction 0, which loads the Numba kernels, excluded).
 - ``gate``: the 800-line replay of the issue (household-text-0..3): versions, rollbacks,
   false rollbacks (a rollback for a difference within the holdout's noise,
-  `inspection.false_rollback`), candidates passed as "within noise" and the corrections
+  `commands.status.false_rollback`), candidates passed as "within noise" and the corrections
   they carried, and how many the old margin-only rule would have rolled back.
 
 Writes benchmarks/results/faults-<scenario>.json (through bench_faults.py).
@@ -291,7 +291,7 @@ def soak(args) -> dict:
 
 
 def gate(args) -> dict:
-    from edge_plm.commands import inspection as q
+    from edge_plm.commands.status import false_rollback, status  # noqa: PLC0415
     from edge_plm.store import ReplayStore
 
     work = Path(tempfile.mkdtemp(prefix="faults-gate-"))
@@ -305,7 +305,7 @@ def gate(args) -> dict:
     summary = json.loads(r.stdout)
     with ReplayStore(db) as store:
         versions = store.model_versions()
-        status = q.status(store)
+        status = status(store)
     margin = 0.03
     judged = [v for v in versions if "noise" in (v.metrics or {})]
     within = [v for v in versions if (v.metrics or {}).get("gate") == "passed (within noise)"]
@@ -313,7 +313,7 @@ def gate(args) -> dict:
         "session": "household-text-0..3 (800 lines)", "replay": summary,
         "versions": len(versions), "judged": len(judged),
         "rolled_back": sum(v.status == "rolled_back" for v in versions),
-        "false_rollbacks": sum(q.false_rollback(v) for v in versions),
+        "false_rollbacks": sum(false_rollback(v) for v in versions),
         "passed_within_noise": [{"version": v.version, "diff": v.metrics["noise"]["diff"],
                                  "se": v.metrics["noise"]["se"],
                                  "rows_lost_won": [v.metrics["noise"].get("rows_lost"),

@@ -17,7 +17,8 @@ from typing import Annotated
 
 import typer
 
-from edge_plm.commands import inspection as q
+from edge_plm.commands.status import checkpoint_state, model_detail, model_record, versions_in_order
+from edge_plm.commands.times import short_time
 from edge_plm.cli.common import (RESTART_NOTE, ConfigOpt, DbOpt, ForceOpt, JsonOpt,
                                  console, fail, fmt_ba, grid, interrupted_exit, opened, print_json,
                                  terminable)
@@ -35,9 +36,9 @@ def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = 
     ``removed by forget``: it could not be rewritten without forgotten interactions;
     `model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
-        versions = [q.model_record(v) for v in q.versions_in_order(store)]
+        versions = [model_record(v) for v in versions_in_order(store)]
     for v in versions:  # "ok" only for a file that loads (checksum verified)
-        v["checkpoint_state"], v["checkpoint_problem"] = q.checkpoint_state(v["checkpoint"], v)
+        v["checkpoint_state"], v["checkpoint_problem"] = checkpoint_state(v["checkpoint"], v)
     if as_json:
         print_json(versions)
         return
@@ -64,7 +65,7 @@ def show_command(
 ) -> None:
     """One version: metrics, checkpoint, children, and how its own predictions fared."""
     with opened(db, config) as (store, settings, path):
-        d = q.model_detail(store, version)
+        d = model_detail(store, version)
     if as_json:
         print_json(d)
     else:
@@ -86,7 +87,7 @@ def _versions_table(versions: list[dict]):
         ck = ("removed by forget" if v.get("forget_removed") else "pruned" if v.get("pruned") else
               {None: "-", "ok": "ok", "missing": "[red]missing[/]",
                "damaged": "[red]damaged[/]"}[v["checkpoint_state"]])
-        t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
+        t.add_row(v["version"], v["parent"] or "-", short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
                   fmt_ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
     return t

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from edge_plm.commands import inspection as q
+from edge_plm.commands.opening import UserError
+from edge_plm.commands.status import find_version, model_record
 from edge_plm.config.settings import Settings
 from edge_plm.loop.house import open_learner
 from edge_plm.plm.checkpoint import CheckpointError
@@ -15,8 +16,8 @@ from edge_plm.store import ReplayStore
 
 def rollback(store: ReplayStore, settings: Settings, version: str) -> dict[str, Any]:
     """Make the saved `version` active: ``{"version", "previous", "changed"}``. A version
-    whose checkpoint does not load is a `q.UserError`, and nothing changes."""
-    target = q.find_version(store, version)
+    whose checkpoint does not load is a `UserError`, and nothing changes."""
+    target = find_version(store, version)
     active = store.active_model_version()
     previous = active.version if active else None
     if previous == version:
@@ -24,20 +25,20 @@ def rollback(store: ReplayStore, settings: Settings, version: str) -> dict[str, 
     try:
         replaced = open_learner(settings, store, load=False).rollback(target.version)
     except CheckpointError as exc:
-        raise q.UserError(f"cannot roll back to {version}: {exc}; nothing changed"
+        raise UserError(f"cannot roll back to {version}: {exc}; nothing changed"
                           + (" (rolled-back candidates are never saved)"
                              if target.status == "rolled_back" and not target.path else "")) from exc
     # retention keeps the newest manual rollback target (learning/state.py, `prune_checkpoints`)
-    store.set_model_metrics(target.version, {**(q.find_version(store, target.version).metrics or {}),
+    store.set_model_metrics(target.version, {**(find_version(store, target.version).metrics or {}),
                                              "rollback_target": time.time()})
     return {"version": version, "previous": replaced, "changed": True}
 
 
 def rebuild(store: ReplayStore, settings: Settings) -> dict[str, Any]:
-    """Re-learn a new active version from the database alone; its record (`q.model_record`)
+    """Re-learn a new active version from the database alone; its record (`model_record`)
     with ``"previous"``, the version active before."""
     active = store.active_model_version()
     name = open_learner(settings, store, load=False).rebuild_from_store()
-    d = q.model_record(q.find_version(store, name))
+    d = model_record(find_version(store, name))
     d["previous"] = active.version if active else None
     return d

@@ -10,7 +10,7 @@ import stat
 import pytest
 from _data_util import cli
 
-from edge_plm.commands import inspection as q
+from edge_plm.commands.status import false_rollback, model_record, status
 from edge_plm.learning import state
 from edge_plm.loop.replay import SessionLine, run_session
 from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
@@ -124,7 +124,7 @@ def test_a_clean_stop_of_the_loop_checkpoints_the_pending_labels(db):
     rep.close()  # controller.stop: the pending labels become a version
     with ReplayStore(db) as s:
         assert state.unlearned_in_active(s, 0.2) == 0
-        assert q.status(s)["model"]["unlearned_labels"] == 0
+        assert status(s)["model"]["unlearned_labels"] == 0
 
 
 def test_status_json_reports_unlearned_labels(store, db, tmp_path, monkeypatch):
@@ -193,13 +193,13 @@ def test_rolled_back_labels_reach_the_model_and_false_rollbacks_are_counted(monk
     assert relearned.metrics["gate"] == "relearned"
     assert relearned.metrics["rolled_back_candidate"] == rolled[0].version
     assert set(ids) <= set(learner.keys) and learner.unlearned() == 0
-    assert not q.false_rollback(rolled[0])
+    assert not false_rollback(rolled[0])
     # a rollback made by an older gate for 0.966 vs 1.000 on ~120 rows is a false one
     store.add_model_version("v0100", parent="v0001", status="rolled_back", metrics={
         "gate": "rolled back", "balanced_accuracy": 0.966, "parent_balanced_accuracy": 1.0,
         "holdout_classes": {"ON": 30, "OFF": 30, "NOOP": 60}})
     old = next(v for v in store.model_versions() if v.version == "v0100")
-    assert q.false_rollback(old)
+    assert false_rollback(old)
 
 
 # --- 3. forget reaches a running service ----------------------------------------------------
@@ -267,7 +267,7 @@ def test_retention_prunes_old_checkpoints_and_marks_them(store, db):
     assert f"{active.version}.npz" in files and f"{active.parent}.npz" in files
     pruned = [v for v in saved if state.is_pruned(v)]
     assert len(pruned) == len(saved) - 3
-    assert all(q.model_record(v)["pruned"] and not q.model_record(v)["checkpoint_exists"]
+    assert all(model_record(v)["pruned"] and not model_record(v)["checkpoint_exists"]
                for v in pruned)
     listing = cli("model", "list", "--db", str(db))
     assert listing.exit_code == 0 and "pruned" in listing.stdout
