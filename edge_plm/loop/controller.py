@@ -193,8 +193,7 @@ class Controller:
             except Exception as exc:
                 if storage_failure(exc):  # disk full, I/O error, read-only: say so, do nothing
                     self.recorder.storage_failed("interaction", exc)
-                    return Outcome(None, "", None, None, None, None, f"not stored: {exc}",
-                                   Latency(), stored=False)
+                    return Outcome(None, "", Latency(), error=f"not stored: {exc}", stored=False)
                 # a bug or a failing component: record it, keep running
                 log.exception("interaction failed unexpectedly")
                 watch.ms.clear()  # the stages may not have finished: only the total is known

@@ -98,11 +98,11 @@ class Recorder:
                     self.store.update_interaction(iid, audio_path=path)
         except StorageError as exc:
             self.storage_failed("failed interaction", exc)
-            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
+            return Outcome(iid, "", latency, error=error, stored=False)
         except Exception:
             log.exception("could not store the failed interaction (%s)", error)
-            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
-        return Outcome(iid, "", None, None, None, None, error, latency)
+            return Outcome(iid, "", latency, error=error, stored=False)
+        return Outcome(iid, "", latency, error=error)
 
     def prediction(self, text: str, tr: Transcript, preds: dict[str, SwitchPrediction], lead: str,
                    version: str | None, watch: Stopwatch) -> int:
@@ -137,7 +137,8 @@ class Recorder:
         log.info("#%d %s -> %s%s %.2f -> %s%s", iid, shown, self.names.of(lead, "{} "), pred.action,
                  confidence, decision.value, f" {action.value}" if action else "")
         log.debug("#%d transcript %r", iid, text)
-        return Outcome(iid, text, decision, pred.action, confidence, action, None, latency,
+        return Outcome(iid, text, latency, decision=decision, prediction=pred.action,
+                       confidence=confidence, action=action,
                        devices=device_outcomes.results(preds, steps, driven))
 
     def answered(self, iid: int, name: str, action: Action) -> None:
