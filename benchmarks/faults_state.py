@@ -77,16 +77,14 @@ def debris(db: Path, ckdir: Path) -> dict[str, int]:
 
 def start(db: Path, ckdir: Path, settings) -> dict:
     """The next start, as the service makes it; what it left behind."""
-    from edge_plm.learning.household import Household
-    from edge_plm.learning.learner import Learner, LearnerConfig
+    from edge_plm.loop.house import open_learner
     from edge_plm.learning.state import unlearned_in_active
     from edge_plm.store import ReplayStore
 
     store = ReplayStore(db)
     try:
         t0 = time.perf_counter()
-        learner = Learner.open(store, LearnerConfig.from_settings(settings.model), ckdir,
-                               Household.from_settings(settings))
+        learner = open_learner(settings, store)  # as the service opens it (ckdir: the db's own)
         seconds = time.perf_counter() - t0
         out = {"unlearned_live": learner.unlearned(),
                "unlearned_labels": unlearned_in_active(store, settings.model.holdout_fraction),
