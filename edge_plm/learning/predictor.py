@@ -43,23 +43,17 @@ class Predictor:
     @classmethod
     def publish(cls, model: SwitchModel, version: str | None, household: Household,
                 priors: Priors) -> Predictor:
-        """`model` made ready for the household, as a predictor: several devices, the model's
-        name queries made for them now (their names' codes and comparison columns,
-        ``NameQuery.register``), so that predicting afterwards only reads the model; one
-        device, nothing to make (its prediction never reads the names). `model` must not be
-        learned on by anyone while it is read."""
-        if household.several:
-            model.name_query.register(list(household.devices))
+        """`model` made ready for the household (``SwitchModel.prepare_devices``: what
+        predicting for its devices reads is made now, so that predicting afterwards only reads
+        the model), as a predictor. `model` must not be learned on by anyone while it is read."""
+        model.prepare_devices(household.devices)
         return cls(model, version, household, priors)
 
     def predict(self, text: str) -> Predicted:
         """Each device's prediction (``SwitchModel.predict_devices``; one device: exactly
         ``SwitchModel.predict``) and this model's version."""
-        devices = self.household.devices
-        if not self.household.several:
-            return Predicted({devices[0].name: self.command(text)}, self.version)
         return Predicted(self.model.predict_devices(
-            text, list(devices), prior_strength=self.priors.strength,
+            text, list(self.household.devices), prior_strength=self.priors.strength,
             evidence_prior=self.priors.evidence), self.version)
 
     def command(self, text: str) -> SwitchPrediction:

@@ -248,8 +248,8 @@ class _PublishDuringPredict:
     def __init__(self, worker: LearnerWorker, model) -> None:
         self.worker, self.model = worker, model
 
-    def predict(self, text, **kwargs):
-        out = self.model.predict(text, **kwargs)
+    def predict_devices(self, text, devices, **kwargs):
+        out = self.model.predict_devices(text, devices, **kwargs)
         self.worker._predictor = replace(self.worker._predictor, model=self.model,
                                          version="v-after")  # published meanwhile
         return out
@@ -473,7 +473,7 @@ def test_several_devices_predict_without_a_lock_while_the_worker_learns(tmp_path
 
     def recording_clone(model):  # on the worker thread, before predictions can see it
         copy = clone_model(model)
-        copy.name_query.register(list(names))  # as publishing makes them
+        copy.prepare_devices(names)  # as publishing makes them
         published[id(copy)] = _state_but_bag_memo(copy)
         return copy
 
