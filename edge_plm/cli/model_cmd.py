@@ -151,12 +151,12 @@ def rollback_command(
     with opened(db, config, write=True) as (store, settings, path):
         result = rollback(store, settings, version)
     if as_json:
-        print_json(result)
+        print_json(result.to_dict())
         return
-    if not result["changed"]:
+    if not result.changed:
         typer.echo(f"{version} is already the active version")
         return
-    typer.echo(f"model {version} is active (was {result['previous'] or 'none'})")
+    typer.echo(f"model {version} is active (was {result.previous or 'none'})")
     typer.echo(f"note: {RESTART_NOTE}", err=True)
 
 
@@ -219,18 +219,18 @@ def import_command(
         except ImportRefused as exc:
             fail(f"refused: {exc}", 1)
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    judged = (f"holdout balanced accuracy {fmt_ba(r['balanced_accuracy'])} on {r['holdout_n']} rows "
-              f"(previous {fmt_ba(r['previous_balanced_accuracy'])})")
-    typer.echo(f"model {r['version']} ({r['config']}) imported from {r['source']} and active (was "
-               f"{r['previous'] or 'none'}): {judged}" + ("; forced" if r["forced"] else ""))
-    typer.echo(f"{r['labels_matched']} of this device's labels are in it already; the service learns the "
+    judged = (f"holdout balanced accuracy {fmt_ba(r.balanced_accuracy)} on {r.holdout_n} rows "
+              f"(previous {fmt_ba(r.previous_balanced_accuracy)})")
+    typer.echo(f"model {r.version} ({r.config}) imported from {r.source} and active (was "
+               f"{r.previous or 'none'}): {judged}" + ("; forced" if r.forced else ""))
+    typer.echo(f"{r.labels_matched} of this device's labels are in it already; the service learns the "
                "others when it next starts")
-    if r["config"] != r["model_config_setting"]:
-        typer.echo(f"note: the device now runs a {r['config']} model; model.config is "
-                   f"{r['model_config_setting']!r}, which a rebuild or a new start uses: set "
-                   f'model.config = "{r["config"]}" (and model.start) to keep {r["config"]}', err=True)
+    if r.config != r.model_config_setting:
+        typer.echo(f"note: the device now runs a {r.config} model; model.config is "
+                   f"{r.model_config_setting!r}, which a rebuild or a new start uses: set "
+                   f'model.config = "{r.config}" (and model.start) to keep {r.config}', err=True)
     typer.echo(f"note: {RESTART_NOTE}", err=True)
 
 

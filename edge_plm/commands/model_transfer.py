@@ -9,7 +9,8 @@ and what an imported model cannot do (take single rows back out): docs/deploy.md
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from typing import Any
 from pathlib import Path
 
 from edge_plm.files import sha256_of
@@ -58,8 +59,29 @@ def _ba(s: HoldoutScore | None) -> float | None:
     return None if s is None else s.balanced_accuracy
 
 
+@dataclass(frozen=True)
+class Imported:
+    """What `model import` did (``to_dict``: its ``--json`` document, docs/contracts.md)."""
+
+    source: str  # the checkpoint's absolute path
+    source_sha256: str
+    previous: str | None  # the version active before
+    holdout_n: int
+    balanced_accuracy: float | None  # the imported model's, on the holdout
+    previous_balanced_accuracy: float | None
+    forced: bool  # imported although it scored lower (``--force``)
+    version: str  # the new active version
+    config: str  # the imported model's configuration
+    config_changed: bool  # another configuration than the model it replaced
+    model_config_setting: str  # ``model.config``, which a rebuild or a new start uses
+    labels_matched: int  # rows of this database whose labels it already holds
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
-                      force: bool = False) -> dict:
+                      force: bool = False) -> Imported:
     """Import `path` as the new active version; returns what happened (see module doc)."""
     path = Path(path)
     model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
@@ -70,11 +92,8 @@ def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
     previous = learner.version
     rows = learner.holdout_rows()
     cand, base = score(model, rows), score(learner.model, rows)
-    result = {"source": str(path.resolve()), "source_sha256": sha256_of(path), "previous": previous,
-              "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
-              "previous_balanced_accuracy": _ba(base), "forced": False, "version": None,
-              "config": model.config.name, "config_changed": model.config.name != learner.model.config.name,
-              "model_config_setting": cfg.config}
+    source, sha256 = str(path.resolve()), sha256_of(path)
+    config_changed = model.config.name != learner.model.config.name
     worse = (cand.balanced_accuracy is not None and base.balanced_accuracy is not None
              and cand.balanced_accuracy < base.balanced_accuracy)
     if worse and not force:
@@ -82,16 +101,16 @@ def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
             f"{path} scores {cand.balanced_accuracy:.3f} balanced accuracy on the holdout ({cand.n} rows), "
             f"below the active model {previous or '(the starting model)'} at {base.balanced_accuracy:.3f}; "
             "nothing imported (--force imports it anyway)")
-    result["forced"] = bool(worse)
     metrics = {"gate": "import", "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
-               "parent_balanced_accuracy": _ba(base), "source": result["source"],
-               "source_sha256": result["source_sha256"], "forced": result["forced"],
+               "parent_balanced_accuracy": _ba(base), "source": source,
+               "source_sha256": sha256, "forced": bool(worse),
                "trained_by": model.meta.get("trained_by"), "training": model.meta.get("training"),
                "interactions": [None, None], "labels_in_window": 0}
     keys = match_examples(store, model, cfg.holdout_fraction)
-    metrics["labels_matched"] = result["labels_matched"] = len(keys)
-    result["version"] = learner.adopt(model, metrics, keys)
-    return result
+    metrics["labels_matched"] = len(keys)
+    version = learner.adopt(model, metrics, keys)
+    return Imported(source, sha256, previous, cand.n, cand.balanced_accuracy, _ba(base), bool(worse),
+                    version, model.config.name, config_changed, cfg.config, len(keys))
 
 
 def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwrite: bool = False) -> dict:

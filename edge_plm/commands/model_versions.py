@@ -4,6 +4,7 @@ household's learner (`loop.house.open_learner`: the devices the loop learns for)
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from edge_plm.commands.opening import UserError
@@ -14,14 +15,26 @@ from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ReplayStore
 
 
-def rollback(store: ReplayStore, settings: Settings, version: str) -> dict[str, Any]:
-    """Make the saved `version` active: ``{"version", "previous", "changed"}``. A version
-    whose checkpoint does not load is a `UserError`, and nothing changes."""
+@dataclass(frozen=True)
+class RolledBack:
+    """What `model rollback` did (``to_dict``: its ``--json`` document)."""
+
+    version: str  # the version asked for, active now
+    previous: str | None  # the version it replaced (None: none was active)
+    changed: bool  # False: it was the active version already
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rollback(store: ReplayStore, settings: Settings, version: str) -> RolledBack:
+    """Make the saved `version` active. A version whose checkpoint does not load is a
+    `UserError`, and nothing changes."""
     target = find_version(store, version)
     active = store.active_model_version()
     previous = active.version if active else None
     if previous == version:
-        return {"version": version, "previous": previous, "changed": False}
+        return RolledBack(version, previous, False)
     try:
         replaced = open_learner(settings, store, load=False).rollback(target.version)
     except CheckpointError as exc:
@@ -31,7 +44,7 @@ def rollback(store: ReplayStore, settings: Settings, version: str) -> dict[str, 
     # retention keeps the newest manual rollback target (learning/state.py, `prune_checkpoints`)
     store.set_model_metrics(target.version, {**(find_version(store, target.version).metrics or {}),
                                              "rollback_target": time.time()})
-    return {"version": version, "previous": replaced, "changed": True}
+    return RolledBack(version, replaced, True)
 
 
 def rebuild(store: ReplayStore, settings: Settings) -> dict[str, Any]:
