@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from edge_plm.learning import state
 from edge_plm.plm.checkpoint import CheckpointError
@@ -175,7 +174,6 @@ def load_start(cfg: LearnerConfig) -> SwitchModel:
                          f"but model.config is {cfg.config}")
     model.seed = cfg.seed
     model.mark_start()  # the device's own labels go to the owner's part (switch/owner.py)
-    model.rng = np.random.default_rng(cfg.seed)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
     return model
 
