@@ -29,7 +29,6 @@ from edge_plm.learning import state
 from edge_plm.learning.household import Household
 from edge_plm.learning.gate import HoldoutScore, Verdict, judge, predict_rows, relearned_metrics, score
 from edge_plm.learning.live import LiveModel
-from edge_plm.learning.predictor import Predictor
 from edge_plm.learning.types import (CORRECTION_SOURCES, GOLDEN, ForgetOutcome, LabelOutcome,
                                     LearnerConfig, VersionEvent, Window, is_holdout_id,
                                     keys_of, load_start, start_checkpoint)
@@ -117,14 +116,10 @@ class Learner:
 
     # --- predicting (never polls the store, never writes) ---------------------------------
     def predict(self, text: str) -> SwitchPrediction:
-        """The live model's prediction of the command (devices aside), with the priors."""
+        """The live model's prediction of the command (devices aside), with the priors; the
+        loop predicts from the worker's published `Predictor` (`learning/predictor.py`)."""
         return self.model.predict(text, prior_strength=self.cfg.prior_strength,
                                   evidence_prior=self.cfg.evidence_prior)
-
-    def predictor(self) -> Predictor:
-        """The live model as a `Predictor` (read it only while nothing learns: the worker
-        publishes a copy, `LearnerWorker`)."""
-        return Predictor.publish(self.model, self.version, self.household, self.cfg.priors)
 
     # --- learning state: the database's labels reach the model (state.py) --------
     def apply_difference(self) -> state.Difference:
