@@ -70,8 +70,9 @@ class LearnerWorker:
 
     ``on_error(what, exc)`` is told of a task that failed on the worker thread (the loop
     counts storage failures; anything else is logged with its traceback and the worker
-    goes on); it is given here and never changed afterwards. ``idle_poll_s``: how often an idle worker polls the store (`Learner.poll`,
-    itself rate-limited by ``sync_every_s``/``forget_check_s``)."""
+    goes on); it is given here and never changed afterwards. ``idle_poll_s``: how often an
+    idle worker polls the store (`Learner.poll`, itself rate-limited by ``sync_every_s`` /
+    ``forget_check_s``). ``start=False``: the thread starts at `start` (asynchronous)."""
 
     def __init__(self, learner: Learner, synchronous: bool = True,
                  on_error: ErrorHandler | None = None, idle_poll_s: float = 0.25,
