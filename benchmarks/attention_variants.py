@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A starting model variant from a run directory's training data, scored on switch-dev-test at
-n = 0 (BENCHMARKS.md, "Confident and right": W = 0 against the attention's variants).
+n = 0 (docs/benchmarks-log.md, "Confident and right": W = 0 against the attention's variants).
 
 Learns every line of RUN/data/switch-en-train.jsonl (words registered by frequency first, as the
 trainer does), runs 100 more refinement steps, fits the calibration on RUN/data/switch-en-val.jsonl

@@ -6,7 +6,7 @@ Starts the real service (`edge-plm run --config ...`) with mock GPIO and a text 
 feeds utterances, then reads the process's peak resident set (VmHWM) before stopping it with
 SIGTERM. A text source needs no recogniser, so no ASR is loaded (`pocketsphinx_loaded` in the
 results says so); the memory of the whole loop with pocketsphinx is measured on a `replay` of the
-demo (BENCHMARKS.md §5). The first run warms the Numba cache; the second is the one reported as
+demo (docs/benchmarks-log.md §5). The first run warms the Numba cache; the second is the one reported as
 "warm".
 
 Usage (from the repo root): python3 benchmarks/bench_service.py [--lines 20]

@@ -19,7 +19,7 @@ unbounded"), run by `benchmarks/bench_faults.py --scenario NAME`.
   the last 10 % (interaction 0, which loads the Numba kernels, excluded).
 - ``gate``: the 800-line replay of the issue (household-text-0..3): versions, rollbacks,
   false rollbacks (a rollback for a difference within the holdout's noise,
-  `inspection.false_rollback`), candidates passed as "within noise" and the corrections
+  `commands.status.false_rollback`), candidates passed as "within noise" and the corrections
   they carried, and how many the old margin-only rule would have rolled back.
 
 Writes benchmarks/results/faults-<scenario>.json (through bench_faults.py).
@@ -77,14 +77,14 @@ def debris(db: Path, ckdir: Path) -> dict[str, int]:
 
 def start(db: Path, ckdir: Path, settings) -> dict:
     """The next start, as the service makes it; what it left behind."""
-    from edge_plm.learning.learner import Learner, LearnerConfig
+    from edge_plm.loop.house import open_learner
     from edge_plm.learning.state import unlearned_in_active
     from edge_plm.store import ReplayStore
 
     store = ReplayStore(db)
     try:
         t0 = time.perf_counter()
-        learner = Learner.open(store, LearnerConfig.from_settings(settings.model), ckdir)
+        learner = open_learner(settings, store)  # as the service opens it (ckdir: the db's own)
         seconds = time.perf_counter() - t0
         out = {"unlearned_live": learner.unlearned(),
                "unlearned_labels": unlearned_in_active(store, settings.model.holdout_fraction),
@@ -289,7 +289,7 @@ def soak(args) -> dict:
 
 
 def gate(args) -> dict:
-    from edge_plm.commands import inspection as q
+    from edge_plm.commands.status import false_rollback, status  # noqa: PLC0415
     from edge_plm.store import ReplayStore
 
     work = Path(tempfile.mkdtemp(prefix="faults-gate-"))
@@ -303,7 +303,7 @@ def gate(args) -> dict:
     summary = json.loads(r.stdout)
     with ReplayStore(db) as store:
         versions = store.model_versions()
-        status = q.status(store)
+        status = status(store)
     margin = 0.03
     judged = [v for v in versions if "noise" in (v.metrics or {})]
     within = [v for v in versions if (v.metrics or {}).get("gate") == "passed (within noise)"]
@@ -311,7 +311,7 @@ def gate(args) -> dict:
         "session": "household-text-0..3 (800 lines)", "replay": summary,
         "versions": len(versions), "judged": len(judged),
         "rolled_back": sum(v.status == "rolled_back" for v in versions),
-        "false_rollbacks": sum(q.false_rollback(v) for v in versions),
+        "false_rollbacks": sum(false_rollback(v) for v in versions),
         "passed_within_noise": [{"version": v.version, "diff": v.metrics["noise"]["diff"],
                                  "se": v.metrics["noise"]["se"],
                                  "rows_lost_won": [v.metrics["noise"].get("rows_lost"),

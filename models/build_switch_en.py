@@ -2,7 +2,7 @@
 
     python models/build_switch_en.py            # from the repository root
 
-``--model-config orange`` trains the desktop orange model of BENCHMARKS.md §7 into
+``--model-config orange`` trains the desktop orange model of docs/benchmarks-log.md §8 into
 runs/switch-en-orange/ and installs nothing. Its data adds more ASR renderings: the other three
 flite voices of every switch-dev-train utterance (models/data/switch-dev-train.asr{1,2,3}.jsonl)
 and one of every template line (models/data/templates.asr.jsonl), all made by
@@ -21,7 +21,7 @@ is validation), written to models/data/switch-en-asr-{train,val}.jsonl.
      (models/data/asr_variants.py --ha-intents). A trial with `--slot-word WORD --no-install`
      adds up to three lines of each template that names a light or a plug, with the name as
      WORD (`slot_lines`: what the device would read with several devices, switch/naming.py),
-     split with their template; not the shipped model (BENCHMARKS.md, "Two devices").
+     split with their template; not the shipped model (docs/benchmarks-log.md, "Two devices").
    Every fifth utterance of switch-dev-train (index % 5 == 0; clean and ASR) and every fifth
    Home Assistant template sentence (in order of first appearance, index % 5 == 0: all its
    lines, clean and ASR) are the validation file for early stopping; the rest plus the
@@ -80,7 +80,7 @@ def write(path: Path, rows: list[dict]) -> None:
 
 SOURCES = ("switch-dev-train", "templates", "ha-intents")
 HA_HOLDOUT = 5  # every 5th Home Assistant template sentence (in file order) is validation
-# --slot-word WORD (a trial, not the shipped model: BENCHMARKS.md, "Two devices"): with several
+# --slot-word WORD (a trial, not the shipped model: docs/benchmarks-log.md, "Two devices"): with several
 # devices the device reads a command with the device's name replaced by WORD (SwitchConfig.slot_word,
 # switch/naming.py), and Home Assistant's lines that name a light or a plug are also learned with
 # the name as WORD, at most SLOT_PER_TEMPLATE per template

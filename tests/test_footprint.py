@@ -1,6 +1,6 @@
 """The service fits a small board (issue 27): `replay` and `run --audio` with pocketsphinx and
 the shipped starting model never load Numba or LLVM (the per-label refinement is NumPy,
-``switch/segment_kernels.py``), and peak at most 300 MB resident (BENCHMARKS.md, "Fits a Pi 3")."""
+``switch/segment_kernels.py``), and peak at most 300 MB resident (docs/benchmarks-log.md, "Fits a Pi 3")."""
 
 from __future__ import annotations
 

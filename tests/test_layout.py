@@ -4,7 +4,8 @@
 - at most 8 modules sit directly under `edge_plm/`; the rest live in a package (a "room") by job;
 - the model packages are pure computation: `plm` (shared core) and `switch` (the device's model)
   import nothing from the application (store, device, voice, cli, ...) but the error root
-  (`edge_plm.errors`), and `plm` does not import either model;
+  (`edge_plm.errors`) and, for the checkpoint file, the atomic write (`edge_plm.files`), and
+  `plm` does not import either model;
 - nothing the device runs imports the desktop research code (`research`: the language model
   `lm`, the character network `charnet`) or its extra dependencies;
 - every SQL statement lives in the store package (`edge_plm/store/`);
@@ -126,7 +127,7 @@ def _in(package: str, name: str) -> bool:
 
 
 @pytest.mark.parametrize("package, allowed", [
-    ("edge_plm.plm", {"edge_plm.plm", "edge_plm.actions", "edge_plm.errors"}),
+    ("edge_plm.plm", {"edge_plm.plm", "edge_plm.actions", "edge_plm.errors", "edge_plm.files"}),
     ("edge_plm.switch", {"edge_plm.plm", "edge_plm.switch", "edge_plm.actions", "edge_plm.errors"}),
 ])
 def test_model_packages_are_pure_computation(package, allowed):
@@ -270,3 +271,21 @@ def test_tests_mirror_the_package():
     assert mirror.plan() == {}
     folders = {p.name for p in (root / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders <= mirror.package_rooms() | {"benchmarks"}
+
+
+def test_the_learner_is_opened_only_in_its_module_and_the_one_way_in():
+    """Every part that learns opens the household the same way (`loop/house.py`): the service,
+    replays and every command; nothing else constructs a `Learner` or calls `Learner.open`."""
+    allowed = {"edge_plm/learning/learner.py", "edge_plm/loop/house.py"}
+    found = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "Learner") or (
+                    isinstance(f, ast.Attribute) and f.attr == "open"
+                    and isinstance(f.value, ast.Name) and f.value.id == "Learner"):
+                found.add(str(path.relative_to(PACKAGE.parent)))
+    assert found <= allowed, sorted(found - allowed)
+    assert "edge_plm/loop/house.py" in found

@@ -8,11 +8,10 @@ last problem and when it changed. No transcript is ever written to it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from edge_plm.files import atomic_file
 
 
 def status_path(database: str | Path) -> Path:
@@ -27,10 +26,8 @@ def write_status(path: Path | None, **values: Any) -> None:
         return
     values["updated"] = time.time()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".mqtt-", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
+        with atomic_file(path, "w", durable=False, prefix=".mqtt-", suffix="") as f:
             json.dump(values, f, sort_keys=True)
-        os.replace(tmp, path)
     except OSError:
         pass
 

@@ -25,7 +25,8 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 from typer.core import TyperGroup
 
-from edge_plm.commands import inspection as q
+from edge_plm.commands.opening import UserError, open_store
+from edge_plm.commands.times import parse_time
 from edge_plm.errors import EdgePlmError
 from edge_plm.switch.config import CONFIGS
 from edge_plm.research.lm.config import LM_CONFIGS
@@ -233,7 +234,7 @@ def load_settings(config: Optional[Path]):
 
 
 # the failures `opened` reports as ``error: ...`` (a missing database, a newer schema, an unknown id)
-EXPECTED_ERRORS = (q.UserError, StoreError, sqlite3.Error, OSError, LookupError)
+EXPECTED_ERRORS = (UserError, StoreError, sqlite3.Error, OSError, LookupError)
 
 
 def database_path(db: Optional[Path], settings) -> Path:
@@ -253,7 +254,7 @@ def opened(db: Optional[Path], config: Optional[Path], write: bool = False, crea
     new_dir = not path.parent.exists()
     try:
         created = create and write and _create_database(path)
-        store = q.open_store(path, write=write)
+        store = open_store(path, write=write)
     except EXPECTED_ERRORS as exc:
         fail(str(exc))
     if write and store.owed_rewrites():  # a killed `forget` still owes rewrites: first
@@ -325,8 +326,8 @@ def time_option(text: Optional[str], name: str) -> Optional[float]:
     if text is None:
         return None
     try:
-        return q.parse_time(text)
-    except q.UserError as exc:
+        return parse_time(text)
+    except UserError as exc:
         fail(f"{name}: {exc}", 2)
 
 

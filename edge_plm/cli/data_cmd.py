@@ -6,8 +6,10 @@ Every command takes ``--db PATH`` (default: the configured state dir's database)
 notes go to stderr). They work while the service runs: reads use a read-only connection with
 a busy timeout, writes wait for the service's transactions. A missing database, a newer schema
 or an unknown id is an ``error: ...`` line on stderr and exit code 1 (2 for a bad argument),
-never a traceback. The queries themselves are in `edge_plm.commands.inspection`; what `label` and
-`forget` change is in `edge_plm.commands.labelling`.
+never a traceback. What they compute is in `edge_plm.commands`, one module per job: opening the
+store (`opening`), times (`times`), rows and exports (`rows`), `status` (`status`), `stats`
+(`stats`), `db backup` (`backup`); what `label` changes is in `labelling`, what `forget`
+changes in `forgetting`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from edge_plm.commands import inspection as q
+from edge_plm.commands.backup import backup
+from edge_plm.commands.forgetting import select_for_forget
+from edge_plm.commands.opening import UserError, open_store
+from edge_plm.commands.rows import all_rows, export_csv, export_jsonl, labels_of, log_rows, max_id, record, rows_after
+from edge_plm.commands.stats import learning_curve, stats
+from edge_plm.commands.status import status
+from edge_plm.commands.times import short_time
 from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, ConfigOpt, DbOpt,
                                  ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
                                  console, database_path, exists_refused, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
@@ -46,7 +54,7 @@ def did(row) -> str:
 def status_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Model version, counts, holdout score, last interaction, ASR, GPIO, database size."""
     with opened(db, config) as (store, settings, path):
-        s = q.status(store, settings)
+        s = status(store, settings)
     if as_json:
         print_json(s)
         return
@@ -139,9 +147,9 @@ def shown(text: str | None) -> str:
 
 def _line(r) -> str:
     if r.error is not None:
-        text = f"#{r.id} {q.short_time(r.ts)} [error] {printable(r.error)}"
+        text = f"#{r.id} {short_time(r.ts)} [error] {printable(r.error)}"
     else:
-        text = (f"#{r.id} {q.short_time(r.ts)} \"{printable(r.transcript)}\" -> {r.prediction} "
+        text = (f"#{r.id} {short_time(r.ts)} \"{printable(r.transcript)}\" -> {r.prediction} "
                 f"{fmt_conf(r.confidence)} {did(r)}")
         text += (f" | label {r.label} ({r.label_source})" if r.label else " | no label yet")
     return text + f" | {fmt_ms(r.latency_total_ms)} ms"
@@ -163,7 +171,7 @@ def _log_table(rows, devices: dict | None = None):
     for r in rows:
         wrong = r.action is not None and r.label is not None and r.label != r.action
         lab = f"{r.label} {r.label_source}" if r.label else "-"
-        cells = [str(r.id), q.short_time(r.ts),
+        cells = [str(r.id), short_time(r.ts),
                  f"[red]{shown(r.error)}[/]" if r.error else shown(r.transcript),
                  f"{r.prediction} {fmt_conf(r.confidence)}" if r.prediction else "-",
                  did(r), f"[red]{lab}[/]" if wrong else lab, fmt_ms(r.latency_total_ms)]
@@ -195,8 +203,8 @@ def log_command(
     t_since = time_option(since, "--since")
     wanted = label.value if label is not None else None
     with opened(db, config) as (store, settings, path):
-        last = q.max_id(store)  # before the query: a row added meanwhile is not missed
-        rows = q.log_rows(store, limit=limit or None, label=wanted, since=t_since)
+        last = max_id(store)  # before the query: a row added meanwhile is not missed
+        rows = log_rows(store, limit=limit or None, label=wanted, since=t_since)
         devices = outcomes_of(store, rows)
         if follow:
             _follow(store, rows, last, wanted, interval, max_polls, as_json)
@@ -209,8 +217,8 @@ def log_command(
 
 
 def _record(r, devices: dict) -> dict:
-    """`q.record`, plus ``devices`` for an interaction of several devices."""
-    out = q.record(r)
+    """`record`, plus ``devices`` for an interaction of several devices."""
+    out = record(r)
     if r.id in devices:
         out["devices"] = device_record(devices[r.id])
     return out
@@ -219,7 +227,7 @@ def _record(r, devices: dict) -> dict:
 def _follow(store, rows, last: int, label, interval: float, max_polls: int, as_json: bool) -> None:
     def emit_row(r) -> None:
         if as_json:
-            print_json({"event": "interaction", **q.record(r)})
+            print_json({"event": "interaction", **record(r)})
         else:
             typer.echo(_line(r))
 
@@ -234,13 +242,13 @@ def _follow(store, rows, last: int, label, interval: float, max_polls: int, as_j
         while max_polls == 0 or polls < max_polls:
             time.sleep(interval)
             polls += 1
-            for iid, (lab, src) in sorted(q.labels_of(store, list(pending)).items()):
+            for iid, (lab, src) in sorted(labels_of(store, list(pending)).items()):
                 pending.pop(iid, None)
                 if as_json:
                     print_json({"event": "label", "id": iid, "label": lab, "label_source": src})
                 else:
                     typer.echo(f"#{iid} labelled {lab} ({src})")
-            for r in q.rows_after(store, last, label=label):
+            for r in rows_after(store, last, label=label):
                 last = r.id
                 if r.id in seen:
                     continue
@@ -276,8 +284,8 @@ def stats_command(
         except PlotPathError as exc:
             fail(str(exc), 2)
     with opened(db, config) as (store, settings, path):
-        s = q.stats(store)
-        curve = q.learning_curve(store, window=window) if plot is not None else None
+        s = stats(store)
+        curve = learning_curve(store, window=window) if plot is not None else None
     if plot is not None:
         _plot(curve, plot, path)
         s["plot"] = str(plot)
@@ -324,7 +332,7 @@ def _print_stats(s: dict) -> None:
                      else "left")
     for v in s["versions"]:
         ba = v["balanced_accuracy"]
-        t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]),
+        t.add_row(v["version"], v["parent"] or "-", short_time(v["created_ts"]),
                   f"[red]{v['status']}[/]" if v["status"] == "rolled_back" else v["status"],
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
                   "-" if ba is None else f"{ba:.3f}", v["gate"] or "-")
@@ -405,7 +413,7 @@ def label_command(
     from edge_plm.commands.labelling import relabel  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        result = relabel(store, settings, path, interaction, action.value, rebuild=rebuild,
+        result = relabel(store, settings, interaction, action.value, rebuild=rebuild,
                          device=device)
     if as_json:
         print_json(result)
@@ -464,15 +472,15 @@ def forget_command(
     a new active version without them, gate "forget"; their words leave its vocabularies);
     --rebuild instead re-learns a model from what remains. Every other kept checkpoint is
     rewritten without them. Backups made before (`db backup` copies) are not reached."""
-    from edge_plm.commands.labelling import audio_count, forget  # noqa: PLC0415
+    from edge_plm.commands.forgetting import audio_count, forget  # noqa: PLC0415
 
     t_before = time_option(before, "--before")
     if as_json and not yes:
         fail("--json needs --yes (there is no one to ask)", 2)
     with opened(db, config, write=True) as (store, settings, path):
         try:
-            selected = q.select_for_forget(store, list(ids or []), t_before, everything)
-        except q.UserError as exc:
+            selected = select_for_forget(store, list(ids or []), t_before, everything)
+        except UserError as exc:
             fail(str(exc), 2)
         if selected and not yes and not typer.confirm(
                 f"forget {len(selected)} interaction(s) (ids {selected[0]}..{selected[-1]}, "
@@ -554,7 +562,7 @@ def export_command(
         fail("--labelled and --include-unlabelled contradict each other", 2)
     t_since = time_option(since, "--since")
     with opened(db, config) as (store, settings, path):
-        rows = q.all_rows(store, since=t_since)
+        rows = all_rows(store, since=t_since)
         devices = outcomes_of(store, rows) if fmt.value == "jsonl" else {}
         written, skipped = _write_export(rows, fmt.value, output, labelled, force, devices)
     where = f"to {output}" if output else "to stdout"
@@ -578,8 +586,8 @@ def _write_export(rows, fmt: str, output: Optional[Path], labelled: bool,
         out, close = os.fdopen(fd, "w", encoding="utf-8", newline=""), True
     try:
         if fmt == "jsonl":
-            return q.export_jsonl(rows, out, include_unlabelled=not labelled, devices=devices)
-        return q.export_csv(rows, out, include_unlabelled=not labelled)
+            return export_jsonl(rows, out, include_unlabelled=not labelled, devices=devices)
+        return export_csv(rows, out, include_unlabelled=not labelled)
     except BrokenPipeError:  # `edge-plm export | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0)
@@ -609,9 +617,9 @@ def backup_command(
     quiet_logging()
     path = database_path(db, load_settings(config))
     try:
-        store = q.open_store(path)  # same checks and messages as the other commands
+        store = open_store(path)  # same checks and messages as the other commands
         store.close()
-        result = q.backup(path, dest, overwrite=force)
+        result = backup(path, dest, overwrite=force)
     except EXPECTED_ERRORS as exc:
         fail(str(exc))
     if as_json:

@@ -3,7 +3,7 @@
 Versions are made by the `Learner` (edge_plm/learning/learner.py, docs/loop.md): every accepted
 candidate is a checkpoint + an ``active`` row, rolled-back candidates have no checkpoint.
 ``rollback`` makes an older saved version active and ``rebuild`` re-learns a new active
-version from the database alone (edge_plm/learning/versions.py), ``import`` makes a new active version
+version from the database alone (edge_plm/commands/model_versions.py), ``import`` makes a new active version
 from a checkpoint trained elsewhere (`edge-plm train switch`; it must not score below the
 active one on the holdout unless --force) and ``export`` copies a version's checkpoint out
 (edge_plm/commands/model_transfer.py). A running service loads a new active version by itself (it
@@ -17,7 +17,8 @@ from typing import Annotated
 
 import typer
 
-from edge_plm.commands import inspection as q
+from edge_plm.commands.status import checkpoint_state, model_detail, model_record, versions_in_order
+from edge_plm.commands.times import short_time
 from edge_plm.cli.common import (RESTART_NOTE, ConfigOpt, DbOpt, ForceOpt, JsonOpt,
                                  console, fail, fmt_ba, grid, interrupted_exit, opened, print_json,
                                  terminable)
@@ -35,9 +36,9 @@ def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = 
     ``removed by forget``: it could not be rewritten without forgotten interactions;
     `model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
-        versions = [q.model_record(v) for v in q.versions_in_order(store)]
+        versions = [model_record(v) for v in versions_in_order(store)]
     for v in versions:  # "ok" only for a file that loads (checksum verified)
-        v["checkpoint_state"], v["checkpoint_problem"] = q.checkpoint_state(v["checkpoint"], v)
+        v["checkpoint_state"], v["checkpoint_problem"] = checkpoint_state(v["checkpoint"], v)
     if as_json:
         print_json(versions)
         return
@@ -64,7 +65,7 @@ def show_command(
 ) -> None:
     """One version: metrics, checkpoint, children, and how its own predictions fared."""
     with opened(db, config) as (store, settings, path):
-        d = q.model_detail(store, version)
+        d = model_detail(store, version)
     if as_json:
         print_json(d)
     else:
@@ -86,7 +87,7 @@ def _versions_table(versions: list[dict]):
         ck = ("removed by forget" if v.get("forget_removed") else "pruned" if v.get("pruned") else
               {None: "-", "ok": "ok", "missing": "[red]missing[/]",
                "damaged": "[red]damaged[/]"}[v["checkpoint_state"]])
-        t.add_row(v["version"], v["parent"] or "-", q.short_time(v["created_ts"]), status,
+        t.add_row(v["version"], v["parent"] or "-", short_time(v["created_ts"]), status,
                   str(v["n_train"]), str(v["holdout_n"] if v["holdout_n"] is not None else "-"),
                   fmt_ba(v["balanced_accuracy"]), v["gate"] or "-", ck)
     return t
@@ -145,17 +146,17 @@ def rollback_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Make an older saved version the active one (its checkpoint must load)."""
-    from edge_plm.learning.versions import rollback  # noqa: PLC0415
+    from edge_plm.commands.model_versions import rollback  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
-        result = rollback(store, settings, path, version)
+        result = rollback(store, settings, version)
     if as_json:
-        print_json(result)
+        print_json(result.to_dict())
         return
-    if not result["changed"]:
+    if not result.changed:
         typer.echo(f"{version} is already the active version")
         return
-    typer.echo(f"model {version} is active (was {result['previous'] or 'none'})")
+    typer.echo(f"model {version} is active (was {result.previous or 'none'})")
     typer.echo(f"note: {RESTART_NOTE}", err=True)
 
 
@@ -169,14 +170,14 @@ def rebuild_command(
     minus rolled-back windows) and make it the active version."""
     from rich.console import Console  # noqa: PLC0415
 
-    from edge_plm.learning.versions import rebuild  # noqa: PLC0415
+    from edge_plm.commands.model_versions import rebuild  # noqa: PLC0415
 
     with opened(db, config, write=True) as (store, settings, path):
         before = store.active_model_version()
         try:
             with terminable(), Console(stderr=True).status("rebuilding the model from the database",
                                                            spinner="dots"):
-                d = rebuild(store, settings, path)
+                d = rebuild(store, settings)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: stop; a half-made version is debris, cleaned later
             now = store.active_model_version()
             same = (now.version if now else None) == (before.version if before else None)
@@ -209,29 +210,27 @@ def import_command(
     scores lower (unless --force); its origin is recorded in the version's metrics."""
     from edge_plm.commands.model_transfer import ImportRefused, import_checkpoint  # noqa: PLC0415
     from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
-    from edge_plm.learning.versions import learner_setup  # noqa: PLC0415
 
     with opened(db, config, write=True, create=True) as (store, settings, path):  # a new device too
         try:
-            r = import_checkpoint(store, *learner_setup(store, settings, path),
-                                  checkpoint, force=force)
+            r = import_checkpoint(store, settings, checkpoint, force=force)
         except CheckpointError as exc:
             fail(f"cannot import: {exc}", 2)
         except ImportRefused as exc:
             fail(f"refused: {exc}", 1)
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    judged = (f"holdout balanced accuracy {fmt_ba(r['balanced_accuracy'])} on {r['holdout_n']} rows "
-              f"(previous {fmt_ba(r['previous_balanced_accuracy'])})")
-    typer.echo(f"model {r['version']} ({r['config']}) imported from {r['source']} and active (was "
-               f"{r['previous'] or 'none'}): {judged}" + ("; forced" if r["forced"] else ""))
-    typer.echo(f"{r['labels_matched']} of this device's labels are in it already; the service learns the "
+    judged = (f"holdout balanced accuracy {fmt_ba(r.balanced_accuracy)} on {r.holdout_n} rows "
+              f"(previous {fmt_ba(r.previous_balanced_accuracy)})")
+    typer.echo(f"model {r.version} ({r.config}) imported from {r.source} and active (was "
+               f"{r.previous or 'none'}): {judged}" + ("; forced" if r.forced else ""))
+    typer.echo(f"{r.labels_matched} of this device's labels are in it already; the service learns the "
                "others when it next starts")
-    if r["config"] != r["model_config_setting"]:
-        typer.echo(f"note: the device now runs a {r['config']} model; model.config is "
-                   f"{r['model_config_setting']!r}, which a rebuild or a new start uses: set "
-                   f'model.config = "{r["config"]}" (and model.start) to keep {r["config"]}', err=True)
+    if r.config != r.model_config_setting:
+        typer.echo(f"note: the device now runs a {r.config} model; model.config is "
+                   f"{r.model_config_setting!r}, which a rebuild or a new start uses: set "
+                   f'model.config = "{r.config}" (and model.start) to keep {r.config}', err=True)
     typer.echo(f"note: {RESTART_NOTE}", err=True)
 
 

@@ -4,32 +4,30 @@ learned from them. The results are the commands' JSON documents (docs/contracts.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
-from edge_plm.learning import forgetting
-from edge_plm.commands import inspection as q
+from edge_plm.commands.opening import UserError
 from edge_plm.decide.devices import command_of
-from edge_plm.learning.learner import Learner, device_names
 from edge_plm.config.settings import device_configs
-from edge_plm.learning.versions import learner_setup
+from edge_plm.learning.learner import Learner
+from edge_plm.loop.house import open_learner
 
 
 def _pred(p) -> dict:
     return {"action": p.action, "confidence": float(p.confidence)}
 
 
-def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
+def relabel(store, settings, interaction: int, label: str, *,
             rebuild: bool = False, device: Optional[str] = None) -> dict[str, Any]:
     """Give `interaction` the label `label` (source "manual") and learn it: the active model
     takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
-    the database). An interaction without a transcript is a `q.UserError`. An interaction of
+    the database). An interaction without a transcript is a `UserError`. An interaction of
     several devices needs `device`: that device's label becomes `label`, and the interaction's
-    (the command's) label follows from the devices' labels (`device_policies.command_of`;
+    (the command's) label follows from the devices' labels (`decide.devices.command_of`;
     a device without a label counts as NOOP: the person has reviewed the interaction)."""
     row = store.get(interaction)
     if row.error is not None or not row.transcript.strip():
-        raise q.UserError(f"interaction {interaction} has no transcript"
+        raise UserError(f"interaction {interaction} has no transcript"
                           + (f" (error: {row.error})" if row.error else "") + ": nothing to label")
     command, device_labels, device_changed = _device_relabel(store, settings, row, label, device)
     result: dict[str, Any] = {
@@ -43,8 +41,7 @@ def relabel(store, settings, db_path: Path, interaction: int, label: str, *,
         result.update(holdout=row.holdout, learned=False, replaced=False, version=None,
                       prediction_before=None, prediction_after=None)
         return result
-    learner = Learner.open(store, *learner_setup(store, settings, db_path),
-                           devices=device_names(device_configs(settings)))
+    learner = open_learner(settings, store)
     before = learner.predict(row.transcript)
     if device_labels is not None:
         store.set_device_label(row.id, device, label, "manual")
@@ -68,15 +65,15 @@ def _device_relabel(store, settings, row, label: str, device: Optional[str]):
     if not outcomes:
         names = [d.name for d in device_configs(settings)]
         if device is not None and (len(names) > 1 or device != names[0]):
-            raise q.UserError(f"interaction {row.id} was decided for one device: --device "
+            raise UserError(f"interaction {row.id} was decided for one device: --device "
                               f"{device!r} does not apply (leave it out)")
         return label, None, False
     names = list(outcomes)
     if device is None:
-        raise q.UserError(f"interaction {row.id} was decided for several devices "
+        raise UserError(f"interaction {row.id} was decided for several devices "
                           f"({', '.join(names)}): say which with --device NAME")
     if device not in outcomes:
-        raise q.UserError(f"interaction {row.id} has no device {device!r} (its devices: {', '.join(names)})")
+        raise UserError(f"interaction {row.id} has no device {device!r} (its devices: {', '.join(names)})")
     labels = {d: o.label for d, o in outcomes.items()}
     changed = labels[device] != label or outcomes[device].label_source != "manual"
     labels[device] = label
@@ -97,46 +94,3 @@ def _learn_correction(learner: Learner, interaction: int, label: str,
                    "balanced_accuracy": event.candidate.balanced_accuracy,
                    "holdout_n": event.candidate.n}
     return holdout, learned, outcome.relabelled, version
-
-
-def audio_count(store, ids: list[int]) -> int:
-    """How many of these interactions have an audio file."""
-    return len(store.audio_paths(ids))
-
-
-def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = False
-           ) -> dict[str, Any]:
-    """Delete the interactions `ids` and their audio files. The active model takes back what
-    it learned from them (a new active version without them); with `rebuild` a model is
-    re-learned from what remains instead. Every other kept checkpoint is rewritten without
-    them (``"checkpoints"``: rewritten / removed / clean versions); ``"other_copies"``: SQLite
-    files next to the database (backups) that forget does not change."""
-    copies = [str(p) for p in forgetting.other_copies(db_path)]
-    if not ids:
-        return q.forget(store, []) | {"rebuilt": None, "checkpoints": None, "other_copies": copies}
-    # no model yet: rows only (the first model is made from what remains); the files of
-    # any other versions are still owed their rewrite, journalled with the delete
-    delete = lambda ids: store.delete_interactions(  # noqa: E731
-        ids, owe=lambda: forgetting.owed_versions(store))
-    modelled = False
-    if rebuild or store.active_model_version() is not None:
-        # the model as it must be (the active version plus what it lacks), then rows and
-        # the model's part in one transaction (Learner.forget_interactions)
-        cfg, ckdir = learner_setup(store, settings, db_path)
-        learner = (Learner(store, cfg, ckdir) if rebuild else Learner.open(store, cfg, ckdir))
-        delete = lambda ids: learner.forget_interactions(ids, rebuild=rebuild)  # noqa: E731
-        modelled = True
-    result = q.forget(store, ids, delete=delete)
-    out = result.pop("outcome")
-    result["rebuilt"] = out.version if rebuild else None
-    result["model"] = None
-    result["other_copies"] = copies
-    if not modelled:  # no active version: the files of any other versions (owed)
-        result["checkpoints"] = (forgetting.complete_owed(store)
-                                 or {"rewritten": [], "removed": [], "clean": []})
-    else:
-        result["checkpoints"] = out.files
-    if modelled and not rebuild:
-        result["model"] = {"forgotten": len(out.forgotten),
-                           "not_in_model": len(out.not_in_model), "version": out.version}
-    return result

@@ -8,17 +8,19 @@ and what an imported model cannot do (take single rows back out): docs/deploy.md
 
 from __future__ import annotations
 
-import hashlib
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from typing import Any
 from pathlib import Path
 
+from edge_plm.files import sha256_of
 from edge_plm.learning.gate import HoldoutScore, score
-from edge_plm.learning.learner import Learner, LearnerConfig
+from edge_plm.config.settings import Settings
 from edge_plm.learning.state import match_examples
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.config import CONFIGS, STARTING_OVERRIDES
 from edge_plm.switch.model import SwitchModel
+from edge_plm.loop.house import open_learner
 from edge_plm.store import ReplayStore
 from edge_plm.errors import EdgePlmError
 
@@ -53,34 +55,45 @@ def tuple_(v):
     return tuple(v) if isinstance(v, list) else v
 
 
-def sha256_of(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _ba(s: HoldoutScore | None) -> float | None:
     return None if s is None else s.balanced_accuracy
 
 
-def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
-                      path: str | Path, force: bool = False) -> dict:
+@dataclass(frozen=True)
+class Imported:
+    """What `model import` did (``to_dict``: its ``--json`` document, docs/contracts.md)."""
+
+    source: str  # the checkpoint's absolute path
+    source_sha256: str
+    previous: str | None  # the version active before
+    holdout_n: int
+    balanced_accuracy: float | None  # the imported model's, on the holdout
+    previous_balanced_accuracy: float | None
+    forced: bool  # imported although it scored lower (``--force``)
+    version: str  # the new active version
+    config: str  # the imported model's configuration
+    config_changed: bool  # another configuration than the model it replaced
+    model_config_setting: str  # ``model.config``, which a rebuild or a new start uses
+    labels_matched: int  # rows of this database whose labels it already holds
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
+                      force: bool = False) -> Imported:
     """Import `path` as the new active version; returns what happened (see module doc)."""
     path = Path(path)
     model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
     check_compatible(model, path)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
-    learner = Learner.open(store, cfg, checkpoints_dir)
+    learner = open_learner(settings, store)  # the household's, as the loop opens it
+    cfg = learner.cfg
     previous = learner.version
     rows = learner.holdout_rows()
     cand, base = score(model, rows), score(learner.model, rows)
-    result = {"source": str(path.resolve()), "source_sha256": sha256_of(path), "previous": previous,
-              "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
-              "previous_balanced_accuracy": _ba(base), "forced": False, "version": None,
-              "config": model.config.name, "config_changed": model.config.name != learner.model.config.name,
-              "model_config_setting": cfg.config}
+    source, sha256 = str(path.resolve()), sha256_of(path)
+    config_changed = model.config.name != learner.model.config.name
     worse = (cand.balanced_accuracy is not None and base.balanced_accuracy is not None
              and cand.balanced_accuracy < base.balanced_accuracy)
     if worse and not force:
@@ -88,16 +101,16 @@ def import_checkpoint(store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: s
             f"{path} scores {cand.balanced_accuracy:.3f} balanced accuracy on the holdout ({cand.n} rows), "
             f"below the active model {previous or '(the starting model)'} at {base.balanced_accuracy:.3f}; "
             "nothing imported (--force imports it anyway)")
-    result["forced"] = bool(worse)
     metrics = {"gate": "import", "holdout_n": cand.n, "balanced_accuracy": cand.balanced_accuracy,
-               "parent_balanced_accuracy": _ba(base), "source": result["source"],
-               "source_sha256": result["source_sha256"], "forced": result["forced"],
+               "parent_balanced_accuracy": _ba(base), "source": source,
+               "source_sha256": sha256, "forced": bool(worse),
                "trained_by": model.meta.get("trained_by"), "training": model.meta.get("training"),
                "interactions": [None, None], "labels_in_window": 0}
     keys = match_examples(store, model, cfg.holdout_fraction)
-    metrics["labels_matched"] = result["labels_matched"] = len(keys)
-    result["version"] = learner.adopt(model, metrics, keys)
-    return result
+    metrics["labels_matched"] = len(keys)
+    version = learner.adopt(model, metrics, keys)
+    return Imported(source, sha256, previous, cand.n, cand.balanced_accuracy, _ba(base), bool(worse),
+                    version, model.config.name, config_changed, cfg.config, len(keys))
 
 
 def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwrite: bool = False) -> dict:

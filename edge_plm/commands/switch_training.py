@@ -23,14 +23,13 @@ and resumed ends with the same model as an uninterrupted one.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from edge_plm.files import atomic_file
 from edge_plm.config.overrides import typed_overrides
 from edge_plm.learning.evaluation import balanced_accuracy, confusion
 from edge_plm.jsonl import JsonlError, read_objects
@@ -128,12 +127,8 @@ def better(a: dict, b: dict | None) -> bool:
 # --- the run ----------------------------------------------------------------------------
 
 def _write_json(path: Path, obj: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    with atomic_file(path, "w") as f:
         json.dump(obj, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class SwitchTrainer:

@@ -194,13 +194,13 @@ class ModelConfig:
     rollback_margin: float = 0.03
     # act/ask decisions may add the household's label frequencies raised to this power to the
     # model's logits before its confidence is calibrated (0 = off, the default: the calibration
-    # is fitted on the household's own held-out rows, which carry its class mix; BENCHMARKS.md)
+    # is fitted on the household's own held-out rows, which carry its class mix; docs/benchmarks-log.md)
     prior_strength: float = 0.0
     # ... and weigh the distribution by the evidence behind it: with n labels, p' = (n p + k/3)
     # / (n + k), k pseudo-labels that know nothing, so a model taught a handful of labels does not
     # act on them alone (0 = off; 3: from an empty model the households' wrong actions fall from
     # 44 to 21 of about 1,000 actions; a starting model's thousands of labels make it a no-op;
-    # BENCHMARKS.md)
+    # docs/benchmarks-log.md)
     evidence_prior: float = 3.0
     # checkpoint retention: the active version, its parent and the newest `keep_checkpoints`
     # saved versions keep their files; older files are deleted (the rows stay, marked pruned),

@@ -342,7 +342,7 @@ class Policy:
         alone, on the command's NOOP (``Prediction.not_command``), not the device's: a device's
         p(S) is small also when the command went to another device, and a command that names
         no device, given to the lamp, may have been the plug's; the plug already in that state
-        is then no evidence that it was no command (BENCHMARKS.md, "A plug left alone").
+        is then no evidence that it was no command (docs/benchmarks-log.md, "A plug left alone").
         First of all: the same wording left alone before with the relay in the other state
         leaves only NOOP (`LeftAlone`); every "S or NOOP" left unlabelled is remembered so.
         """

@@ -1,44 +1,17 @@
-"""The learner's part for several named devices (its prediction per device, its per-device
-labels): one module so that `Learner` stays one job. Every function is given what it needs
-(the configured devices, the store, the model); learning an interaction of several devices is
-`LiveModel.learn_devices`. One device never reaches the functions below that need several
-(`Learner` takes its plain `predict` / `learn` path then)."""
+"""The learner's part for several named devices (their stored labels): one module so that
+`Learner` stays one job. Every function is given what it needs (the household's devices, the
+store); learning an interaction of several devices is `LiveModel.learn_devices`, predicting for
+each device `Predictor.predict` (`learning/predictor.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from edge_plm.config.settings import DeviceConfig
 from edge_plm.switch.addressing import DeviceName
 
 if TYPE_CHECKING:
-    from edge_plm.learning.types import LearnerConfig
     from edge_plm.store import ReplayStore
-    from edge_plm.switch.model import SwitchModel, SwitchPrediction
-
-def device_names(configs: list[DeviceConfig]) -> list[DeviceName]:
-    """The model's view of the configured devices (`settings.device_configs`): name and aliases."""
-    return [DeviceName(d.name, tuple(d.aliases)) for d in configs]
-
-
-def predict(model: SwitchModel, text: str, devices: Sequence[DeviceName],
-            cfg: LearnerConfig) -> dict[str, SwitchPrediction]:
-    """Each configured device's prediction by `model` (``SwitchModel.predict_devices``; one
-    device: exactly ``SwitchModel.predict``) with the learner's priors."""
-    if len(devices) == 1:
-        return {devices[0].name: model.predict(text, prior_strength=cfg.prior_strength,
-                                               evidence_prior=cfg.evidence_prior)}
-    return model.predict_devices(text, list(devices), prior_strength=cfg.prior_strength,
-                                 evidence_prior=cfg.evidence_prior)
-
-
-def prime(model: SwitchModel, devices: Sequence[DeviceName]) -> None:
-    """Several devices: the model's name queries made for `devices` now (their names' codes
-    and comparison columns, ``NameQuery.register``), so that predicting afterwards only reads
-    the model; one device: nothing to make (its prediction never reads the names)."""
-    if len(devices) > 1:
-        model.name_query.register(list(devices))
 
 
 def stored_labels(store: ReplayStore, devices: Sequence[DeviceName],
@@ -58,4 +31,4 @@ def known_labels(devices: Sequence[DeviceName], labels: dict[str, str] | None) -
     return {d: v for d, v in labels.items() if d in names} or None
 
 
-__all__ = ["device_names", "known_labels", "predict", "prime", "stored_labels"]
+__all__ = ["known_labels", "stored_labels"]

@@ -63,7 +63,7 @@ def complete_owed(store: ReplayStore) -> dict[str, list[str]] | None:
     """Finish what a `forget` killed before its end still owes: every journalled version's
     checkpoint rewritten without its forgotten interactions (`rewrite_kept`); None when
     nothing was owed. Run first whenever the database is opened to learn or to change
-    versions (`VersionRegistry.start_up`, `versions.learner_setup`)."""
+    versions (`VersionRegistry.first_loadable`, `loop.house.open_learner`)."""
     owed = store.owed_rewrites()
     if not owed:
         return None

@@ -148,7 +148,7 @@ def accept_reason(metrics: dict[str, Any], cand: HoldoutScore, base: HoldoutScor
 def candidate_metrics(window: Any, cand: HoldoutScore, cand_all: HoldoutScore,
                       base: HoldoutScore | None, model: SwitchModel) -> dict[str, Any]:
     """The metrics a candidate version is stored with (the gate adds its verdict);
-    `window`: the labels learned since the last version (`learner_types.Window`)."""
+    `window`: the labels learned since the last version (`types.Window`)."""
     metrics: dict[str, Any] = {
         "holdout_n": cand_all.n, "balanced_accuracy": cand_all.balanced_accuracy,
         "parent_balanced_accuracy": base.balanced_accuracy if base else None,

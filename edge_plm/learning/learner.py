@@ -9,7 +9,7 @@ gate's scoring and noise test (`gate.py`), writing, loading and rebuilding versi
 (`version_registry.py`), other processes' versions and deletions, and forgetting (`sync.py`).
 Its live model, versions and window are one value, `LiveModel` (`live.py`), which only the
 learner assigns: its parts are handed it and return the new one. The device's loop does not call it directly on the utterance
-path: `learner_worker.LearnerWorker` runs it on a worker thread and publishes model snapshots
+path: `worker.LearnerWorker` runs it on a worker thread and publishes a `Predictor`
 for prediction. How and why: docs/loop.md ("Labels", "Holdout", "Versions and automatic
 rollback", "Start-up", "The learner worker: the relay first"). What is learnable, debris and retention are in
 `state.py`.
@@ -25,18 +25,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edge_plm.learning import devices as device_learning
 from edge_plm.learning import state
-from edge_plm.learning.devices import device_names
+from edge_plm.learning.household import Household
 from edge_plm.learning.gate import HoldoutScore, Verdict, judge, predict_rows, relearned_metrics, score
 from edge_plm.learning.live import LiveModel
 from edge_plm.learning.types import (CORRECTION_SOURCES, GOLDEN, ForgetOutcome, LabelOutcome,
                                     LearnerConfig, VersionEvent, Window, is_holdout_id,
                                     keys_of, load_start, start_checkpoint)
 from edge_plm.store import ReplayStore
-from edge_plm.config.settings import DEFAULT_DEVICE
 from edge_plm.learning.sync import StoreSync
-from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
 from edge_plm.learning.version_registry import VersionRegistry
 
@@ -47,14 +44,14 @@ class Learner:
     """The live model plus its versions in the replay buffer."""
 
     def __init__(self, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
-                 model: SwitchModel | None = None, version: str | None = None,
+                 household: Household, model: SwitchModel | None = None, version: str | None = None,
                  clock: Callable[[], float] = time.time,
-                 keys: dict[int, int] | None = None, devices: list[DeviceName] | None = None) -> None:
+                 keys: dict[int, int] | None = None) -> None:
         self.store = store
         self.cfg = cfg
         self.checkpoints_dir = Path(checkpoints_dir)
         self.clock = clock
-        self.devices = list(devices or [DeviceName(DEFAULT_DEVICE)])  # [[devices]]: devices.py
+        self.household = household  # the configured devices (one: a household of one)
         self.registry = VersionRegistry(store, cfg, self.checkpoints_dir, self.fresh_model)
         # a device that has versions does not depend on the starting-model file (it may since
         # have been moved or deleted): `open` loads a version, or the starting model after all
@@ -85,10 +82,10 @@ class Learner:
 
     @classmethod
     def open(cls, store: ReplayStore, cfg: LearnerConfig, checkpoints_dir: str | Path,
-             clock: Callable[[], float] = time.time, devices: list[DeviceName] | None = None) -> Learner:
+             household: Household, clock: Callable[[], float] = time.time) -> Learner:
         """Start-up: the active checkpoint, else the previous good one (then the catch-up,
         `reconcile`), else a rebuild from the database's labels, else the starting model."""
-        learner = cls(store, cfg, checkpoints_dir, clock=clock, devices=devices)  # before the catch-up
+        learner = cls(store, cfg, checkpoints_dir, household, clock=clock)  # before the catch-up
         found = learner.registry.first_loadable()
         if found is not None:
             learner.set_live(found[1], found[0].version)
@@ -108,12 +105,6 @@ class Learner:
         """`model` (loaded from `version`'s checkpoint) is the live and the active model."""
         self.live = LiveModel.loaded(model, version, self.holdout_rows())
 
-    def set_devices(self, devices: list[DeviceName]) -> None:
-        """The configured devices, in order (at least one)."""
-        if not devices:
-            raise ValueError("need at least one device")
-        self.devices = list(devices)
-
     def version_window(self) -> int:
         """Labels between versions now: ``version_every``, or ``version_growth`` of the
         owner's labels held if more (a frozen starting part adds a fixed cost: docs/loop.md)."""
@@ -123,25 +114,18 @@ class Learner:
     pending_labels = property(lambda self: self.live.window.count,
                               doc="Labels learned since the last version (in no checkpoint yet).")
 
-    # --- the loop's calls ---------------------------------------------------------------
+    # --- predicting (never polls the store, never writes) ---------------------------------
     def predict(self, text: str) -> SwitchPrediction:
-        """The live model's prediction for a transcript (after a cheap check, at most every
-        ``sync_every_s`` seconds, that no other process made another version active)."""
-        self.poll()
+        """The live model's prediction of the command (devices aside), with the priors; the
+        loop predicts from the worker's published `Predictor` (`learning/predictor.py`)."""
         return self.model.predict(text, prior_strength=self.cfg.prior_strength,
                                   evidence_prior=self.cfg.evidence_prior)
-
-    def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
-        """Each configured device's prediction (`devices.predict` on the live model; one
-        device: exactly `predict`), after the same poll."""
-        self.poll()
-        return device_learning.predict(self.model, text, self.devices, self.cfg)
 
     # --- learning state: the database's labels reach the model (state.py) --------
     def apply_difference(self) -> state.Difference:
         """Make the live model hold exactly the learnable labels of the database
         (`LiveModel.apply_difference`)."""
-        return self.live.apply_difference(self.store, self.cfg.holdout_fraction, self.devices)
+        return self.live.apply_difference(self.store, self.cfg.holdout_fraction, self.household.devices)
 
     def unlearned(self) -> int:
         """Learnable labels of the database the live model lacks (plus examples it holds that
@@ -204,7 +188,7 @@ class Learner:
                             remove_audio: bool = True) -> ForgetOutcome:
         """`edge-plm forget` (`StoreSync.forget_interactions`)."""
         outcome, self.live = self.syncer.forget_interactions(
-            self.live, ids, self.devices, rebuild=rebuild, remove_audio=remove_audio)
+            self.live, ids, self.household.devices, rebuild=rebuild, remove_audio=remove_audio)
         return outcome
 
     def on_forget(self, ids: list[int]) -> ForgetOutcome:
@@ -228,7 +212,7 @@ class Learner:
             self.store.set_holdout(interaction_id, True)
             log.info("interaction %d (%s) goes to the holdout slice", interaction_id, label)
             return LabelOutcome(holdout=True, loss=None)
-        loss, previous = self.live.learn_label(interaction_id, text, label, self.devices, device_labels)
+        loss, previous = self.live.learn_label(interaction_id, text, label, self.household.devices, device_labels)
         event = None
         if self.window.count >= self.version_window():
             event = self.new_version()
@@ -316,7 +300,7 @@ class Learner:
     def adopt(self, model: SwitchModel, metrics: dict[str, Any], keys: dict[int, int] | None = None) -> str:
         """A model made elsewhere (`edge-plm model import`) becomes the live model and a new
         active version (no holdout gate here: the caller judged it). `keys`: the rows of this
-        database whose labels it already holds (`learning_state.match_examples`); the others
+        database whose labels it already holds (`state.match_examples`); the others
         are learned on the next start. Returns the version name."""
         self.live = replace(self.live, model=model, keys=dict(keys or {}), window=Window())
         return self.save_active(metrics)
@@ -337,7 +321,7 @@ class Learner:
         rolled back are learned too: a rollback rejects a model, never the person's labels
         (``skipped_rolled_back`` stays in the metrics, always 0).
         """
-        model, keys, metrics = self.registry.rebuild(self.devices)
+        model, keys, metrics = self.registry.rebuild(self.household.devices)
         self.live = replace(self.live, model=model, keys=keys, window=Window())
         name = self.save_active(metrics)
         log.info("model rebuilt from the database as %s: %d labels learned", name,
@@ -345,6 +329,6 @@ class Learner:
         return name
 
 
-__all__ = ["CORRECTION_SOURCES", "GOLDEN", "device_names", "ForgetOutcome", "HoldoutScore", "LabelOutcome",
+__all__ = ["CORRECTION_SOURCES", "GOLDEN", "ForgetOutcome", "HoldoutScore", "LabelOutcome",
            "Learner", "LearnerConfig", "VersionEvent", "is_holdout_id", "load_start",
            "start_checkpoint"]

@@ -11,20 +11,11 @@ have no record and are checked only by loading them (the file's own checksums).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
+from edge_plm.files import sha256_of
 from edge_plm.plm.checkpoint import CheckpointError
-
-
-def sha256_of(path: str | Path) -> str:
-    """The SHA-256 of the file at `path` (hex), read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def record_of(path: str | Path, model: Any) -> dict[str, Any]:
@@ -76,5 +67,4 @@ def check_model(version: Any, model: Any) -> None:
         raise CheckpointError(f"{problem}: treated as damaged")
 
 
-__all__ = ["check_file", "check_model", "file_problem", "model_problem", "record_of",
-           "sha256_of"]
+__all__ = ["check_file", "check_model", "file_problem", "model_problem", "record_of"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from edge_plm.learning import state
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.learning.gate import HoldoutScore
+from edge_plm.learning.predictor import Priors
 from edge_plm.switch.model import SwitchModel
 from edge_plm.config.settings import ModelConfig
 
@@ -55,6 +55,11 @@ class LearnerConfig:
     checkpoints_max_mb: float = _MODEL.checkpoints_max_mb
     noise_se: float = 2.0  # the gate rolls back only beyond this many standard errors
     version_growth: float = _MODEL.version_growth  # the window grows with the model
+
+    @property
+    def priors(self) -> Priors:
+        """The prediction priors, as a `Predictor` carries them."""
+        return Priors(self.prior_strength, self.evidence_prior)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
@@ -169,7 +174,6 @@ def load_start(cfg: LearnerConfig) -> SwitchModel:
                          f"but model.config is {cfg.config}")
     model.seed = cfg.seed
     model.mark_start()  # the device's own labels go to the owner's part (switch/owner.py)
-    model.rng = np.random.default_rng(cfg.seed)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
     return model
 

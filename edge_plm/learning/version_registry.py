@@ -182,7 +182,7 @@ class VersionRegistry:
     def rebuilt_model(self, devices: Sequence[DeviceName], exclude: set[int] = frozenset()
                       ) -> tuple[SwitchModel, dict[int, int], int]:
         """A fresh model from the database in interaction order: learnable labels learned
-        (`learning_state.should_learn`; several `devices`: each device's stored label),
+        (`state.should_learn`; several `devices`: each device's stored label),
         unlabelled transcripts observed, rows in `exclude` left out. Returns (model,
         interaction keys, labels learned)."""
         model = self.fresh()

@@ -1,23 +1,25 @@
 """The learner off the utterance path: a worker thread, fed by a queue, runs every `Learner` call
 (labels, unlabelled transcripts, versions and the gate, forget requests, polling the store),
-and publishes a snapshot of the model after its changes; predictions read the latest snapshot.
+and publishes a `Predictor` (`learning/predictor.py`: a copy of the model, its version, the
+household and the priors) after its changes; predictions read the latest one and nothing else.
 
 The database stays the source of truth: a label reaches the store (`ReplayStore.set_label`)
 before it is queued, so a kill loses at most the learning of queued labels, which the next
 start re-learns from the database (`Learner.reconcile`). How it fits the loop: docs/loop.md
 ("The learner worker").
 
-Two modes. Asynchronous (`edge-plm run`): prediction never waits for learning; the snapshot
-is a copy (`clone_model`), swapped in one reference assignment, so it is never half-updated.
-Synchronous (replays, `edge-plm eval`, tests): every call runs at once on the caller's thread
-and prediction reads the live model itself, so results are exactly reproducible.
+Two modes. Asynchronous (`edge-plm run`): prediction never waits for learning; the predictor's
+model is a copy (`clone_model`), swapped in one reference assignment, so it is never
+half-updated. Synchronous (replays, `edge-plm eval`, tests): every call runs at once on the
+caller's thread and prediction reads the live model itself (under the worker's lock), so
+results are exactly reproducible. In neither mode does a prediction poll the store or write.
 
-The hand-off: an utterance reads the snapshot once (`predict_all`: the predictions and the
-version stored with them come from the same `Snapshot`); a published model is only read
-(`SwitchModel.predict` changes nothing in it; with several devices the snapshot's name queries
-are made once, before it is published, and then only read: `Snapshot.ready`); `call` returns once the snapshot after its
-task is published, or raises `WorkerTimeout`; `submit` and `close` check and change
-``closed`` under one lock, so nothing is queued after the worker's last item.
+The hand-off: an utterance reads the predictor once (`predict_all`: the predictions and the
+version stored with them come from the same `Predictor`); a published model is only read
+(`SwitchModel.predict` changes nothing in it; with several devices its name queries are made
+once, by `Predictor.publish` on the worker thread, and then only read); `call` returns once
+the predictor after its task is published, or raises `WorkerTimeout`; `submit` and `close`
+check and change ``closed`` under one lock, so nothing is queued after the worker's last item.
 """
 
 from __future__ import annotations
@@ -27,13 +29,11 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from edge_plm.errors import EdgePlmError
-from edge_plm.learning import devices as device_learning
-from edge_plm.learning.learner import Learner, LabelOutcome, LearnerConfig
-from edge_plm.switch.addressing import DeviceName
+from edge_plm.learning.learner import Learner, LabelOutcome
+from edge_plm.learning.predictor import Predicted, Predictor
 from edge_plm.switch.model import SwitchModel, SwitchPrediction
 
 log = logging.getLogger(__name__)
@@ -44,53 +44,15 @@ CALL_TIMEOUT_S = 600.0  # a `call` waits at most this long (a rebuild of a big s
 
 
 class WorkerTimeout(EdgePlmError, TimeoutError):
-    """A `LearnerWorker.call` did not finish (and publish its snapshot) in time."""
+    """A `LearnerWorker.call` did not finish (and publish its predictor) in time."""
 
 
 def clone_model(model: SwitchModel) -> SwitchModel:
-    """An independent copy of `model` for a snapshot (`copy.deepcopy`: nothing it holds is
+    """An independent copy of `model` for a predictor (`copy.deepcopy`: nothing it holds is
     shared with the original, so learning on one never changes the other). On a starting
     model that learned 200 labels (1,503 examples) it took 20 ms and a pickle round trip
     25 ms; learning one label 3.4 ms (`benchmarks/bench_relay_first.py --clone-cost`)."""
     return copy.deepcopy(model)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A model as the worker published it, with the version it descends from. Predictions
-    only read ``model``. With several devices the model's name queries must know the devices'
-    names first (`ready`: their codes and comparison columns, made once under ``lock``);
-    after that a prediction changes nothing in it (the n-gram bags it memoises are pure
-    values, each stored in one dict assignment), so it needs no lock."""
-
-    model: SwitchModel
-    version: str | None
-    lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
-    primed: set = field(default_factory=set, repr=False, compare=False)  # device name tuples
-
-    def ready(self, devices: list[DeviceName]) -> None:
-        """Make the name queries of `devices` in the model (`devices.prime`) unless done."""
-        key = tuple(devices)
-        if key in self.primed:
-            return
-        with self.lock:
-            if key not in self.primed:
-                device_learning.prime(self.model, devices)
-                self.primed.add(key)
-
-    def predict_devices(self, text: str, devices: list[DeviceName],
-                        cfg: LearnerConfig) -> dict[str, SwitchPrediction]:
-        """Each device's prediction (`devices.predict`); `ready` for `devices` first."""
-        self.ready(devices)
-        return device_learning.predict(self.model, text, devices, cfg)
-
-
-@dataclass(frozen=True)
-class Predicted:
-    """One utterance's predictions, by device, and the version of the model that made them."""
-
-    devices: dict[str, SwitchPrediction]
-    version: str | None
 
 
 class _Stop:
@@ -108,13 +70,14 @@ class LearnerWorker:
 
     ``on_error(what, exc)`` is told of a task that failed on the worker thread (the loop
     counts storage failures; anything else is logged with its traceback and the worker
-    goes on). ``idle_poll_s``: how often an idle worker polls the store (`Learner.poll`,
-    itself rate-limited by ``sync_every_s``/``forget_check_s``)."""
+    goes on); it is given here and never changed afterwards. ``idle_poll_s``: how often an
+    idle worker polls the store (`Learner.poll`, itself rate-limited by ``sync_every_s`` /
+    ``forget_check_s``). ``start=False``: the thread starts at `start` (asynchronous)."""
 
     def __init__(self, learner: Learner, synchronous: bool = True,
                  on_error: ErrorHandler | None = None, idle_poll_s: float = 0.25,
                  clone: Callable[[SwitchModel], SwitchModel] = clone_model,
-                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
+                 call_timeout_s: float = CALL_TIMEOUT_S, start: bool = True) -> None:
         self.learner = learner
         self.synchronous = synchronous
         self.on_error = on_error
@@ -123,56 +86,62 @@ class LearnerWorker:
         self._clone = clone
         self._lock = threading.RLock()  # one learner call at a time
         self._queue: queue.Queue = queue.Queue()
-        self._dirty = False  # the live model changed since the last snapshot
+        self._dirty = False  # the live model changed since the last predictor
         self._gate = threading.Lock()  # guards _closing/_closed and every put (`_put`)
         self._closing = False  # `close` began
         self._closed = False  # nothing more is queued
-        self.published = 0  # snapshots published (after the first)
-        self._snapshot = Snapshot(learner.model, learner.version)
+        self.published = 0  # predictors published (after the first)
         self._thread: threading.Thread | None = None
+        self._predictor = None if synchronous else self._predictor_of(clone(learner.model))
         if not synchronous:
-            self._snapshot = Snapshot(clone(learner.model), learner.version)
             self._thread = threading.Thread(target=self._work, name="edge-plm-learner",
                                             daemon=True)
+            if start:
+                self.start()
+
+    def start(self) -> None:
+        """Start the worker thread (asynchronous; ``start=False`` at construction: once its
+        owner is ready for ``on_error``). Idempotent; synchronous: nothing to start."""
+        if self._thread is not None and self._thread.ident is None:
             self._thread.start()
 
-    # --- the utterance path ---------------------------------------------------------------
-    def predict_all(self, text: str) -> Predicted:
-        """Each configured device's prediction and the version it came from, from one read of
-        the snapshot (synchronous: of the live model, after the learner's rate-limited poll,
-        exactly as `Learner.predict`)."""
-        if self.synchronous:  # the lock held: the version is the one of the model that predicted
+    def _predictor_of(self, model: SwitchModel) -> Predictor:
+        lr = self.learner
+        return Predictor.publish(model, lr.version, lr.household, lr.cfg.priors)
+
+    # --- the utterance path: the published `Predictor` only --------------------------------
+    @property
+    def predictor(self) -> Predictor:
+        """What predictions read now: the latest published `Predictor` (synchronous: the live
+        model's, read under the worker's lock)."""
+        if self.synchronous:
             with self._lock:
-                preds = self.learner.predict_devices(text)
-                return Predicted(preds, self.learner.version)
-        snap = self._snapshot  # one read: the predictions and the version from one object
-        return Predicted(snap.predict_devices(text, self.learner.devices, self.learner.cfg),
-                         snap.version)
+                return self._predictor_of(self.learner.model)
+        return self._predictor
+
+    def predict_all(self, text: str) -> Predicted:
+        """Each device's prediction and the version it came from, from one read of the
+        predictor (synchronous: of the live model, the lock held while it predicts)."""
+        if self.synchronous:
+            with self._lock:
+                return self.predictor.predict(text)
+        return self._predictor.predict(text)
 
     def predict(self, text: str) -> SwitchPrediction:
-        """The prediction of the latest snapshot for the first device (one device: the only)."""
+        """The command's prediction by the latest predictor (`Predictor.command`)."""
         if self.synchronous:
             with self._lock:
-                return self.learner.predict(text)
-        cfg = self.learner.cfg
-        return self._snapshot.model.predict(text, prior_strength=cfg.prior_strength,
-                                            evidence_prior=cfg.evidence_prior)
+                return self.predictor.command(text)
+        return self._predictor.command(text)
 
     def predict_devices(self, text: str) -> dict[str, SwitchPrediction]:
-        """Each configured device's prediction (`predict_all` without the version)."""
-        return self.predict_all(text).devices
-
-    @property
-    def snapshot(self) -> Snapshot:
-        """What predictions read now."""
-        if self.synchronous:
-            return Snapshot(self.learner.model, self.learner.version)
-        return self._snapshot
+        """Each device's prediction (`predict_all` without the version)."""
+        return dict(self.predict_all(text).devices)
 
     @property
     def version(self) -> str | None:
         """The model version predictions come from."""
-        return self.snapshot.version
+        return self.predictor.version
 
     # --- off the path ---------------------------------------------------------------------
     def label(self, interaction_id: int, text: str, label: str, source: str | None,
@@ -219,7 +188,7 @@ class LearnerWorker:
 
     def call(self, task: Task, timeout: float | None = None) -> Any:
         """Run ``task(learner)`` after everything queued before it and return its result
-        (its exception is raised here) once the snapshot after it is published. Waits at
+        (its exception is raised here) once the predictor after it is published. Waits at
         most ``timeout`` seconds (default ``call_timeout_s``), then raises `WorkerTimeout`
         (the task may still run later)."""
         done = threading.Event()
@@ -244,7 +213,7 @@ class LearnerWorker:
         return box["value"]
 
     def drain(self) -> None:
-        """Wait until every queued task has run and its snapshot is published."""
+        """Wait until every queued task has run and its predictor is published."""
         if not self.synchronous:
             self._queue.join()
 
@@ -307,22 +276,21 @@ class LearnerWorker:
                     log.exception("learner worker: %s failed; continuing", what)
 
     def _publish(self) -> None:
-        """A copy of the live model becomes what predictions read (one reference swap). If
-        the copy fails (out of memory), predictions keep the previous snapshot and the next
-        change tries again."""
+        """A copy of the live model becomes what predictions read (a new `Predictor`, one
+        reference swap). If the copy fails (out of memory), predictions keep the previous
+        one and the next change tries again."""
         if not self._dirty:
             return
         with self._lock:
-            try:
-                snap = Snapshot(self._clone(self.learner.model), self.learner.version)
-                snap.ready(self.learner.devices)  # here, not on the utterance path
+            try:  # the household's name queries are made here, not on the utterance path
+                predictor = self._predictor_of(self._clone(self.learner.model))
             except Exception:
-                log.exception("learner worker: could not publish a model snapshot; "
+                log.exception("learner worker: could not publish a predictor; "
                               "predictions keep the previous one")
                 return
             self._dirty = False
-        self._snapshot = snap
+        self._predictor = predictor
         self.published += 1
 
 
-__all__ = ["LearnerWorker", "Predicted", "Snapshot", "WorkerTimeout", "clone_model"]
+__all__ = ["LearnerWorker", "Predicted", "Predictor", "WorkerTimeout", "clone_model"]

@@ -124,31 +124,33 @@ def usable_text(tr: Transcript, utt: Utterance, max_chars: int) -> str:
 class Controller:
     """The device's loop (one device or several). Thread-safe: `handle`, `pump` and `stop`
     share one lock. `worker` runs the learner (default: a synchronous one, as replays need;
-    the service passes an asynchronous one)."""
+    ``background``: its own asynchronous one, as the service runs; a worker handed in is used
+    as it is, never rewired)."""
 
     def __init__(self, settings: Settings, store: ReplayStore, learner: Learner,
                  devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
                  wall: Clock = time.time, worker: LearnerWorker | None = None,
-                 talkback: Talkback | None = None, ear: HouseholdEar | None = None) -> None:
+                 talkback: Talkback | None = None, background: bool = False,
+                 ear: HouseholdEar | None = None) -> None:
         self.settings = settings
         self.store = store
         self.learner = learner
-        self.worker = worker or LearnerWorker(learner, synchronous=True)
-        if self.worker.on_error is None:
-            self.worker.on_error = self._learning_failed
+        # its own worker (started below, once `_learning_failed` can count), or the one handed
+        self.worker = worker if worker is not None else LearnerWorker(
+            learner, synchronous=not background, on_error=self._learning_failed, start=False)
         self.devices = devices
         self.asr = asr
         self.text_asr = TextASR()
         self.ear = ear  # None: the ear's LM does not learn the household's words
-        self.device_names = device_outcomes.attach(settings, devices, learner)
-        self.names = list(self.device_names.names)  # the devices, in order
+        self.household = device_outcomes.check_devices(devices, learner.household)
+        self.names = list(self.household.names)  # the devices, in order
         # with talk-back a spoken yes can label an ask about the relay's own state (`Policy`)
         self.policies = DevicePolicies(settings.policy, self.names, spoken_answers=talkback is not None)
         self.talkback = talkback  # None: talk-back off (edge_plm.voice.talkback)
         self.clock = clock  # the loop's clock (policy windows, the switch, talk-back)
         self.wall = wall  # wall-clock time stored with rows and labels
-        self.recorder = Recorder(settings, store, self.worker, self.device_names, clock, wall)
-        self.dialogue = Dialogue(settings, devices, self.policies, self.device_names, clock,
+        self.recorder = Recorder(settings, store, self.worker, self.household, clock, wall)
+        self.dialogue = Dialogue(settings, devices, self.policies, self.household, clock,
                                  talkback, self.worker.predict, self.recorder)
         self._lock = threading.RLock()
         self._stopped = False
@@ -156,6 +158,7 @@ class Controller:
         self.handled = 0  # inputs handled (stored or not)
         #: told each utterance's `Outcome` (`_tell`; e.g. the MQTT bridge's last-decision sensor)
         self.watchers: list[Callable[[Outcome], None]] = []
+        self.worker.start()
 
     @property
     def policy(self) -> Policy:
@@ -193,8 +196,7 @@ class Controller:
             except Exception as exc:
                 if storage_failure(exc):  # disk full, I/O error, read-only: say so, do nothing
                     self.recorder.storage_failed("interaction", exc)
-                    return Outcome(None, "", None, None, None, None, f"not stored: {exc}",
-                                   Latency(), stored=False)
+                    return Outcome(None, "", Latency(), error=f"not stored: {exc}", stored=False)
                 # a bug or a failing component: record it, keep running
                 log.exception("interaction failed unexpectedly")
                 watch.ms.clear()  # the stages may not have finished: only the total is known

@@ -22,7 +22,7 @@ from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Steps
 from edge_plm.decide.policy import Action, Decision
 from edge_plm.device import Devices
 from edge_plm.loop import outcomes as device_outcomes
-from edge_plm.loop.outcomes import DeviceNames
+from edge_plm.learning.household import Household
 from edge_plm.loop.records import Outcome, Stopwatch
 from edge_plm.loop.recorder import Recorder
 from edge_plm.switch.model import SwitchPrediction
@@ -43,7 +43,7 @@ class Dialogue:
     yes's action is stored."""
 
     def __init__(self, settings: Settings, devices: Devices, policies: DevicePolicies,
-                 names: DeviceNames, clock: Clock, talkback: Talkback | None,
+                 names: Household, clock: Clock, talkback: Talkback | None,
                  predict: Callable[[str], SwitchPrediction], recorder: Recorder) -> None:
         self.settings = settings
         self.devices = devices
@@ -151,7 +151,7 @@ class Dialogue:
             utt.stream.cancel()
         log.info("dropped %.0f ms of audio heard while the device spoke (own voice; %d so far)",
                  utt.duration_ms, self.talkback.dropped)
-        return Outcome(None, "", None, None, None, None, "own voice: dropped", watch.stop())
+        return Outcome(None, "", watch.stop(), error="own voice: dropped")
 
     def spoken_answer(self, text: str, utt: Utterance, watch: Stopwatch,
                       stopping: bool) -> Outcome | None:
@@ -173,7 +173,7 @@ class Dialogue:
             if not self.talkback.unclear(text, self.predict(text).action):
                 return None
             log.info("#%s: not understood as an answer; the ask stays open", o.key)
-            return Outcome(o.key, text, None, None, None, None, "unclear answer", watch.stop())
+            return Outcome(o.key, text, watch.stop(), error="unclear answer")
         said = self.talkback.said(text)  # "off" to "On?": a no that asks for OFF
         wanted = o.prediction.action if yes else (Action(said) if said else None)
         now = self.clock()
@@ -192,7 +192,7 @@ class Dialogue:
             self.recorder.answered(o.key, name, driven)
         log.info("#%s spoken answer%s: %s%s", o.key, self.names.of(name, " ({})"),
                  "yes" if yes else "no", f" ({said})" if said else "")
-        return Outcome(o.key, text, None, None, None, driven, None, watch.stop(), answer=yes)
+        return Outcome(o.key, text, watch.stop(), action=driven, answer=yes)
 
 
 __all__ = ["Dialogue"]

@@ -7,8 +7,8 @@ With one device that is the device itself, so the row holds exactly what it alwa
 Each device's outcome goes to ``interaction_devices`` (`edge_plm.store.devices`) when there are
 several (`DeviceRows`: with one device that row would repeat the interaction's own, so none is
 written) and `DeviceResult` carries it to the caller (``Outcome.devices``, replays and their
-counts). `DeviceNames` says which device a log line, a question or a signal is about: with one
-device it says none (every line reads as it did before there were several). `drive_and_ask`
+counts). The `Household` (`edge_plm.learning.household`) says which device a log line, a
+question or a signal is about: with one device it says none. `drive_and_ask`
 drives the relays the policies decided on and asks about the devices in doubt; `light_out`
 puts the ask signals out.
 """
@@ -20,15 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from edge_plm.learning.devices import device_names
+from edge_plm.learning.household import Household
 from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Resolved, Steps
 from edge_plm.decide.policy import Action, Decision, Prediction
-from edge_plm.config.settings import Settings, device_configs
 from edge_plm.store.base import StorageError
 
 if TYPE_CHECKING:
     from edge_plm.device import Devices
-    from edge_plm.learning.learner import Learner
     from edge_plm.store import ReplayStore
     from edge_plm.switch.model import SwitchPrediction
 
@@ -45,39 +43,16 @@ class DeviceResult:
     action: Action | None  # the relay state driven (an ACT that reached the relay)
 
 
-@dataclass(frozen=True)
-class DeviceNames:
-    """The configured devices' names, in order, and how the loop says which one it means."""
-
-    names: tuple[str, ...]
-
-    @property
-    def several(self) -> bool:
-        return len(self.names) > 1
-
-    def shown(self, name: str) -> str | None:
-        """`name` where it must be said (several devices), else None: the device's signal,
-        question and confirmation are then the plain ones (`Devices.ask`, `Talkback.ask`)."""
-        return name if self.several else None
-
-    def of(self, name: str, form: str = " ({})") -> str:
-        """`form` filled with `name` for a log or printed line (several devices), else ""."""
-        return form.format(name) if self.several else ""
-
-
 def _clamp(p: float) -> float:
     return min(1.0, max(0.0, float(p)))
 
 
-def attach(settings: Settings, devices: Devices, learner: Learner) -> DeviceNames:
-    """The configured devices' names, in order, once `devices` are checked to be them; the
-    learner learns their names and aliases."""
-    configured = device_configs(settings)
-    if [d.name for d in configured] != devices.names:
-        raise ValueError(f"the devices {devices.names} are not the configured ones "
-                         f"{[d.name for d in configured]}")
-    learner.set_devices(device_names(configured))
-    return DeviceNames(tuple(devices.names))
+def check_devices(devices: Devices, household: Household) -> Household:
+    """`household` once `devices` are checked to be its devices, in its order."""
+    if list(household.names) != list(devices.names):
+        raise ValueError(f"the devices {devices.names} are not the household's "
+                         f"{list(household.names)}")
+    return household
 
 
 def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None) -> dict[str, Prediction]:
@@ -90,7 +65,7 @@ def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None) 
     return out
 
 
-def drive_and_ask(devices: Devices, policies: DevicePolicies, names: DeviceNames, iid: int,
+def drive_and_ask(devices: Devices, policies: DevicePolicies, names: Household, iid: int,
                   steps: Steps, now: float, stopping: bool) -> dict[str, Action]:
     """Drive the relays the steps ask for (a refusal, by the rate limit or because the loop is
     `stopping`, is told to that device's policy) and signal the devices in doubt; returns the
@@ -111,7 +86,7 @@ def drive_and_ask(devices: Devices, policies: DevicePolicies, names: DeviceNames
     return driven
 
 
-def light_out(devices: Devices, policies: DevicePolicies, names: DeviceNames,
+def light_out(devices: Devices, policies: DevicePolicies, names: Household,
               resolutions: list[DeviceResolution]) -> None:
     """An asked window closed: its signal goes out (several devices: that device's), the
     shared LED moves on to a device still in doubt, and everything goes out when none is."""
@@ -141,7 +116,7 @@ class DeviceRows:
     """Each device's outcome of an utterance in ``interaction_devices``: written when there
     are several devices (with one, the interaction's own row is that device's outcome)."""
 
-    def __init__(self, store: ReplayStore, names: DeviceNames) -> None:
+    def __init__(self, store: ReplayStore, names: Household) -> None:
         self.store = store
         self.per_device = names.several
 
@@ -196,5 +171,5 @@ def results(preds: Mapping[str, SwitchPrediction], steps: Steps,
             for n, s in steps.steps.items()}
 
 
-__all__ = ["DeviceNames", "DeviceResult", "DeviceRows", "attach", "drive_and_ask", "lead_device",
+__all__ = ["DeviceResult", "DeviceRows", "check_devices", "drive_and_ask", "lead_device",
            "light_out", "policy_predictions", "results"]

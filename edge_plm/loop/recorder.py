@@ -21,7 +21,8 @@ from edge_plm.decide.devices import DevicePolicies, DeviceResolution, Resolved, 
 from edge_plm.decide.policy import Action
 from edge_plm.learning.worker import LearnerWorker
 from edge_plm.loop import outcomes as device_outcomes
-from edge_plm.loop.outcomes import DeviceNames, DeviceRows
+from edge_plm.learning.household import Household
+from edge_plm.loop.outcomes import DeviceRows
 from edge_plm.loop.records import Latency, Outcome, Rejected, Stopwatch, clamp, storage_failure
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.switch.model import SwitchPrediction
@@ -57,7 +58,7 @@ class Recorder:
     loop's clock; ``wall``: the wall-clock time stored with rows and labels."""
 
     def __init__(self, settings: Settings, store: ReplayStore, worker: LearnerWorker,
-                 names: DeviceNames, clock: Clock, wall: Clock) -> None:
+                 names: Household, clock: Clock, wall: Clock) -> None:
         self.settings = settings
         self.store = store
         self.worker = worker
@@ -97,11 +98,11 @@ class Recorder:
                     self.store.update_interaction(iid, audio_path=path)
         except StorageError as exc:
             self.storage_failed("failed interaction", exc)
-            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
+            return Outcome(iid, "", latency, error=error, stored=False)
         except Exception:
             log.exception("could not store the failed interaction (%s)", error)
-            return Outcome(iid, "", None, None, None, None, error, latency, stored=False)
-        return Outcome(iid, "", None, None, None, None, error, latency)
+            return Outcome(iid, "", latency, error=error, stored=False)
+        return Outcome(iid, "", latency, error=error)
 
     def prediction(self, text: str, tr: Transcript, preds: dict[str, SwitchPrediction], lead: str,
                    version: str | None, watch: Stopwatch) -> int:
@@ -136,7 +137,8 @@ class Recorder:
         log.info("#%d %s -> %s%s %.2f -> %s%s", iid, shown, self.names.of(lead, "{} "), pred.action,
                  confidence, decision.value, f" {action.value}" if action else "")
         log.debug("#%d transcript %r", iid, text)
-        return Outcome(iid, text, decision, pred.action, confidence, action, None, latency,
+        return Outcome(iid, text, latency, decision=decision, prediction=pred.action,
+                       confidence=confidence, action=action,
                        devices=device_outcomes.results(preds, steps, driven))
 
     def answered(self, iid: int, name: str, action: Action) -> None:

@@ -51,12 +51,12 @@ class Outcome:
 
     interaction_id: int | None  # None only if even storing the row failed
     transcript: str
-    decision: Decision | None  # None for an input with an error
-    prediction: str | None
-    confidence: float | None
-    action: Action | None  # the relay state driven (ACT that reached the relay)
-    error: str | None
     latency: Latency
+    decision: Decision | None = None  # None for an input with an error
+    prediction: str | None = None
+    confidence: float | None = None
+    action: Action | None = None  # the relay state driven (ACT that reached the relay)
+    error: str | None = None
     stored: bool = True  # False: the interaction (or part of it) could not be stored
     # each device's part of an utterance the policies decided on (the fields above are the
     # lead device's; one device: its own part); None for an input error, an answer, own voice

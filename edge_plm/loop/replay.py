@@ -26,13 +26,13 @@ from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_in
 from edge_plm.device import Devices
 from edge_plm.device.person_switch import PersonSwitch
 from edge_plm.learning.evaluation import percentiles
-from edge_plm.learning.learner import Learner, LearnerConfig, device_names
+from edge_plm.learning.learner import LearnerConfig
+from edge_plm.loop.house import open_learner, open_loop
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.decide.policy import Action, Decision, SimulatedPerson
-from edge_plm.config.settings import DeviceConfig, Settings, device_configs
+from edge_plm.config.settings import DeviceConfig, Settings
 from edge_plm.loop.stopping import StopFlag
-from edge_plm.store import ReplayStore, StorageError, private_dir
-from edge_plm.loop.household_ear import make_household_ear
+from edge_plm.store import ReplayStore, StorageError
 from edge_plm.voice.asr import AsrBackend, make_pocketsphinx
 from edge_plm.voice.audio import Utterance
 from edge_plm.voice.endpoint import Endpointer
@@ -394,7 +394,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
                     raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
                 if devices.relays[n].is_on != flip.desired:
                     log.warning("line %d: after the simulated flip%s the relay is %s, the person "
-                                "wanted %s", i + 1, controller.device_names.of(n, " of {!r}"),
+                                "wanted %s", i + 1, controller.household.of(n, " of {!r}"),
                                 devices.relays[n].is_on, flip.desired)
         first = names[0]
         wished = {n: w.state for n, w in (wants or {}).items() if w.state is not None}
@@ -603,9 +603,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         wall = lambda: epoch + clock()  # noqa: E731
     store = ReplayStore(db, clock=wall)
     try:
-        lcfg = learner_cfg or LearnerConfig.from_settings(settings.model)
-        learner = Learner.open(store, lcfg, private_dir(store.checkpoints_home()), clock=wall,
-                               devices=device_names(device_configs(settings)))
+        learner = open_learner(settings, store, cfg=learner_cfg, clock=wall)
         devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
                                       install_exit_handlers=False, devices=settings.devices)
     except BaseException:
@@ -620,8 +618,8 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
 
         tb = make_talkback(settings.talkback, clock, player=NullPlayer())
         tb.warm()
-    controller = Controller(settings, store, learner, devices, asr, clock=clock, wall=wall,
-                            talkback=tb, ear=make_household_ear(settings, asr, synchronous=True))
+    controller = open_loop(settings, store, learner, devices, asr, clock=clock, wall=wall,
+                           talkback=tb)
     bridge = start_bridge(settings, devices, status_path(db), controller.watchers)  # None unless [mqtt] is on
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 

@@ -10,21 +10,23 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from edge_plm.bridge import start_bridge, stop_bridge
 from edge_plm.bridge.status import status_path
 from edge_plm.loop import stopping
+from edge_plm.learning.learner import Learner
 from edge_plm.loop.controller import Controller
+from edge_plm.loop.house import open_learner, open_loop
 from edge_plm.device import Devices, PinFactoryError
-from edge_plm.learning.learner import Learner, LearnerConfig, device_names
-from edge_plm.learning.worker import LearnerWorker
 from edge_plm.plm.checkpoint import CheckpointError
-from edge_plm.config.settings import device_configs
 from edge_plm.config.starting_model import StartError
 from edge_plm.loop.stopping import StopFlag
-from edge_plm.store import ReplayStore, StorageError, private_dir
-from edge_plm.loop.household_ear import CMN_FILE, keep_cepstral_mean, make_household_ear, restore_cepstral_mean
-from edge_plm.voice.asr import AsrError, make_asr
+from edge_plm.store import ReplayStore, StorageError
+from edge_plm.loop.household_ear import CMN_FILE, keep_cepstral_mean, restore_cepstral_mean
+from edge_plm.voice.asr import AsrBackend, AsrError, make_asr
 from edge_plm.voice.audio import AudioError, MicrophoneSource, TextSource
 from edge_plm.voice.endpoint import Endpointer
 from edge_plm.errors import EdgePlmError
@@ -106,6 +108,20 @@ class Notifier:
                 self._broken = bool(os.environ.get("NOTIFY_SOCKET"))  # logged once, not per beat
 
 
+@dataclass
+class Opened:
+    """What the service's start-up opened so far, in order (closed in reverse on the way out);
+    None: not opened (yet)."""
+
+    learner: Learner | None = None
+    asr: AsrBackend | None = None
+    source: Any = None  # TextSource, MicrophoneSource or tryout.FileSession
+    devices: Devices | None = None
+    controller: Controller | None = None
+    bridge: Any = None  # the MQTT bridge (None: off)
+    cmn_path: Path | None = None  # where the ear's cepstral mean is kept across restarts
+
+
 def run_service(settings, stop: StopFlag | None = None, audio_files: list | None = None,
                 audio_gap_s: float = 3.0) -> None:
     """Listen, act and learn until a signal (or the end of stdin for the text source, or of
@@ -125,13 +141,13 @@ def run_service(settings, stop: StopFlag | None = None, audio_files: list | None
     if _stopped_starting(stop, "opening the replay buffer"):
         return
     store = ReplayStore(settings.paths.database_path())
-    parts: dict = {}  # what start-up opened so far, closed in reverse on the way out
+    parts = Opened()  # what start-up opened so far, closed in reverse on the way out
     try:
         _start_up(settings, store, stop, parts, audio_files, audio_gap_s)
-        if "controller" in parts:
+        if parts.controller is not None:
             if audio_files:
-                parts["source"].attach(parts["controller"])
-            _listen(parts["controller"], parts["source"], stop, "wav" if audio_files else settings.audio.source)
+                parts.source.attach(parts.controller)
+            _listen(parts.controller, parts.source, stop, "wav" if audio_files else settings.audio.source)
             if stop.is_set():
                 log.info("%s: stopping (no input is handled and nothing driven after it)",
                          stop.reason())
@@ -141,7 +157,7 @@ def run_service(settings, stop: StopFlag | None = None, audio_files: list | None
         sd_notify("STOPPING=1")
         _shut_down(parts)
         store.close()
-    controller = parts.get("controller")
+    controller = parts.controller
     if controller is not None and controller.storage_failures:
         # the loop kept the switch working, but must not end as if all was stored
         raise StorageError(f"{controller.storage_failures} interaction(s) or label(s) of "
@@ -155,37 +171,32 @@ def _stopped_starting(stop: StopFlag, before: str) -> bool:
     return stop.is_set()
 
 
-def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: dict, audio_files: list | None = None,
+def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: Opened, audio_files: list | None = None,
               audio_gap_s: float = 3.0) -> None:
     """The slow start-up, step by step, each step skipped once `stop` is set."""
-    parts["learner"] = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                                    private_dir(store.checkpoints_home()),
-                                    devices=device_names(device_configs(settings)))
+    parts.learner = open_learner(settings, store)
     if _stopped_starting(stop, "opening the input"):
         return
-    parts["asr"], parts["source"] = _open_input(settings, stop, audio_files, audio_gap_s)
-    parts["cmn_path"] = settings.paths.state() / CMN_FILE
-    restore_cepstral_mean(parts["asr"], parts["cmn_path"])  # the room and microphone stay
-    if hasattr(parts["source"], "close"):
-        stop.on_set(parts["source"].close)  # the microphone loop ends at its next block
+    parts.asr, parts.source = _open_input(settings, stop, audio_files, audio_gap_s)
+    parts.cmn_path = settings.paths.state() / CMN_FILE
+    restore_cepstral_mean(parts.asr, parts.cmn_path)  # the room and microphone stay
+    if hasattr(parts.source, "close"):
+        stop.on_set(parts.source.close)  # the microphone loop ends at its next block
     if _stopped_starting(stop, "opening the GPIO"):
         return
-    parts["devices"] = Devices.from_config(settings.gpio, mock_fallback=False,
+    parts.devices = Devices.from_config(settings.gpio, mock_fallback=False,
                                            state_store=None if audio_files else store,
                                            devices=settings.devices)
     if _stopped_starting(stop, "starting the loop"):
         return
     talkback = _talkback(settings)  # before the learner's thread: a failure here leaves none behind
     # learning on its own thread: the relay never waits for it (docs/loop.md)
-    parts["controller"] = Controller(settings, store, parts["learner"], parts["devices"], parts["asr"],
-                                     worker=LearnerWorker(parts["learner"], synchronous=False),
-                                     talkback=talkback,
-                                     ear=make_household_ear(settings, parts["asr"], synchronous=False,
-                                                            private=private_dir(store.checkpoints_home())))
+    parts.controller = open_loop(settings, store, parts.learner, parts.devices, parts.asr,
+                                    background=True, talkback=talkback)
     # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
-    parts["bridge"] = start_bridge(settings, parts["devices"],
+    parts.bridge = start_bridge(settings, parts.devices,
                                    status_path(settings.paths.database_path()),
-                                   parts["controller"].watchers)
+                                   parts.controller.watchers)
 
 
 def _talkback(settings):
@@ -205,23 +216,23 @@ def _talkback(settings):
     return tb
 
 
-def _shut_down(parts: dict) -> None:
+def _shut_down(parts: Opened) -> None:
     """Close what start-up opened: the controller (open interaction, pending labels saved,
     relay to its stop state), or, stopped before it existed, the devices and the learner."""
-    if "cmn_path" in parts:
-        keep_cepstral_mean(parts.get("asr"), parts["cmn_path"])
-    if "controller" in parts:
+    if parts.cmn_path is not None:
+        keep_cepstral_mean(parts.asr, parts.cmn_path)
+    if parts.controller is not None:
         try:
-            parts["controller"].stop()
+            parts.controller.stop()
         finally:
-            stop_bridge(parts.get("bridge"))
+            stop_bridge(parts.bridge)
         return
     try:
-        if "learner" in parts:
-            parts["learner"].checkpoint_pending()
+        if parts.learner is not None:
+            parts.learner.checkpoint_pending()
     finally:
-        if "devices" in parts:
-            parts["devices"].close()
+        if parts.devices is not None:
+            parts.devices.close()
 
 
 def _open_input(settings, stop: StopFlag | None = None, audio_files: list | None = None, gap_s: float = 3.0):

@@ -132,7 +132,7 @@ class KeySwitch:
         devices = self.controller.devices
         name = device or next(iter(devices.switches))
         switch, relay = devices.switches[name], devices.relays[name]
-        key = (f"space{self.controller.device_names.of(name, ' ({})')}" if device is None
+        key = (f"space{self.controller.household.of(name, ' ({})')}" if device is None
                else f"{list(devices.switches).index(name) + 1} ({name})")
         pin = devices.factory.pin(switch.cfg.pin)
         before = relay.is_on
@@ -271,7 +271,7 @@ class FileSession:
         """What the device did with the utterance of `row`: with several devices, which
         relay it switched and which device it is in doubt about (and the key of its switch)."""
         c = self.controller
-        if not c.device_names.several:
+        if not c.household.several:
             return {"act": f"act, relay {_word(c.devices.relay.is_on)}",
                     "ask": "ask (LED blinks): flip the switch (space) the way you want it",
                     "ignore": "ignore"}.get(row.decision or "", row.decision or "nothing")

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import tokenize
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from edge_plm.files import atomic_file
 from edge_plm.errors import EdgePlmError
 
 FORMAT_VERSION = 1
@@ -43,23 +42,9 @@ def save(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {**meta, "format_version": FORMAT_VERSION, "sha256": _digest(arrays)}
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:  # straight to the file: no in-memory copy of it
-            np.savez(f, **arrays, **{META_KEY: np.frombuffer(json.dumps(meta).encode(),
-                                                             dtype=np.uint8)})
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_file(path) as f:  # straight to the file: no in-memory copy of it
+        np.savez(f, **arrays, **{META_KEY: np.frombuffer(json.dumps(meta).encode(),
+                                                         dtype=np.uint8)})
     return path
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlite_utils
 
+from edge_plm.files import atomic_path, fsync_path
 from edge_plm.store.base import BUSY_TIMEOUT_MS, SchemaError, StoreError, quiet_unwritable, ro_uri
 from edge_plm.store.schema import schema_version
 
@@ -103,11 +104,8 @@ def copy_checkpoints(src_db: str | Path, copy: str | Path, dest_db: str | Path) 
                 src = Path(stored) if os.path.isabs(stored) else src_home / stored
                 target = folder / Path(stored).name
                 if src.is_file():
-                    tmp = target.with_name(target.name + ".tmp")
-                    shutil.copyfile(src, tmp)
-                    os.chmod(tmp, 0o600)
-                    _fsync_file(tmp)
-                    os.replace(tmp, target)
+                    with atomic_path(target) as tmp:
+                        shutil.copyfile(src, tmp)
                     out["copied"] += 1
                 else:
                     out["missing"] += 1
@@ -115,16 +113,8 @@ def copy_checkpoints(src_db: str | Path, copy: str | Path, dest_db: str | Path) 
                              [str(target.relative_to(dest_db.parent)), version])
     finally:
         conn.close()
-    _fsync_file(folder)
+    fsync_path(folder)
     return out
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def passes_quick_check(path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> bool:

@@ -134,18 +134,8 @@ def _spoken_source(db: sqlite_utils.Database) -> None:
     if row is None or old not in row[0]:
         raise SchemaError("interactions.label_source has an unexpected CHECK constraint; "
                           "cannot add the 'spoken' label source")
-    new_sql = row[0].replace(old, new)
-    version = db.execute("PRAGMA schema_version").fetchone()[0]
-    db.execute("PRAGMA writable_schema = ON")
-    try:
-        db.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND "
-                   "name = 'interactions'", [new_sql])
-        db.execute(f"PRAGMA schema_version = {int(version) + 1}")
-    finally:
-        db.execute("PRAGMA writable_schema = OFF")
-    check = db.execute("PRAGMA integrity_check").fetchone()[0]
-    if check != "ok":
-        raise SchemaError(f"integrity check after adding the 'spoken' label source: {check}")
+    _rewrite_tables(db, {"interactions": row[0].replace(old, new)},
+                    "adding the 'spoken' label source")
 
 
 def _remote_source(db: sqlite_utils.Database) -> None:
@@ -168,8 +158,15 @@ def _remote_source(db: sqlite_utils.Database) -> None:
                               "cannot add the 'remote' label source")
         if "'remote'" not in found.group(1):
             edits[name] = sql[:found.end(1)] + ", 'remote'" + sql[found.end(1):]
-    if not edits:
-        return
+    if edits:
+        _rewrite_tables(db, edits, "adding the 'remote' label source")
+
+
+def _rewrite_tables(db: sqlite_utils.Database, edits: dict[str, str], what: str) -> None:
+    """Replace the CREATE statements of the tables in `edits` (name -> new SQL) in place:
+    SQLite's documented ``writable_schema`` procedure for constraint changes that leave the
+    file format alone (the schema version bumped so every connection re-reads it), then
+    ``PRAGMA integrity_check``; a failure is a `SchemaError` naming `what` was done."""
     version = db.execute("PRAGMA schema_version").fetchone()[0]
     db.execute("PRAGMA writable_schema = ON")
     try:
@@ -181,7 +178,7 @@ def _remote_source(db: sqlite_utils.Database) -> None:
         db.execute("PRAGMA writable_schema = OFF")
     check = db.execute("PRAGMA integrity_check").fetchone()[0]
     if check != "ok":
-        raise SchemaError(f"integrity check after adding the 'remote' label source: {check}")
+        raise SchemaError(f"integrity check after {what}: {check}")
 
 
 def _own_files(db: sqlite_utils.Database) -> None:

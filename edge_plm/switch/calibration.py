@@ -29,9 +29,9 @@ import numpy as np
 N_FEATURES = 4
 # The prior of a model started empty (no validation file): the map fitted on 5,031 held-out rows
 # of young models replayed from empty over models/data/switch-dev-train.jsonl and its three ASR
-# versions (`python3 benchmarks/young_calibration.py`, BENCHMARKS.md "A young model's
+# versions (`python3 benchmarks/young_calibration.py`, docs/benchmarks-log.md "A young model's
 # confidence"; refitted for the young smoothing, ``SwitchConfig.alpha_young``, and for word pairs,
-# ``SwitchConfig.bigram_weight``, and for the firmer pull, ``SwitchConfig.replay_l2``: BENCHMARKS.md
+# ``SwitchConfig.bigram_weight``, and for the firmer pull, ``SwitchConfig.replay_l2``: docs/benchmarks-log.md
 # "Word pairs for a device that starts empty", "A firmer pull once a label refines on a sample").
 # An ON / OFF prediction with margin 4 at support .7 reads .75, where the first guess
 # sigmoid(margin - 1) read .95 and acted wrongly on 16 % of its actions.

@@ -22,7 +22,7 @@ def calibrated(model, scores: np.ndarray, support: float, calib: Calibrator | No
     labelled: NOOP at the labels' own shares (add-one smoothed; ``label_shares``), the only
     evidence there is. Nothing known about the words (support 0): a model without a starting
     part says NOOP at its labels' shares when NOOP is the most labelled action (measured on
-    young models, BENCHMARKS.md "Words nobody labelled"), else, and always with a starting
+    young models, docs/benchmarks-log.md "Words nobody labelled"), else, and always with a starting
     part (whose label mix is not the household's), NOOP at the uniform distribution (words
     nobody labelled are never acted on). A relay state on top while another state has no
     label yet: the states share the top's and the untaught one's mass (``untaught_states``).
@@ -55,7 +55,7 @@ def untaught_states(counts: np.ndarray, top: int, y: np.ndarray) -> np.ndarray:
     that has no label yet (others unchanged). A young model taught ON but never OFF has not
     seen what "off" looks like: "turn the lights off in the living room" reads like its ON
     commands (the same words but one) and came out ON .83, acted on and wrong, 21 lines into a
-    spoken session from empty (BENCHMARKS.md, "Taught both states"). Which state such a command
+    spoken session from empty (docs/benchmarks-log.md, "Taught both states"). Which state such a command
     asks for is then as open as the labels leave it, so it is asked about, not acted on; the
     top action stays the top. A model with every state labelled (any starting model): ``y``."""
     if ACTIONS[top] not in DRIVING:
@@ -70,7 +70,7 @@ def untaught_states(counts: np.ndarray, top: int, y: np.ndarray) -> np.ndarray:
 def noop_at_label_shares(counts: np.ndarray) -> np.ndarray:
     """The distribution of a prediction that knows nothing of the words: ``label_shares`` when
     NOOP is the most labelled action (a young model's unknown words are chatter about as often
-    as its labels were: measured, BENCHMARKS.md "A young model's confidence"), else uniform."""
+    as its labels were: measured, docs/benchmarks-log.md "A young model's confidence"), else uniform."""
     y = label_shares(counts)
     if y[INDEX["NOOP"]] < y.max():
         return np.full(len(y), 1.0 / len(y))

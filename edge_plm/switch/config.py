@@ -29,7 +29,7 @@ class SwitchConfig:
     unit_max_n: int = 5  # longest
     # weight of a unit for each pair of adjacent words (0: none). A model that learns from empty
     # reads pairs ("turn off" against "off the"): six splits from empty, clean mean .755 -> .774,
-    # ASR .648 -> .658 (BENCHMARKS.md, "Word pairs for a device that starts empty"). The shipped
+    # ASR .648 -> .658 (docs/benchmarks-log.md, "Word pairs for a device that starts empty"). The shipped
     # starting model was built without them (STARTING_OVERRIDES below)
     bigram_weight: float = 8.0
     sound_weight: float = 0.0  # weight of a word's Soundex-key unit (0: no such units)
@@ -44,7 +44,7 @@ class SwitchConfig:
     # young_n / (young_n + n) after n labelled examples (``solution.smoothing``). From empty, 0.1
     # gained .014 clean / .008 ASR balanced accuracy on the six splits; a flat 0.1 made an empty
     # model that learned 2,000 diverse lines collapse (.937 -> .737): the smoothing floors the
-    # per-example rates of units (BENCHMARKS.md, "A young model's smoothing"). alpha_young = alpha:
+    # per-example rates of units (docs/benchmarks-log.md, "A young model's smoothing"). alpha_young = alpha:
     # flat (`train switch`, checkpoints from before the field, and a starting model's owner's
     # part: 0.1 there gained nothing clean and lost .003 ASR)
     alpha_young: float = 0.1
@@ -54,7 +54,7 @@ class SwitchConfig:
     # ... and once the model holds more examples than one replay sample (replay_rows + 1), when
     # each label refines on a seeded sample rather than on every example: a stronger pull keeps
     # the samples' noise out of delta. From empty, six splits, ASR .690 / .746 / .758 -> .703 /
-    # .769 / .779 at 100 / 200 / all labels, clean unchanged (BENCHMARKS.md, "A firmer pull once
+    # .769 / .779 at 100 / 200 / all labels, clean unchanged (docs/benchmarks-log.md, "A firmer pull once
     # a label refines on a sample"). 0: l2 throughout (starting models, older checkpoints)
     replay_l2: float = 0.05
     l2_df_power: float = 0.0  # per unit the pull is l2 x df^-power (df: labelled examples holding it)
@@ -64,15 +64,15 @@ class SwitchConfig:
     refine_rows: int = 6000  # ... at most this many example-passes per label (steps x examples)
     # a label refines on itself and at most this many earlier examples (class-balanced, seeded):
     # an update costs the same at any history (0: every example, full batch); 64 gave the
-    # curves of 128 on switch-dev at half the cost (BENCHMARKS.md, "Learns from its owner")
+    # curves of 128 on switch-dev at half the cost (docs/benchmarks-log.md, "Learns from its owner")
     replay_rows: int = 64
     # ... and at most this many example-passes (steps x examples) per label once it refines on
     # a replay sample: 6 steps on a full sample of 65, all 10 on fewer than 41 examples, so a
     # label costs about the same at 40 owner labels as at 5,000 (at 10 steps a full sample cost
-    # up to 1.5x a young model's label); the curves did not move (BENCHMARKS.md, "Example-passes")
+    # up to 1.5x a young model's label); the curves did not move (docs/benchmarks-log.md, "Example-passes")
     replay_passes: int = 400
     # the owner's part counts n / (n + owner_backoff) after n owner labels (switch/owner.py);
-    # 1000 beat 100 and 400 on switch-dev, clean and ASR (BENCHMARKS.md, "Learns from its owner")
+    # 1000 beat 100 and 400 on switch-dev, clean and ASR (docs/benchmarks-log.md, "Learns from its owner")
     owner_backoff: float = 1000.0
     # ... unless the owner's labels, predicted before they were learned, show a share that decides
     # them better by more than owner_share_z standard errors (a paired test; switch/share.py) on
@@ -81,7 +81,7 @@ class SwitchConfig:
     owner_share_window: int = 400
     # ... once every action among those labels has this many rows: before that, a few rows of
     # one action passed the test and moved the share where nothing showed its cost to the
-    # others (at 50 labels, 2 of them ON: .90 -> .74 held out; BENCHMARKS.md, "A share chosen
+    # others (at 50 labels, 2 of them ON: .90 -> .74 held out; docs/benchmarks-log.md, "A share chosen
     # on one action's rows")
     owner_share_min_rows: int = 5
     # a transcript the starting part reads less than this share of (its support: words and
@@ -92,7 +92,7 @@ class SwitchConfig:
     attention: bool = True  # False: uniform pooling (W = 0), the network without attention
     attention_widths: tuple[int, ...] = (8, 16, 32, 64)  # context branches: one W_B per width B
     # W0 = this x W's explicit solution; 0: W starts at 0 and only refinement moves it (the warm
-    # start at 0.1 and 0.5 cost .04 balanced accuracy from the starting model: BENCHMARKS.md §1)
+    # start at 0.1 and 0.5 cost .04 balanced accuracy from the starting model: docs/benchmarks-log.md §1)
     attention_warm_scale: float = 0.0
     attention_lr: float = 1.0  # refinement's step size for W
     attention_l2: float = 0.02  # refinement's pull of W toward its warm start W0
@@ -104,7 +104,7 @@ class SwitchConfig:
     # with several devices, the word that stands for the device's name in the command the action
     # is read from (switch/naming.py): a starting model trained with Home Assistant's commands
     # with this word as the name knows "turn on the <slot>"; "": the name's words are left out
-    # (the shipped model; a trial `models/build_switch_en.py --slot-word` lost: BENCHMARKS.md)
+    # (the shipped model; a trial `models/build_switch_en.py --slot-word` lost: docs/benchmarks-log.md)
     slot_word: str = ""
 
     def with_(self, **changes) -> "SwitchConfig":
@@ -131,7 +131,7 @@ class SwitchConfig:
 CONFIGS: dict[str, SwitchConfig] = {
     "potato": SwitchConfig(name="potato"),
     # orange: room for a household that talks a lot (600K parameters), 6-grams and word pairs,
-    # twice the refinement per label; on switch-dev its curve equals potato's (BENCHMARKS.md §8)
+    # twice the refinement per label; on switch-dev its curve equals potato's (docs/benchmarks-log.md §8)
     "orange": SwitchConfig(name="orange", attention_widths=(8, 16, 32, 64, 128), unit_cap=200_000, unit_max_n=6,
                            bigram_weight=1.0, refine_steps=20, refine_rows=20_000),
 }

@@ -16,7 +16,7 @@ device, a word the owner says only for one device ("breeze") names it after one 
 An example that already addressed a device by its configured name or alias when it was heard
 (``explained``) is explained for that device, and counts none of its words *for* it: in "hello
 i want to turn off my wemo plug", "plug" names the plug, and "hello" and "want" do not become
-its names (they did, from one label, before; BENCHMARKS.md, "Owner names explained away"). Its
+its names (they did, from one label, before; docs/benchmarks-log.md, "Owner names explained away"). Its
 words still count *against* the devices labelled NOOP. A device addressed by learned words
 alone is not explained: its examples keep adding to those words' counts, which must keep up
 with their growing df. All counts are plain sums over the live examples: ``remove`` takes an

@@ -7,7 +7,7 @@ Imported only when ``SwitchConfig.kernel`` = "numba" serves a full-batch refinem
 (``SwitchModel.refine``: the desktop trainer's epochs, `edge-plm train switch`). What the
 device does online (a label, a relabel, a forget, a rebuild from the database) runs the NumPy
 kernel of ``switch/segment_kernels.py`` (``unitnet.ONLINE_KERNEL``), so `run`, `replay` and
-the data commands never load Numba and LLVM (BENCHMARKS.md, "Fits a Pi 3"). `edge-plm doctor
+the data commands never load Numba and LLVM (docs/benchmarks-log.md, "Fits a Pi 3"). `edge-plm doctor
 --warm-cache` compiles these into Numba's cache (``commands/doctor.py``).
 """
 

@@ -88,7 +88,7 @@ class SwitchModel:
     device_evidence: DeviceEvidence = field(default_factory=DeviceEvidence, repr=False, compare=False)  # model_devices.py
     name_query = cached_property(model_devices.name_query)
     predict_devices, learn_devices = model_devices.predict_devices, model_devices.learn_devices
-    relabel_devices = model_devices.relabel_devices
+    relabel_devices, prepare_devices = model_devices.relabel_devices, model_devices.prepare_devices
 
     @classmethod
     def empty(cls, config: str | SwitchConfig = "potato", seed: int = 0, **overrides) -> "SwitchModel":

@@ -72,6 +72,14 @@ def read_command(model, transcript: str, a: Addressing, prior_strength: float = 
     return whole if whole.action == pred.action and whole.confidence > pred.confidence else pred
 
 
+def prepare_devices(model, devices) -> None:
+    """Make what predicting for `devices` reads, now (several devices: their name queries,
+    ``NameQuery.register``), so that ``predict_devices`` afterwards only reads the model; one
+    device: nothing (its prediction never reads the names)."""
+    if len(devices) > 1:
+        model.name_query.register(list(devices))
+
+
 def predict_devices(model, transcript: str, devices, prior_strength: float = 0.0,
                     evidence_prior: float = 0.0) -> dict:
     """Each configured device's action and confidence (``SwitchPrediction``, by name): the

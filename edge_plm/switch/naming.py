@@ -36,13 +36,13 @@ one, where a single device's switch always went) and an equal part of the rest f
 With several devices a command that names none ("power off", "turn wemo on") is the default
 device's only that surely: asked about, not acted on, until the owner has shown that unnamed
 commands are the default device's (about five of them), or another device's (then they go to
-it), or its switch has taught the words that name another device (BENCHMARKS.md, "Two
+it), or its switch has taught the words that name another device (docs/benchmarks-log.md, "Two
 devices"). The words the addressed devices' queries picked up are the *slot*: the command's action is read from the transcript without
 them ("turn on the kettle" -> "turn on the"), so a name the action model never heard, or
 heard as another device's, does not change the action. A model's ``SwitchConfig.slot_word``
 stands in the slot's place instead when its starting model was trained with that word as the
 name ("turn on the kettle" -> "turn on the <slot>"; a trial, `models/build_switch_en.py
---slot-word`); the shipped model has none and leaves the slot out (BENCHMARKS.md, "Two
+--slot-word`); the shipped model has none and leaves the slot out (docs/benchmarks-log.md, "Two
 devices", compares both, and "Several named devices: the model" "light" as a filler).
 """
 

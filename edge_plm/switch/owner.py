@@ -10,7 +10,7 @@ actions the owner has labelled,
 
 so the owner's evidence multiplies the starting model's odds instead of being outweighed by
 thousands of starting examples in one fit of both (that lost to the owner's labels alone on
-held-out wording: BENCHMARKS.md, "Learns from its owner"), and a part that is unsure between
+held-out wording: docs/benchmarks-log.md, "Learns from its owner"), and a part that is unsure between
 two actions leaves their odds as they are (a mixture (1 - lam) p_start + lam p_owner, used until
 2026-12-03, pulled sure readings toward unsure ones: ``switch/share.py``). lam is the back-off
 rule n / (n + owner_backoff) unless the owner's own labels, each predicted by both parts before

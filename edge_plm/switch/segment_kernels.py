@@ -11,7 +11,7 @@ the formulas.
 The device's online refinement runs this one (``unitnet.ONLINE_KERNEL``: after a label, a
 relabel, a forget): on a replay sample of 65 examples a call costs ~0.6 ms here (~1 ms before
 the runs and the flat indices) against the Numba kernel's ~0.2 ms, and the service never
-imports Numba and LLVM, ~150 MB of its resident memory (BENCHMARKS.md, "Fits a Pi 3" and
+imports Numba and LLVM, ~150 MB of its resident memory (docs/benchmarks-log.md, "Fits a Pi 3" and
 "Learns from its owner"). The desktop trainer's full-batch epochs keep the Numba kernel
 (``SwitchConfig.kernel``).
 """

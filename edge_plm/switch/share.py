@@ -20,7 +20,7 @@ number of rows; the rows where the two poolings decide alike give d = 0). The te
 every action among the rows has at least ``min_rows`` of them (the config's
 ``owner_share_min_rows``): a few rows of one action can pass it while nothing shows what the
 share costs an action with two rows, which the balanced comparison weighs as much
-(BENCHMARKS.md, "A share chosen on one action's rows"). The share is the
+(docs/benchmarks-log.md, "A share chosen on one action's rows"). The share is the
 candidate with the most right answers, ties to the one nearest r; none: r. No rows yet (a new
 device, or a checkpoint written before the share was chosen): the rule. Deterministic: a grid,
 no random numbers.
@@ -32,10 +32,10 @@ contrary); mixed at .22 the starting part's ON .80 fell under the act threshold,
 household acted right on fewer commands after its labels than before (28 against 31 of 43).
 In the product an unsure part (Q(ON) close to Q(NOOP)) leaves the odds as they are and a sure
 one moves them: the household acts right on 32 of 43 after its labels, and the first-week and
-spoken sessions ask less (BENCHMARKS.md, "The owner's evidence multiplies the odds"). The grid
+spoken sessions ask less (docs/benchmarks-log.md, "The owner's evidence multiplies the odds"). The grid
 runs to 3 so that a household the starting part misreads can outweigh it.
 Why right answers and not the log-loss: on switch-dev the two disagree (the owner's part hedges
-better and decides worse; the device acts on decisions: BENCHMARKS.md, "The owner's share").
+better and decides worse; the device acts on decisions: docs/benchmarks-log.md, "The owner's share").
 Why a test and not a penalty (lam - r)^2: a penalty weak enough to let a household the
 starting model cannot read take over (Home Assistant's German sentences, from the English
 shipped model) moved on a few lucky rows on switch-dev and lost up to .05 there.

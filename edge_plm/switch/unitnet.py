@@ -37,7 +37,7 @@ from edge_plm.switch.config import SwitchConfig
 
 #: the backend of the device's online refinement (after a label, a relabel, a forget:
 #: ``switch/owner.py``, ``switch/scrub.py``): NumPy without a loop over the examples, so the
-#: service never loads Numba and LLVM (switch/segment_kernels.py, BENCHMARKS.md "Fits a Pi 3");
+#: service never loads Numba and LLVM (switch/segment_kernels.py, docs/benchmarks-log.md "Fits a Pi 3");
 #: ``config.kernel`` serves the desktop trainer's full-batch epochs (``refine(steps)``)
 ONLINE_KERNEL = "segments"
 ABSENT_LOGIT = -10.0

@@ -1,7 +1,7 @@
 """Is what the person said inside an ask window a "yes", a "no", or neither?
 
 Two readers (benchmarks/bench_answers.py compares them on flite and espeak-ng answers with
-noise mixed in; BENCHMARKS.md "Talk-back (issue 21)"):
+noise mixed in; docs/benchmarks-log.md "Talk-back (issue 21)"):
   * `classify_answer(text, asked)` reads a transcript (the loop's normal ASR output);
   * `GrammarAnswers` decodes the utterance's audio again with a pocketsphinx JSGF grammar of the
     answer phrases (and a short filler loop, so other speech can come out as neither) and reads

@@ -97,7 +97,7 @@ class PocketSphinxASR(AsrBackend):
     `fwdflat` / `bestpath` (pocketsphinx's second search passes over the whole utterance) are
     off by default: they run at `end_utt`, after the endpoint, and cost 150-300 ms there on this
     project's benchmark machine; the first pass runs while the person speaks
-    (BENCHMARKS.md, "After the last word").
+    (docs/benchmarks-log.md, "After the last word").
 
     `lm`: the ear's language model (an ARPA file; ``edge_plm.voice.ear_lm``): the starting model's
     command-and-chatter LM on a device (`make_asr`), None for the wheel's general English LM.

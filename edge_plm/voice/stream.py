@@ -7,7 +7,7 @@
 
 * pocketsphinx: `start_utt` at the first block, `process_raw(..., full_utt=False)` per block,
   `end_utt` + `hyp()` at `finish`. The cepstral mean is then estimated live (batch decoding
-  of a whole utterance uses the utterance's own mean; the words can differ, see BENCHMARKS.md).
+  of a whole utterance uses the utterance's own mean; the words can differ, see docs/benchmarks-log.md).
 * Vosk: `AcceptWaveform` per block; when Kaldi's own endpointer closes a piece mid-utterance
   (`AcceptWaveform` returns True) the piece's `Result()` is kept; `FinalResult()` at `finish`.
   The transcript is the pieces' words in order.

@@ -15,13 +15,19 @@ from datetime import datetime, timedelta
 import pytest
 
 from _data_util import cli, copy_db, js, populate, query
-from edge_plm.commands import inspection as q
+from edge_plm.commands.opening import UserError, open_store
+from edge_plm.commands.rows import all_rows
+from edge_plm.commands.stats import learning_curve
+from edge_plm.commands.times import parse_time
 from edge_plm.loop.replay import SessionLine
 from edge_plm.store import SCHEMA_VERSION
 from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.decide.policy import Action
 from edge_plm.config.settings import ModelConfig
 from edge_plm.store import ReplayStore
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 pytestmark = pytest.mark.usefixtures("no_user_config")
 
@@ -120,16 +126,16 @@ def test_log_follow_prints_new_rows_and_their_labels(db):
 
 def test_parse_time_forms():
     now = 1_700_000_000.0
-    assert q.parse_time("2h", now) == now - 7200
-    assert q.parse_time("1d", now) == now - 86400
-    assert q.parse_time("90s", now) == now - 90
-    assert q.parse_time("1w", now) == now - 7 * 86400
-    assert q.parse_time("2024-05-01T00:00:00+00:00") == 1714521600.0
-    assert q.parse_time("2024-05-01T00:00:00Z") == 1714521600.0
-    assert q.parse_time("2024-05-01") == datetime(2024, 5, 1).timestamp()
-    assert q.parse_time("today", now) <= now
-    with pytest.raises(q.UserError):
-        q.parse_time("soon")
+    assert parse_time("2h", now) == now - 7200
+    assert parse_time("1d", now) == now - 86400
+    assert parse_time("90s", now) == now - 90
+    assert parse_time("1w", now) == now - 7 * 86400
+    assert parse_time("2024-05-01T00:00:00+00:00") == 1714521600.0
+    assert parse_time("2024-05-01T00:00:00Z") == 1714521600.0
+    assert parse_time("2024-05-01") == datetime(2024, 5, 1).timestamp()
+    assert parse_time("today", now) <= now
+    with pytest.raises(UserError):
+        parse_time("soon")
 
 
 # --- stats ----------------------------------------------------------------------------------
@@ -173,10 +179,10 @@ def test_stats_plot_refuses_a_file_it_cannot_write_before_any_work(demo_dir, tmp
 
 
 def test_learning_curve_agreement_follows_predictions_and_labels(demo_dir):
-    store = q.open_store(demo_dir / "edge-plm.db")
+    store = open_store(demo_dir / "edge-plm.db")
     try:
-        curve = q.learning_curve(store, window=5)
-        rows = q.all_rows(store)
+        curve = learning_curve(store, window=5)
+        rows = all_rows(store)
     finally:
         store.close()
     hits = []
@@ -254,7 +260,7 @@ def test_export_csv_has_every_row(demo_dir):
 def _learner(db):
     store = ReplayStore(db)
     return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
-                               db.parent / f"{db.stem}.checkpoints")
+                               db.parent / f"{db.stem}.checkpoints", household=ONE_DEVICE)
 
 
 def test_label_correction_changes_the_next_prediction(tmp_path):

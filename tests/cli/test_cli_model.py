@@ -9,6 +9,9 @@ from _data_util import cli, js, query
 from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.config.settings import ModelConfig
 from edge_plm.store import ReplayStore
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 pytestmark = pytest.mark.usefixtures("no_user_config")
 
@@ -20,7 +23,7 @@ def active(db) -> str:
 def open_learner(db):
     store = ReplayStore(db)
     return store, Learner.open(store, LearnerConfig.from_settings(ModelConfig(start="empty")),
-                               db.parent / f"{db.stem}.checkpoints")
+                               db.parent / f"{db.stem}.checkpoints", household=ONE_DEVICE)
 
 
 def test_list_json_and_table(demo_dir):

@@ -39,7 +39,7 @@ def test_import_a_better_model_then_export_it(db, tmp_path):
     assert m["gate"] == "import" and m["source"] == str(good.resolve()) and m["trained_by"] == "test"
     assert shown["parent"] == before
     out = js(cli("model", "export", r["version"], str(tmp_path / "out.npz"), "--db", db, "--json"))
-    from edge_plm.commands.model_transfer import sha256_of
+    from edge_plm.files import sha256_of
 
     assert out["sha256"] == sha256_of(shown["checkpoint"])  # the version's own file, byte for byte
     back = SwitchModel.load(tmp_path / "out.npz")

@@ -19,6 +19,9 @@ from edge_plm.switch.model import SwitchModel
 from edge_plm.config.settings import ConfigError, ModelConfig, parse
 from edge_plm.config.starting_model import StartError, resolve, shipped_path
 from kit import PHRASES
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "models" / "switch-en.npz"
@@ -181,7 +184,7 @@ def test_a_device_with_versions_does_not_need_its_starting_model(tmp_path, own_s
     cfg = LearnerConfig.from_settings(ModelConfig(start=str(start)), version_every=2, holdout_fraction=0.0)
     store = ReplayStore(tmp_path / "db.sqlite")
     try:
-        learner = Learner.open(store, cfg, tmp_path / "ckpt")
+        learner = Learner.open(store, cfg, tmp_path / "ckpt", household=ONE_DEVICE)
         assert learner.predict("abracadabra").action == "OFF"  # from the starting model
         for text, label in [("abracadabra", "ON"), ("lamp off", "OFF")]:
             iid = store.add_interaction(transcript=text)
@@ -190,7 +193,7 @@ def test_a_device_with_versions_does_not_need_its_starting_model(tmp_path, own_s
         assert store.active_model_version() is not None
         start.unlink()
         cfg = LearnerConfig.from_settings(ModelConfig(start=str(start)), version_every=2, holdout_fraction=0.0)
-        again = Learner.open(store, cfg, tmp_path / "ckpt")
+        again = Learner.open(store, cfg, tmp_path / "ckpt", household=ONE_DEVICE)
         assert again.version == store.active_model_version().version
         assert again.model.n_examples == learner.model.n_examples
     finally:

@@ -16,6 +16,9 @@ from edge_plm.decide.policy import Action
 from edge_plm.loop.replay import SessionLine, build_replay, run_session
 from edge_plm.config.settings import Settings
 from edge_plm.store import ReplayStore
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 CLI = [sys.executable, "-m", "edge_plm.cli"]
 PHRASES = [("turn on the light", "ON"), ("switch the light off", "OFF"),
@@ -76,7 +79,7 @@ def test_a_swapped_checkpoint_is_refused_and_reported(tmp_path, caplog):
     try:
         with caplog.at_level(logging.ERROR, logger="edge_plm.learning.learner"):
             learner = Learner.open(store, LearnerConfig.from_settings(settings.model),
-                                   db.parent / f"{db.stem}.checkpoints")
+                                   db.parent / f"{db.stem}.checkpoints", household=ONE_DEVICE)
         now = store.active_model_version()
         swapped = next(v for v in store.model_versions() if v.version == active.version)
     finally:

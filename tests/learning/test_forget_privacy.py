@@ -10,6 +10,9 @@ from edge_plm.config.settings import Settings
 from edge_plm.store import ReplayStore
 from edge_plm.switch.model import SwitchModel
 from kit import PHRASES, make_replay, session
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 SECRET = "xylofrump"
 
@@ -127,7 +130,7 @@ def test_a_running_service_scrubs_its_live_model_when_another_process_forgets(tm
     cfg = LearnerConfig(version_every=1000, holdout_fraction=0.0, forget_check_s=0.0,
                         sync_every_s=0.0)
     with ReplayStore(tmp_path / "edge-plm.db", clock=clock) as store:
-        service = Learner(store, cfg, tmp_path / "ckpt", clock=clock)
+        service = Learner(store, cfg, tmp_path / "ckpt", clock=clock, household=ONE_DEVICE)
         def label(text, action):
             iid = store.add_interaction(transcript=text)
             store.set_label(iid, action, "asked")
@@ -144,7 +147,7 @@ def test_a_running_service_scrubs_its_live_model_when_another_process_forgets(tm
         assert f"w:{SECRET}" in service.model.units.index and OTHER in service.model.words.index
         # `edge-plm forget` in its own process: the unlabelled row first (the active version
         # never saw it, so no version is made), then the labelled one
-        Learner.open(store, cfg, tmp_path / "ckpt").forget_interactions([heard])
+        Learner.open(store, cfg, tmp_path / "ckpt", household=ONE_DEVICE).forget_interactions([heard])
         service.new_version()  # saved before it noticed: from a live model that holds OTHER
         assert _hits(tmp_path, [OTHER])
         clock.advance(10.0)
@@ -152,7 +155,7 @@ def test_a_running_service_scrubs_its_live_model_when_another_process_forgets(tm
         assert _hits(tmp_path, [OTHER]) == {}  # the version it saved was rewritten
         assert f"w:{OTHER}" not in service.model.units.index
         assert f"w:{SECRET}" in service.model.units.index
-        Learner.open(store, cfg, tmp_path / "ckpt").forget_interactions([gone])
+        Learner.open(store, cfg, tmp_path / "ckpt", household=ONE_DEVICE).forget_interactions([gone])
         clock.advance(10.0)
         service.poll()
         assert gone not in service.keys

@@ -10,6 +10,9 @@ from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig, is_h
 from edge_plm.config.settings import ConfigError, ModelConfig, parse
 from edge_plm.store import ReplayStore
 from kit import PHRASES as KIT_PHRASES, FakeClock
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 PHRASES = KIT_PHRASES[:3]
 FLIP = {"ON": "OFF", "OFF": "NOOP", "NOOP": "ON"}
@@ -54,7 +57,7 @@ def test_holdout_is_deterministic_and_about_the_fraction():
 
 
 def test_holdout_labels_are_marked_and_not_learned(store, tmp_path):
-    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt")
+    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt", household=ONE_DEVICE)
     outcomes = feed(learner, store, 20)
     held = [o for o in outcomes if o.holdout]
     assert held and all(o.loss is None for o in held)
@@ -65,14 +68,14 @@ def test_holdout_labels_are_marked_and_not_learned(store, tmp_path):
 
 
 def test_learns_an_easy_pattern(store, tmp_path):
-    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt")
+    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 24)
     for text, label in PHRASES:
         assert learner.predict(text).action == label
 
 
 def test_versions_checkpoint_and_parent(store, tmp_path):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    learner = Learner(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 30)
     versions = store.model_versions()
     assert len(versions) >= 3
@@ -91,7 +94,7 @@ def test_worse_candidate_is_rolled_back_but_its_labels_are_kept(store, tmp_path)
     """A rollback rejects the model, never the person's labels: the candidate is recorded
     rolled back (no checkpoint), and its labels are learned again onto the last good model,
     saved as the next active version (gate "relearned")."""
-    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt")
+    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 60)
     assert store.active_model_version().metrics["balanced_accuracy"] == 1.0
     outcomes = feed(learner, store, 60, flip=True)  # labels the holdout disagrees with
@@ -118,7 +121,7 @@ def test_worse_candidate_is_rolled_back_but_its_labels_are_kept(store, tmp_path)
 
 
 def test_manual_rollback(store, tmp_path):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    learner = Learner(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 30)
     first = store.model_versions()[0].version
     learner.rollback(first)
@@ -130,11 +133,11 @@ def test_manual_rollback(store, tmp_path):
 
 
 def test_start_up_loads_active_and_falls_back_from_a_corrupt_checkpoint(store, tmp_path, caplog):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    learner = Learner(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 30)
     learner.checkpoint_pending()  # a clean stop saves what was learned since the last version
     versions = store.model_versions()
-    again = Learner.open(store, cfg(), tmp_path / "ckpt")
+    again = Learner.open(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     assert again.version == learner.version
     saved = SwitchModel.load(store.active_model_version().path)
     assert again.predict("turn on the light") == saved.predict(
@@ -145,7 +148,7 @@ def test_start_up_loads_active_and_falls_back_from_a_corrupt_checkpoint(store, t
     with open(active_path, "r+b") as f:
         f.seek(100)
         f.write(b"\x00" * 200)
-    fallback = Learner.open(store, cfg(), tmp_path / "ckpt")
+    fallback = Learner.open(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     # the previous good version is loaded, and what it lacks is learned again on top of it
     active = store.active_model_version()
     assert active.version == fallback.version and active.parent == versions[-2].version
@@ -156,12 +159,12 @@ def test_start_up_loads_active_and_falls_back_from_a_corrupt_checkpoint(store, t
 
 
 def test_no_loadable_checkpoint_rebuilds_from_the_database(store, tmp_path):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    learner = Learner(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 30)
     for v in store.model_versions():
         with open(v.path, "wb") as f:
             f.write(b"not a checkpoint")
-    rebuilt = Learner.open(store, cfg(), tmp_path / "ckpt")
+    rebuilt = Learner.open(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     active = store.active_model_version()
     assert active.metrics["gate"] == "rebuild" and rebuilt.version == active.version
     non_holdout = len(store.labeled_examples(holdout=False))
@@ -174,7 +177,7 @@ def test_no_loadable_checkpoint_rebuilds_from_the_database(store, tmp_path):
 def after_rollbacks(store, tmp_path):
     """A learner taught 60 right labels, then 60 flipped ones (rolled back), with the
     rolled-back versions."""
-    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt")
+    learner = Learner(store, cfg(holdout_fraction=0.5), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 60)
     feed(learner, store, 60, flip=True)
     rolled = [v for v in store.model_versions() if v.status == "rolled_back"]
@@ -206,7 +209,7 @@ def scripted_scores(monkeypatch, learner, cand_ba: float, base_ba: float, per_cl
 
 
 def first_version(store, tmp_path, **kw):
-    learner = Learner(store, cfg(holdout_fraction=0.0, **kw), tmp_path / "ckpt")
+    learner = Learner(store, cfg(holdout_fraction=0.0, **kw), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 6)  # all three classes learned; v0001 = "first version"
     assert store.active_model_version().metrics["gate"] == "first version"
     return learner
@@ -251,7 +254,7 @@ def test_holdout_too_small_is_recorded(monkeypatch, store, tmp_path):
 
 
 def test_untrained_class_does_not_need_holdout_rows(monkeypatch, store, tmp_path):
-    learner = Learner(store, cfg(holdout_fraction=0.0), tmp_path / "ckpt")
+    learner = Learner(store, cfg(holdout_fraction=0.0), tmp_path / "ckpt", household=ONE_DEVICE)
     for i in range(6):  # ON and OFF only
         text, label = PHRASES[i % 2]
         iid = store.add_interaction(transcript=text)
@@ -284,7 +287,7 @@ def learned_ids(learner: Learner, store: ReplayStore, text: str) -> list[int]:
 
 
 def test_relabel_replaces_the_label_in_the_model_without_rebuild(store, tmp_path):
-    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt")
+    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 24)
     assert learner.predict("turn on the light").action == "ON"
     ids = learned_ids(learner, store, "turn on the light")
@@ -301,10 +304,10 @@ def test_relabel_replaces_the_label_in_the_model_without_rebuild(store, tmp_path
 
 
 def test_the_key_map_is_saved_with_the_checkpoint(store, tmp_path):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    learner = Learner(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 24)  # several versions, maybe pending labels: save them too
     learner.new_version()
-    again = Learner.open(store, cfg(), tmp_path / "ckpt")
+    again = Learner.open(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     assert again.keys == learner.keys and again.keys
     ids = learned_ids(again, store, "turn off the light")
     for iid in ids:
@@ -321,7 +324,7 @@ def test_the_key_map_is_saved_with_the_checkpoint(store, tmp_path):
 
 
 def test_forget_takes_interactions_out_of_the_live_and_the_active_model(store, tmp_path):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    learner = Learner(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 24)
     learner.new_version()
     before = learner.version
@@ -336,7 +339,7 @@ def test_forget_takes_interactions_out_of_the_live_and_the_active_model(store, t
     assert active.metrics["gate"] == "forget" and active.parent == before
     assert learner.model.net.class_counts[0] == 0
     assert learner.predict("turn on the light").action != "ON"
-    again = Learner.open(store, cfg(), tmp_path / "ckpt")
+    again = Learner.open(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     assert not set(ids) & set(again.keys)
     assert again.model.n_examples == learner.model.n_examples == active.n_train
     assert again.model.removed == learner.model.removed
@@ -346,7 +349,7 @@ def test_forget_takes_interactions_out_of_the_live_and_the_active_model(store, t
 def test_the_service_notices_another_process_made_a_version_active(store, tmp_path):
     clock = FakeClock(tick=1.0)
     service = Learner(store, cfg(version_every=1000, sync_every_s=30), tmp_path / "ckpt",
-                      clock=clock)
+                      clock=clock, household=ONE_DEVICE)
     feed(service, store, 12)
     service.new_version()
     mine = service.version
@@ -354,7 +357,7 @@ def test_the_service_notices_another_process_made_a_version_active(store, tmp_pa
     # another process (`edge-plm label`): corrects labels, makes a new active version
     other_store = ReplayStore(store.path)
     try:
-        other = Learner.open(other_store, cfg(), tmp_path / "ckpt")
+        other = Learner.open(other_store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
         for iid in ids:
             other_store.set_label(iid, "OFF", "manual")
             other.on_relabel(iid, "OFF")
@@ -365,26 +368,30 @@ def test_the_service_notices_another_process_made_a_version_active(store, tmp_pa
     # a label the service learned after that version was made (pending in its window)
     feed(service, store, 3)
     pending = list(service.window.learned)
-    assert service.predict("turn on the light").action == "ON"  # not checked again yet
+    assert not service.poll()  # not checked again yet
+    assert service.predict("turn on the light").action == "ON"
     clock.t += 31
-    p = service.predict("turn on the light")  # checks, reloads
+    assert service.predict("turn on the light").action == "ON"  # predicting never polls
+    assert service.version == mine
+    assert service.poll()  # checks, reloads
+    p = service.predict("turn on the light")
     assert service.version == event.version and p.action == "OFF"
     assert all(i in service.keys for i in pending)  # pending labels learned again
     assert service.window.learned == pending
 
 
 def test_version_boundary_syncs_first(store, tmp_path):
-    service = Learner(store, cfg(version_every=1000, sync_every_s=1e9), tmp_path / "ckpt")
+    service = Learner(store, cfg(version_every=1000, sync_every_s=1e9), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(service, store, 12)
     service.new_version()
-    other = Learner.open(store, cfg(), tmp_path / "ckpt")
+    other = Learner.open(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     other.rebuild_from_store()
     event = service.new_version()
     assert event.parent == other.version  # the candidate descends from the other's version
 
 
 def test_version_names_are_claimed_in_the_database_before_the_checkpoint(store, tmp_path, monkeypatch):
-    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt")
+    learner = Learner(store, cfg(version_every=1000), tmp_path / "ckpt", household=ONE_DEVICE)
     feed(learner, store, 12)
     seen = {}
     save = SwitchModel.save
@@ -420,7 +427,7 @@ def test_rebuild_learns_rows_of_a_rolled_back_window_with_their_current_label(st
 @pytest.mark.parametrize("source, held_out", [("override", False), ("manual", False),
                                               ("asked", True), ("confirmed", True), (None, True)])
 def test_corrections_are_always_learned_other_labels_follow_the_holdout_hash(store, tmp_path, source, held_out):
-    learner = Learner(store, cfg(), tmp_path / "ckpt")
+    learner = Learner(store, cfg(), tmp_path / "ckpt", household=ONE_DEVICE)
     iid = store.add_interaction(transcript="turn on the light")
     while not is_holdout_id(iid, learner.cfg.holdout_fraction):
         iid = store.add_interaction(transcript="turn on the light")

@@ -16,8 +16,8 @@ import pytest
 from edge_plm.loop.controller import Controller, text_utterance
 from edge_plm.learning.learner import Learner, LearnerConfig
 from edge_plm.errors import EdgePlmError
-from edge_plm.learning import devices as device_learning
-from edge_plm.learning.worker import LearnerWorker, Snapshot, WorkerTimeout, clone_model
+from edge_plm.learning.predictor import Predictor
+from edge_plm.learning.worker import LearnerWorker, WorkerTimeout, clone_model
 from edge_plm.learning.state import unlearned_in_active
 from edge_plm.decide.policy import PolicyConfig
 from edge_plm.loop.replay import build_replay
@@ -150,7 +150,7 @@ def test_predictions_read_whole_snapshots_never_a_half_updated_model(tmp_path):
 
         def hammer():  # one snapshot per sample: the swap may come between two calls
             while not stop.is_set():
-                seen.append(dists(c.worker.snapshot.model))
+                seen.append(dists(c.worker.predictor.model))
 
         thread = threading.Thread(target=hammer)
         thread.start()
@@ -190,7 +190,7 @@ def test_forget_by_another_process_reaches_the_live_model_and_the_snapshot(tmp_p
         c.worker.drain()
         iid = out.interaction_id
         assert iid in c.learner.keys
-        other = Learner.open(replay.store, c.learner.cfg, c.learner.checkpoints_dir)
+        other = Learner.open(replay.store, c.learner.cfg, c.learner.checkpoints_dir, c.learner.household)
         other.forget_interactions([iid])  # what `edge-plm forget` does in its own process
         for _ in range(int(WAIT_S / 0.02)):  # the idle worker polls every 20 ms
             if iid not in c.learner.keys and c.worker.version == c.learner.version:
@@ -198,7 +198,7 @@ def test_forget_by_another_process_reaches_the_live_model_and_the_snapshot(tmp_p
             threading.Event().wait(0.02)
         c.worker.drain()
         assert iid not in c.learner.keys
-        assert c.worker.snapshot.model.n_examples == c.learner.model.n_examples
+        assert c.worker.predictor.model.n_examples == c.learner.model.n_examples
         assert c.worker.version == replay.store.active_model_version().version
     finally:
         replay.close()
@@ -230,7 +230,7 @@ def test_synchronous_mode_runs_at_once_and_reads_the_live_model(tmp_path):
     try:
         worker = replay.controller.worker
         assert worker.synchronous
-        assert worker.snapshot.model is replay.controller.learner.model
+        assert worker.predictor.model is replay.controller.learner.model
         worker.observe("hello there")
         assert replay.controller.learner.model.unlabeled_seen == 1
         with pytest.raises(ValueError):
@@ -248,9 +248,10 @@ class _PublishDuringPredict:
     def __init__(self, worker: LearnerWorker, model) -> None:
         self.worker, self.model = worker, model
 
-    def predict(self, text, **kwargs):
-        out = self.model.predict(text, **kwargs)
-        self.worker._snapshot = Snapshot(self.model, "v-after")  # published meanwhile
+    def predict_devices(self, text, devices, **kwargs):
+        out = self.model.predict_devices(text, devices, **kwargs)
+        self.worker._predictor = replace(self.worker._predictor, model=self.model,
+                                         version="v-after")  # published meanwhile
         return out
 
 
@@ -258,8 +259,9 @@ def test_an_utterance_stores_the_version_of_the_model_that_predicted_it(tmp_path
     replay = make(tmp_path)
     try:
         c = asynchronous(replay)
-        model = c.worker.snapshot.model
-        c.worker._snapshot = Snapshot(_PublishDuringPredict(c.worker, model), "v-before")
+        model = c.worker.predictor.model
+        c.worker._predictor = replace(c.worker.predictor, model=_PublishDuringPredict(c.worker, model),
+                                      version="v-before")
         replay.clock.advance(100.0)
         out = c.handle(text_utterance(ON))
         assert c.worker.version == "v-after"
@@ -281,7 +283,7 @@ def test_call_returns_only_after_the_new_snapshot_is_published(tmp_path):
         published = worker.published
         n = worker.call(lambda lr: (lr.model.learn("make it dark", "OFF"), lr.model.n_examples)[1])
         assert worker.published > published
-        assert worker.snapshot.model.n_examples == n == learner.model.n_examples
+        assert worker.predictor.model.n_examples == n == learner.model.n_examples
     finally:
         worker.close()
         replay.close()
@@ -347,7 +349,7 @@ def test_prediction_changes_nothing_in_the_published_model(tmp_path):
         c.worker.call(lambda lr: lr.model.learn("switch on the kitchen lamp", "ON"))
         c.worker.call(lambda lr: lr.model.observe("the garden hose sprinkler"))  # new words last
         c.worker.drain()
-        snap = c.worker.snapshot
+        snap = c.worker.predictor
         assert snap.model.unlabeled_seen == c.learner.model.unlabeled_seen
         before = _state(snap.model)
         for text in (ON, OFF, "the garden hose sprinkler", "kitchen lamp off please",
@@ -363,7 +365,7 @@ def predict_while_learning(c: Controller, texts: list[str], predict, learn, call
     `texts`, while the worker runs ``learn(learner, k)`` `calls` times (each `call` publishes a
     snapshot before it returns); (snapshot, text, result) of every prediction. Fails on any
     exception in a predicting thread."""
-    seen: list[tuple[Snapshot, str, object]] = []
+    seen: list[tuple[Predictor, str, object]] = []
     errors: list[BaseException] = []
     stop = threading.Event()
 
@@ -371,7 +373,7 @@ def predict_while_learning(c: Controller, texts: list[str], predict, learn, call
         i = offset
         try:
             while not stop.is_set():
-                snap, text = c.worker.snapshot, texts[i % len(texts)]
+                snap, text = c.worker.predictor, texts[i % len(texts)]
                 seen.append((snap, text, predict(snap, text)))
                 i += 1
         except BaseException as exc:  # noqa: BLE001 - reported below
@@ -453,32 +455,32 @@ def make_devices(tmp_path):
     for _ in range(4):
         for text, labels in (("turn on the lamp", {"lamp": "ON"}), ("fan off", {"fan": "OFF"}),
                              ("what time is it", {})):
-            lr.model.learn_devices(text, labels, lr.devices)
+            lr.model.learn_devices(text, labels, lr.household.devices)
     return replay
 
 
-def test_several_devices_predict_without_the_snapshot_lock_while_the_worker_learns(tmp_path):
-    """Several devices: the snapshot's name queries are made before it is published, so a
-    prediction holds no lock (one held elsewhere does not stop it), two threads predict while
+def test_several_devices_predict_without_a_lock_while_the_worker_learns(tmp_path):
+    """Several devices: the predictor's name queries are made before it is published, so a
+    prediction takes no lock (the learner's, held elsewhere, does not stop it), two threads predict while
     the worker learns without an exception, every prediction equals a single-threaded one of
     the same snapshot, and each snapshot is, after them, what the worker published."""
     replay = make_devices(tmp_path)
     texts = ["turn on the lamp", "fan off", "switch the ceiling fan on", "lights off please",
              "what time is it", "turn everything off", "the light and the fan on", "zzz qqq"]
     published: dict[int, bytes] = {}
-    names = replay.controller.learner.devices
+    house = replay.controller.learner.household
+    names = house.devices
 
     def recording_clone(model):  # on the worker thread, before predictions can see it
         copy = clone_model(model)
-        device_learning.prime(copy, names)
+        copy.prepare_devices(names)  # as publishing makes them
         published[id(copy)] = _state_but_bag_memo(copy)
         return copy
 
     try:
         c = asynchronous(replay, clone=recording_clone)
-        c.worker.call(lambda lr: lr.model.learn_devices("fan on", {"fan": "ON"}, lr.devices))
-        snap = c.worker.snapshot
-        with snap.lock:  # held elsewhere: the prediction does not wait for it
+        c.worker.call(lambda lr: lr.model.learn_devices("fan on", {"fan": "ON"}, lr.household.devices))
+        with c.worker._lock:  # the learner's lock held elsewhere: the prediction does not wait
             box: list = []
             t = threading.Thread(target=lambda: box.append(c.worker.predict_all("turn on the fan")))
             t.start()
@@ -487,17 +489,77 @@ def test_several_devices_predict_without_the_snapshot_lock_while_the_worker_lear
 
         seen = predict_while_learning(
             c, texts, lambda snap, text: {n: p.distribution for n, p in
-                                          snap.predict_devices(text, names, c.learner.cfg).items()},
+                                          snap.predict(text).devices.items()},
             lambda lr, k: lr.model.learn_devices(f"turn on the lamp number {k}", {"lamp": "ON"},
-                                                 lr.devices), 6)
+                                                 lr.household.devices), 6)
         snaps = {id(s): s for s, _, _ in seen}
         assert all(_state_but_bag_memo(s.model) == published[id(s.model)] for s in snaps.values())
         reference = {}
         for sid, s in snaps.items():
-            alone = Snapshot(clone_model(s.model), s.version)
+            alone = Predictor.publish(clone_model(s.model), s.version, house, c.learner.cfg.priors)
             for text in texts:
                 reference[sid, text] = {n: p.distribution for n, p in
-                                        alone.predict_devices(text, names, c.learner.cfg).items()}
+                                        alone.predict(text).devices.items()}
         assert all(dist == reference[id(s), text] for s, text, dist in seen)
     finally:
+        replay.close()
+
+
+# --- the published predictor: the utterance thread reads nothing else ------------------------
+class _Watched:
+    """A learner that records every attribute read on it and the thread that made it."""
+
+    def __init__(self, learner: Learner) -> None:
+        object.__setattr__(self, "_learner", learner)
+        object.__setattr__(self, "reads", [])
+
+    def __getattr__(self, name: str):
+        self.reads.append((threading.get_ident(), name))
+        return getattr(self._learner, name)
+
+
+def test_the_utterance_thread_reads_only_the_published_predictor(tmp_path):
+    """Several devices (their names, the priors and the household all matter): after the
+    worker published, predicting on this thread reads nothing of the learner; the worker
+    thread still reads it (it learns and publishes)."""
+    replay = make_devices(tmp_path)
+    watched = _Watched(replay.controller.learner)
+    worker = LearnerWorker(watched, synchronous=False, idle_poll_s=0.02)
+    try:
+        worker.call(lambda lr: lr.model.learn("switch the lamp on", "ON"))
+        me = threading.get_ident()
+        watched.reads.clear()
+        predicted = worker.predict_all("turn on the fan")
+        command = worker.predict("turn on the fan")
+        version = worker.version
+        assert [name for who, name in watched.reads if who == me] == []
+        assert set(predicted.devices) == {"lamp", "fan"} and predicted.version == version
+        assert command.action in ("ON", "OFF", "NOOP")
+        worker.call(lambda lr: None)
+        assert any(who != me for who, _ in watched.reads)  # the worker thread reads it
+    finally:
+        worker.close()
+        replay.close()
+
+
+def test_predicting_never_polls_the_store_or_writes_a_checkpoint(tmp_path, monkeypatch):
+    """Synchronous (replays): the loop's prediction and the learner's own read the live model
+    and nothing else; the store is checked by the loop's `poll`, between inputs."""
+    replay = make(tmp_path)
+    learner = replay.controller.learner
+    calls: list[str] = []
+    monkeypatch.setattr(learner, "poll", lambda: calls.append("poll") or False)
+    monkeypatch.setattr(learner.syncer, "due", lambda: (calls.append("due"), (True, True))[1])
+    monkeypatch.setattr(learner.registry, "write", lambda *a, **k: calls.append("write"))
+    try:
+        replay.clock.advance(1000.0)
+        worker = replay.controller.worker
+        assert worker.synchronous
+        assert worker.predict_all(ON).devices[next(iter(worker.predict_all(ON).devices))].action == "ON"
+        assert worker.predict(OFF).action == "OFF" and learner.predict(OFF).action == "OFF"
+        assert calls == []
+        worker.poll()  # the loop's own check, between inputs
+        assert calls == ["poll"]
+    finally:
+        monkeypatch.undo()
         replay.close()

@@ -19,6 +19,9 @@ import pytest
 from _data_util import cli, demo_text_lines, js, populate, query
 from edge_plm.learning import forgetting, trust
 from edge_plm.store import SCHEMA_VERSION, ReplayStore
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,7 +172,7 @@ def test_a_forget_killed_after_the_first_rewrite_is_finished_at_the_next_start(d
         target = sorted(owed)[0]
         cfg = LearnerConfig(start="")
         with pytest.raises(Exception, match="still holds interactions a `forget` deleted"):
-            Learner(store, cfg, store.checkpoints_home()).rollback(target)
+            Learner(store, cfg, store.checkpoints_home(), household=ONE_DEVICE).rollback(target)
         assert store.active_model_version().version != target
     monkeypatch.setattr(forgetting, "complete_owed", lambda store: None)  # not finished yet
     refused = cli("model", "rollback", target, "--db", db)
@@ -177,7 +180,7 @@ def test_a_forget_killed_after_the_first_rewrite_is_finished_at_the_next_start(d
     assert refused.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ")
     monkeypatch.undo()
     with ReplayStore(db) as store:  # the next start: the service, forget, a model command
-        Learner.open(store, LearnerConfig(start=""), store.checkpoints_home())
+        Learner.open(store, LearnerConfig(start=""), store.checkpoints_home(), household=ONE_DEVICE)
         assert store.owed_rewrites() == {}
     assert _secret_hits(db.parent, [SECRET]) == []
     assert cli("model", "rollback", target, "--db", db).exit_code == 0

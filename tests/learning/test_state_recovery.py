@@ -10,7 +10,7 @@ import stat
 import pytest
 from _data_util import cli
 
-from edge_plm.commands import inspection as q
+from edge_plm.commands.status import false_rollback, model_record, status
 from edge_plm.learning import state
 from edge_plm.loop.replay import SessionLine, run_session
 from edge_plm.learning.learner import HoldoutScore, Learner, LearnerConfig, is_holdout_id
@@ -19,6 +19,9 @@ from edge_plm.switch.model import SwitchModel
 from edge_plm.decide.policy import Action
 from edge_plm.store import ReplayStore
 from kit import PHRASES as KIT_PHRASES, FakeClock, make_replay
+from edge_plm.learning.household import Household
+
+ONE_DEVICE = Household.of_one()
 
 PHRASES = KIT_PHRASES[:5]
 
@@ -68,12 +71,12 @@ def learnable(store: ReplayStore, fraction: float = 0.2) -> set[int]:
 # --- 1. every learnable label reaches the model --------------------------------------------
 def test_start_relearns_what_the_checkpoint_lacks(store, db):
     ck = db.parent / "checkpoints"
-    learner = Learner.open(store, cfg(), ck)
+    learner = Learner.open(store, cfg(), ck, household=ONE_DEVICE)
     feed(learner, store, 23)  # the last labels are pending: in no checkpoint (a crash now)
     assert learner.pending_labels > 0
     assert state.unlearned_in_active(store, 0.2) == learner.pending_labels
     crashed_after = add(store, 4, 23)  # stored, never learned (killed before on_label)
-    again = Learner.open(store, cfg(), ck)
+    again = Learner.open(store, cfg(), ck, household=ONE_DEVICE)
     assert again.unlearned() == 0 and state.unlearned_in_active(store, 0.2) == 0
     assert set(again.keys) == learnable(store)
     assert set(crashed_after) & learnable(store) <= set(again.keys)
@@ -90,13 +93,13 @@ def test_start_relearns_what_the_checkpoint_lacks(store, db):
 
 def test_start_applies_relabels_and_removes_deleted_rows(store, db):
     ck = db.parent / "checkpoints"
-    learner = Learner.open(store, cfg(), ck)
+    learner = Learner.open(store, cfg(), ck, household=ONE_DEVICE)
     ids = feed(learner, store, 20)
     learner.checkpoint_pending()
     held = [i for i in ids if i in learner.keys]
     store.set_label(held[0], "NOOP", "manual")  # changed while no learner ran
     store.delete_interactions([held[1]])  # deleted while no learner ran
-    again = Learner.open(store, cfg(), ck)
+    again = Learner.open(store, cfg(), ck, household=ONE_DEVICE)
     assert held[1] not in again.keys
     assert again.model.examples[again.keys[held[0]]][1] == 2  # NOOP
     assert again.unlearned() == 0 and state.unlearned_in_active(store, 0.2) == 0
@@ -108,7 +111,7 @@ def test_a_row_the_holdout_hash_claims_is_marked_not_learned_on_catch_up(store, 
     ids = add(store, 12)
     claimed = [i for i in ids if is_holdout_id(i, 0.2)]
     assert claimed
-    learner = Learner.open(store, cfg(), db.parent / "checkpoints")  # no version yet: rebuild
+    learner = Learner.open(store, cfg(), db.parent / "checkpoints", household=ONE_DEVICE)  # no version yet: rebuild
     assert all(store.get(i).holdout for i in claimed)
     assert not set(claimed) & set(learner.keys) and learner.unlearned() == 0
 
@@ -121,14 +124,14 @@ def test_a_clean_stop_of_the_loop_checkpoints_the_pending_labels(db):
     rep.close()  # controller.stop: the pending labels become a version
     with ReplayStore(db) as s:
         assert state.unlearned_in_active(s, 0.2) == 0
-        assert q.status(s)["model"]["unlearned_labels"] == 0
+        assert status(s)["model"]["unlearned_labels"] == 0
 
 
 def test_status_json_reports_unlearned_labels(store, db, tmp_path, monkeypatch):
     empty = tmp_path / "empty.toml"
     empty.write_text("")
     monkeypatch.setenv("EDGE_PLM_CONFIG", str(empty))
-    learner = Learner.open(store, cfg(), db.parent / "checkpoints")
+    learner = Learner.open(store, cfg(), db.parent / "checkpoints", household=ONE_DEVICE)
     feed(learner, store, 12)
     learner.checkpoint_pending()
     add(store, 6, 12)  # a crash left these out of the model
@@ -138,7 +141,7 @@ def test_status_json_reports_unlearned_labels(store, db, tmp_path, monkeypatch):
     assert out["model"]["unlearned_labels"] == n
     assert out["model"]["active"]["version"] == learner.version
     assert {"active", "versions", "rolled_back", "false_rollbacks", "pruned"} <= set(out["model"])
-    Learner.open(store, cfg(), db.parent / "checkpoints")  # the next start
+    Learner.open(store, cfg(), db.parent / "checkpoints", household=ONE_DEVICE)  # the next start
     out = json.loads(cli("status", "--db", str(db), "--json").stdout)
     assert out["model"]["unlearned_labels"] == 0
 
@@ -164,7 +167,7 @@ def scripted(monkeypatch, learner, cand_ba, base_ba, per_class, lost: int, won: 
     (6, 0, "asked", "rolled_back"),  # p = 0.016: real
 ])
 def test_the_gate_never_rolls_back_for_noise(monkeypatch, store, db, lost, won, source, status):
-    learner = Learner(store, cfg(holdout_fraction=0.0), db.parent / "checkpoints")
+    learner = Learner(store, cfg(holdout_fraction=0.0), db.parent / "checkpoints", household=ONE_DEVICE)
     feed(learner, store, 5)  # v0001, first version
     per_class = {"ON": 40, "OFF": 40, "NOOP": 40}
     scripted(monkeypatch, learner, 1.0 - lost / 120, 1.0, per_class, lost, won)
@@ -179,7 +182,7 @@ def test_the_gate_never_rolls_back_for_noise(monkeypatch, store, db, lost, won, 
 
 
 def test_rolled_back_labels_reach_the_model_and_false_rollbacks_are_counted(monkeypatch, store, db):
-    learner = Learner(store, cfg(holdout_fraction=0.0), db.parent / "checkpoints")
+    learner = Learner(store, cfg(holdout_fraction=0.0), db.parent / "checkpoints", household=ONE_DEVICE)
     feed(learner, store, 5)
     scripted(monkeypatch, learner, 0.5, 1.0, {"ON": 40, "OFF": 40, "NOOP": 40}, 60, 0)
     ids = feed(learner, store, 5, 5)
@@ -190,13 +193,13 @@ def test_rolled_back_labels_reach_the_model_and_false_rollbacks_are_counted(monk
     assert relearned.metrics["gate"] == "relearned"
     assert relearned.metrics["rolled_back_candidate"] == rolled[0].version
     assert set(ids) <= set(learner.keys) and learner.unlearned() == 0
-    assert not q.false_rollback(rolled[0])
+    assert not false_rollback(rolled[0])
     # a rollback made by an older gate for 0.966 vs 1.000 on ~120 rows is a false one
     store.add_model_version("v0100", parent="v0001", status="rolled_back", metrics={
         "gate": "rolled back", "balanced_accuracy": 0.966, "parent_balanced_accuracy": 1.0,
         "holdout_classes": {"ON": 30, "OFF": 30, "NOOP": 60}})
     old = next(v for v in store.model_versions() if v.version == "v0100")
-    assert q.false_rollback(old)
+    assert false_rollback(old)
 
 
 # --- 3. forget reaches a running service ----------------------------------------------------
@@ -204,14 +207,14 @@ def test_forget_reaches_the_live_model_of_a_running_service(db, tmp_path):
     ck = db.parent / "checkpoints"
     clock = FakeClock()
     service_store = ReplayStore(db)
-    service = Learner.open(service_store, cfg(version_every=1000), ck, clock=clock)
+    service = Learner.open(service_store, cfg(version_every=1000), ck, clock=clock, household=ONE_DEVICE)
     ids = feed(service, service_store, 10)
     service.new_version()
     pending = feed(service, service_store, 4, 10)  # learned since its last checkpoint
     secret = next(i for i in pending if i in service.keys)
     # `edge-plm forget` in another process (another connection)
     with ReplayStore(db) as cli_store:
-        out = Learner.open(cli_store, cfg(version_every=1000), ck).forget_interactions([secret])
+        out = Learner.open(cli_store, cfg(version_every=1000), ck, household=ONE_DEVICE).forget_interactions([secret])
         assert out.forgotten == [secret] and out.version is not None
         assert cli_store.active_model_version().version == out.version
     assert secret in service.keys  # the service has not looked yet
@@ -230,7 +233,7 @@ def test_forget_reaches_the_live_model_of_a_running_service(db, tmp_path):
 
 def test_forget_is_rows_and_model_together_or_neither(store, db, monkeypatch):
     ck = db.parent / "checkpoints"
-    learner = Learner.open(store, cfg(), ck)
+    learner = Learner.open(store, cfg(), ck, household=ONE_DEVICE)
     ids = feed(learner, store, 15)
     learner.checkpoint_pending()
     before = store.active_model_version().version
@@ -240,12 +243,12 @@ def test_forget_is_rows_and_model_together_or_neither(store, db, monkeypatch):
         raise OSError("power cut")
     monkeypatch.setattr(store, "delete_interactions", crash)
     with pytest.raises(OSError):
-        Learner.open(store, cfg(), ck).forget_interactions([victim])
+        Learner.open(store, cfg(), ck, household=ONE_DEVICE).forget_interactions([victim])
     monkeypatch.undo()
     assert store.get(victim).label is not None  # the row is still there ...
     assert store.active_model_version().version == before  # ... and so is the model
     assert [v.status for v in store.model_versions()].count("candidate") == 1  # debris
-    again = Learner.open(store, cfg(), ck)  # the next start cleans it
+    again = Learner.open(store, cfg(), ck, household=ONE_DEVICE)  # the next start cleans it
     assert "candidate" not in [v.status for v in store.model_versions()]
     assert victim in again.keys and again.unlearned() == 0
 
@@ -253,7 +256,7 @@ def test_forget_is_rows_and_model_together_or_neither(store, db, monkeypatch):
 # --- 4. bounded state -----------------------------------------------------------------------
 def test_retention_prunes_old_checkpoints_and_marks_them(store, db):
     ck = db.parent / "checkpoints"
-    learner = Learner.open(store, cfg(keep_checkpoints=3), ck)
+    learner = Learner.open(store, cfg(keep_checkpoints=3), ck, household=ONE_DEVICE)
     feed(learner, store, 60)
     versions = store.model_versions()
     saved = [v for v in versions if v.path]
@@ -264,7 +267,7 @@ def test_retention_prunes_old_checkpoints_and_marks_them(store, db):
     assert f"{active.version}.npz" in files and f"{active.parent}.npz" in files
     pruned = [v for v in saved if state.is_pruned(v)]
     assert len(pruned) == len(saved) - 3
-    assert all(q.model_record(v)["pruned"] and not q.model_record(v)["checkpoint_exists"]
+    assert all(model_record(v)["pruned"] and not model_record(v)["checkpoint_exists"]
                for v in pruned)
     listing = cli("model", "list", "--db", str(db))
     assert listing.exit_code == 0 and "pruned" in listing.stdout
@@ -274,7 +277,7 @@ def test_retention_prunes_old_checkpoints_and_marks_them(store, db):
 
 def test_retention_byte_budget_keeps_active_and_parent(store, db):
     ck = db.parent / "checkpoints"
-    learner = Learner.open(store, cfg(keep_checkpoints=5, checkpoints_max_mb=1e-6), ck)
+    learner = Learner.open(store, cfg(keep_checkpoints=5, checkpoints_max_mb=1e-6), ck, household=ONE_DEVICE)
     feed(learner, store, 30)
     active = store.active_model_version()
     assert sorted(p.name for p in ck.glob("*.npz")) == sorted(
@@ -283,23 +286,23 @@ def test_retention_byte_budget_keeps_active_and_parent(store, db):
 
 def test_debris_is_cleaned_on_open_and_the_dir_is_private(store, db):
     ck = db.parent / "checkpoints"
-    learner = Learner.open(store, cfg(), ck)
+    learner = Learner.open(store, cfg(), ck, household=ONE_DEVICE)
     assert stat.S_IMODE(ck.stat().st_mode) == 0o700
     feed(learner, store, 10)
     (ck / "v0099.npz.abcd.tmp").write_bytes(b"\0" * 1000)  # a killed writer's half file
     store.add_model_version("v0098", path=str(ck / "v0098.npz"), status="candidate")
     (ck / "v0098.npz").write_bytes(b"half")
     with state.checkpoint_lock(ck):  # another process is writing: left alone
-        Learner.open(store, cfg(), ck)
+        Learner.open(store, cfg(), ck, household=ONE_DEVICE)
         assert (ck / "v0099.npz.abcd.tmp").exists()
-    Learner.open(store, cfg(), ck)
+    Learner.open(store, cfg(), ck, household=ONE_DEVICE)
     assert not list(ck.glob("*.tmp")) and not (ck / "v0098.npz").exists()
     assert "candidate" not in [v.status for v in store.model_versions()]
 
 
 def test_the_version_window_grows_with_the_model(store, db):
     learner = Learner.open(store, cfg(version_every=5, version_growth=0.1, holdout_fraction=0.0),
-                           db.parent / "checkpoints")
+                           db.parent / "checkpoints", household=ONE_DEVICE)
     feed(learner, store, 200)
     windows = [v.metrics["labels_in_window"] for v in store.model_versions()]
     assert windows[0] == 5 and max(windows) >= 15
@@ -316,7 +319,7 @@ def test_the_version_window_counts_the_owners_labels_not_the_starting_models(sto
         start.learn(*PHRASES[i % len(PHRASES)])
     path = start.save(tmp_path / "start.npz")
     learner = Learner.open(store, cfg(version_every=5, version_growth=0.1, holdout_fraction=0.0,
-                                      start=str(path)), db.parent / "checkpoints")
+                                      start=str(path)), db.parent / "checkpoints", household=ONE_DEVICE)
     assert learner.model.n_examples == 300 and learner.model.n_owner_examples == 0
     feed(learner, store, 20)
     assert learner.model.n_owner_examples == 20

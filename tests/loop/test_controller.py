@@ -120,7 +120,7 @@ def test_an_unexpected_error_in_one_input_is_stored_and_the_loop_continues(tmp_p
         def broken_predict(text):
             raise RuntimeError("injected bug")
 
-        monkeypatch.setattr(replay.controller.learner, "predict_devices", broken_predict)
+        monkeypatch.setattr(replay.controller.worker, "predict_all", broken_predict)
         out = say(replay, ON)
         assert out.error == "internal error: RuntimeError: injected bug" and out.decision is None
         monkeypatch.undo()

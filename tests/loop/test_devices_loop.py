@@ -169,7 +169,7 @@ def test_per_device_labels_survive_a_restart_and_forget(tmp_path):
     again = make_replay(db, settings=house())
     try:
         lr = again.controller.learner
-        assert [d.name for d in lr.devices] == ["lamp", "fan", "heater"]
+        assert lr.household.names == ("lamp", "fan", "heater")
         assert lr.unlearned() == 0
         lr.forget_interactions(ids[:2])
         assert lr.unlearned() == 0 and set(again.store.device_outcomes()) == set(ids[2:])
@@ -259,10 +259,10 @@ def test_a_rebuild_from_the_database_relearns_what_each_devices_switch_taught(tm
             flip(replay, "fan")  # and off again by hand, outside any window
             settle(replay)
         lr = replay.controller.learner
-        live = address(lr.model, "turn on the breeze", lr.devices).shares.tolist()
+        live = address(lr.model, "turn on the breeze", lr.household.devices).shares.tolist()
         assert live[1] > 0 and live[0] == 0, live
         lr.rebuild_from_store()
-        rebuilt = address(lr.model, "turn on the breeze", lr.devices).shares.tolist()
+        rebuilt = address(lr.model, "turn on the breeze", lr.household.devices).shares.tolist()
         assert rebuilt == live
         assert lr.unlearned() == 0
     finally:

@@ -61,13 +61,13 @@ def test_the_loop_drives_nothing_after_the_stop(tmp_path):
         for text, label in TEXTS:
             controller.learner.model.learn(text, label)
     flag = stopping.StopFlag()
-    real_predict = controller.learner.predict_devices
+    real_predict = controller.worker.predict_all
 
     def predict_then_signal(text):  # the signal lands while this input is being handled
         flag.set()
         return real_predict(text)
 
-    controller.learner.predict_devices = predict_then_signal
+    controller.worker.predict_all = predict_then_signal
     try:
         n = controller.run([text_utterance("turn on the light"), text_utterance("turn on the light")],
                            flag)

@@ -248,7 +248,7 @@ def _break_an_index(path) -> None:
 
 def test_a_copy_that_fails_integrity_check_is_refused_and_not_left_behind(store, rows,
                                                                           tmp_path):
-    from edge_plm.commands import inspection
+    from edge_plm.commands.backup import backup
 
     store.close()
     _break_an_index(store.path)
@@ -257,5 +257,5 @@ def test_a_copy_that_fails_integrity_check_is_refused_and_not_left_behind(store,
     out = tmp_path / "backups"
     out.mkdir()
     with pytest.raises(StoreError, match="integrity_check of the copy failed"):
-        inspection.backup(store.path, out / "b.db")
+        backup(store.path, out / "b.db")
     assert list(out.iterdir()) == []  # neither the backup nor its temporary file

@@ -75,7 +75,7 @@ def _learned(n=len(DATA), **overrides):
     return m
 
 
-# the optional input transforms and the per-unit pull (BENCHMARKS.md §1, 2026-12-01 ASR study)
+# the optional input transforms and the per-unit pull (docs/benchmarks-log.md §1, 2026-12-01 ASR study)
 KNOBS = {"unit_tf": "binary", "ngram_mass": 8.0, "ngram_power": 0.75, "sound_weight": 3.5,
          "l2_df_power": 0.75, "l2": 0.06, "logit_scale": 1.5, "idf_power": 1.0}
 

@@ -32,7 +32,7 @@ class CharNetConfig:
     lr: float = 0.01  # Adam learning rate of the online updates
     replay: int = 8  # replay mini-batch size per online update
     refresh: int = 4  # examples whose labelled-layer statistics are re-gathered per update
-    update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see BENCHMARKS.md)
+    update_steps: int = 0  # gradient steps per online update (0: explicit solution only; see docs/benchmarks-log.md)
     clip: float = 5.0  # gradient-norm clipping
     kernel: str = "numba"  # numba | numpy
 

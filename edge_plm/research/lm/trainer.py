@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_plm.files import atomic_file
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.research.lm.corpus import BatchStream, batches_from_docs, iter_texts, read_window, split_offsets
 from edge_plm.research.lm.model import SaffuLM
@@ -135,9 +136,8 @@ class Trainer:
         return path
 
     def write_log(self) -> None:
-        tmp = self.out / (LOG + ".tmp")
-        tmp.write_text(json.dumps(self.log, indent=1))
-        os.replace(tmp, self.out / LOG)
+        with atomic_file(self.out / LOG, "w", perms=0o644, durable=False) as f:
+            f.write(json.dumps(self.log, indent=1))
 
     def _setup_fresh(self) -> None:
         c = self.config

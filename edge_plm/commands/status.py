@@ -1,0 +1,207 @@
+"""`edge-plm status`, `model list` and `model show`: the versions' records, the checkpoint files'
+trust, and the counts of the replay buffer, as plain dicts (what ``--json`` prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from edge_plm.commands.opening import UserError, db_bytes
+from edge_plm.commands.times import iso
+from edge_plm.store import LABEL_SOURCES, LABELS, ModelVersion, ReplayStore
+
+def counts(store: ReplayStore, column: str, keys: Iterable[str]) -> dict[str, int]:
+    got = store.counts_by(column)
+    out = {k: int(got.get(k, 0)) for k in keys}
+    if None in got:
+        out["none"] = int(got[None])
+    return out
+
+
+def versions_in_order(store: ReplayStore) -> list[ModelVersion]:
+    """All model versions in the order they were made (insertion order, not ``created_ts``:
+    a clock that steps back would misplace them)."""
+    return store.model_versions()
+
+
+def model_record(v: ModelVersion) -> dict[str, Any]:
+    """A model version as JSON: its row, ``created`` (ISO) and the main metrics lifted out.
+    ``pruned``: its checkpoint was deleted by the retention policy (docs/loop.md), or by
+    `forget` (``forget_removed`` says why)."""
+    m = v.metrics or {}
+    return {"version": v.version, "parent": v.parent, "status": v.status,
+            "created_ts": v.created_ts, "created": iso(v.created_ts), "n_train": v.n_train,
+            "balanced_accuracy": m.get("balanced_accuracy"), "holdout_n": m.get("holdout_n"),
+            "gate": m.get("gate"), "checkpoint": v.path,
+            "checkpoint_exists": bool(v.path) and Path(v.path).is_file(),
+            "pruned": bool(m.get("pruned")), "metrics": m, "sha256": v.sha256,
+            "config": v.config, "n_examples": v.n_examples, "damaged": m.get("damaged"),
+            "forget_removed": m.get("forget_removed")}
+
+
+def false_rollback(v: ModelVersion) -> bool:
+    """A rollback for a difference within the holdout's noise: the deficit is at most two
+    binomial standard errors of a balanced accuracy on its holdout rows (per class p(1-p)/n,
+    p add-one smoothed), or it is one holdout row of its smallest class or less. Decided from
+    the stored metrics, so it applies to versions made by any edge-plm."""
+    m = v.metrics or {}
+    if v.status != "rolled_back" or m.get("gate") != "rolled back":
+        return False
+    if "noise" in m and "within_noise" in m["noise"]:
+        return bool(m["noise"]["within_noise"])
+    ba, parent = m.get("balanced_accuracy"), m.get("parent_balanced_accuracy")
+    per_class = {k: n for k, n in (m.get("holdout_classes") or {}).items() if n}
+    if ba is None or parent is None or not per_class:
+        return False
+    diff = parent - ba
+    p = {k: ((ba + parent) / 2 * n + 1) / (n + 2) for k, n in per_class.items()}
+    se = sum(p[k] * (1 - p[k]) / n for k, n in per_class.items()) ** 0.5 / len(per_class)
+    one_row = 1.0 / (len(per_class) * min(per_class.values()))
+    return diff <= 2 * se or diff <= one_row + 1e-12
+
+
+def _label_origins(v: ModelVersion) -> dict[str, int | None]:
+    """The examples the checkpoint of `v` holds, apart: the starting model's
+    (``starting_examples``, frozen) and the ones learned on this device (``owner_labels``);
+    None both when the file cannot be read."""
+    from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+    from edge_plm.switch.model_file import read_held  # noqa: PLC0415
+
+    try:
+        held = read_held(v.path) if v.path else None
+    except CheckpointError:
+        held = None
+    if held is None:
+        return {"owner_labels": None, "starting_examples": None}
+    start = int((held.meta.get("counters") or {}).get("prior_examples", 0))
+    live = len(held.examples) - len(held.removed)
+    return {"owner_labels": live - start, "starting_examples": start}
+
+
+def _unlearned(store: ReplayStore, settings: Any) -> int | None:
+    from edge_plm.learning.state import unlearned_in_active  # noqa: PLC0415
+    from edge_plm.config.settings import ModelConfig  # noqa: PLC0415
+
+    model = getattr(settings, "model", None) or ModelConfig()
+    return unlearned_in_active(store, model.holdout_fraction)
+
+
+def checkpoint_state(path: str | None, record: dict[str, Any] | None = None
+                     ) -> tuple[str | None, str | None]:
+    """(state, problem) of a version's checkpoint file: None (no checkpoint), "ok",
+    "missing" or "damaged" (it does not load: truncated, bad zip, failed checksum...; or,
+    given its `record` (`model_record`), it is not the file that version wrote: another
+    SHA-256, configuration or number of examples). The whole file is read and checked, as
+    loading it would."""
+    if not path:
+        return None, None
+    if not Path(path).is_file():
+        return "missing", f"{path} does not exist"
+    from edge_plm.learning import trust  # noqa: PLC0415
+    from edge_plm.plm.checkpoint import CheckpointError, load  # noqa: PLC0415
+
+    problem = trust.file_problem({**record, "path": path}) if record else None
+    if problem:
+        return "damaged", problem
+    try:
+        load(path)
+    except CheckpointError as exc:
+        return "damaged", str(exc)
+    except (OSError, MemoryError) as exc:
+        return "damaged", f"{path}: {exc}"
+    return "ok", None
+
+
+def trust_status(active: dict[str, Any] | None, versions: list[ModelVersion]) -> dict[str, Any]:
+    """The checkpoint lines of `status`: the active version's file (state, problem) and the
+    versions found damaged at a start (their file did not load or match its record; the
+    service fell back to an earlier one)."""
+    state, problem = (checkpoint_state(active["checkpoint"], active) if active
+                      else (None, None))
+    damaged = [{"version": v.version, "problem": (v.metrics or {})["damaged"]}
+               for v in versions if (v.metrics or {}).get("damaged")]
+    return {"active_checkpoint": state, "active_problem": problem, "damaged": damaged}
+
+
+def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
+    """What `edge-plm status` shows."""
+    from edge_plm.commands import device_inspection  # noqa: PLC0415
+    n = store.count()
+    labelled = store.count(labeled=True)
+    errors = store.count(error=True)
+    holdout = store.count(labeled=True, holdout=True)
+    versions = versions_in_order(store)
+    active = store.active_model_version()
+    last = store.interactions(limit=1)
+    last_backend = store.last_asr_backend()
+    model = None
+    if active is not None:
+        model = {**model_record(active), **_label_origins(active)}
+    out = {
+        "database": {"path": str(store.path), "bytes": db_bytes(store.path),
+                     "schema_version": store.stored_schema_version()},
+        "model": {"active": model, "versions": len(versions),
+                  "rolled_back": sum(v.status == "rolled_back" for v in versions),
+                  # learnable labels of the database the active checkpoint lacks (docs/loop.md)
+                  "unlearned_labels": _unlearned(store, settings),
+                  "false_rollbacks": sum(false_rollback(v) for v in versions),
+                  "pruned": sum(bool((v.metrics or {}).get("pruned")) for v in versions),
+                  **trust_status(model, versions)},
+        "holdout": {"labelled_rows": holdout,
+                    "balanced_accuracy": model["balanced_accuracy"] if model else None,
+                    "scored_on": model["holdout_n"] if model else None},
+        "interactions": {"total": n, "labelled": labelled, "unlabelled": n - labelled,
+                         "errors": errors},
+        "labels": counts(store, "label", LABELS),
+        "label_sources": {k: v for k, v in counts(store, "label_source", LABEL_SOURCES).items()
+                          if k != "none"},
+        "last_interaction": None,
+        "asr": {"configured": getattr(getattr(settings, "asr", None), "backend", None),
+                "last_used": last_backend,
+                # the ear's language model (asr.lm: household | shipped | general; pocketsphinx)
+                "lm": getattr(getattr(settings, "asr", None), "lm", None)},
+        "gpio": {"pin_factory": getattr(getattr(settings, "gpio", None), "pin_factory", None)},
+        "config": getattr(settings, "source", None),
+        "devices": device_inspection.status_devices(store, settings),
+    }
+    out["labels"].pop("none", None)
+    if last:
+        r = last[0]
+        out["last_interaction"] = {
+            "id": r.id, "time": iso(r.ts), "ts": r.ts, "transcript": r.transcript,
+            "prediction": r.prediction, "confidence": r.confidence, "decision": r.decision,
+            "action": r.action, "label": r.label, "label_source": r.label_source,
+            "error": r.error}
+    if getattr(getattr(settings, "mqtt", None), "enabled", False):  # [mqtt] on: its last report
+        from edge_plm.bridge.status import bridge_status  # noqa: PLC0415 - no paho
+
+        out["bridge"] = bridge_status(settings, store.path)
+    return out
+
+
+def find_version(store: ReplayStore, version: str) -> ModelVersion:
+    for v in versions_in_order(store):
+        if v.version == version:
+            return v
+    known = ", ".join(v.version for v in versions_in_order(store)) or "none yet"
+    raise UserError(f"no model version {version!r} (versions: {known})")
+
+
+def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
+    """`model show`: the version, its children, and how its predictions fared."""
+    v = find_version(store, version)
+    out = model_record(v)
+    out["children"] = [c.version for c in versions_in_order(store) if c.parent == v.version]
+    out["checkpoint_bytes"] = (Path(v.path).stat().st_size
+                               if v.path and Path(v.path).is_file() else None)
+    p = store.prediction_summary(version)
+    out["predictions"] = {"interactions": p["interactions"], "labelled": p["labelled"],
+                          "correct": p["correct"],
+                          "accuracy": p["correct"] / p["labelled"] if p["labelled"] else None,
+                          "first": iso(p["first_ts"]), "last": iso(p["last_ts"])}
+    return out
+
+
+__all__ = ["checkpoint_state", "counts", "false_rollback", "find_version", "model_detail", "model_record",
+           "status", "trust_status", "versions_in_order"]
