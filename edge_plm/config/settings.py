@@ -109,6 +109,8 @@ class AsrConfig:
     lm: str = setting("household", "household | shipped | general ; pocketsphinx's language model: the starting "
                       "model's commands and chatter, plus the household's names and labelled commands "
                       "(household), without them (shipped), or pocketsphinx's general English LM")
+    min_fluency: float = setting(-4.5, "heard words less likely than this under the ear's LM (mean natural-log "
+                                 "probability per word) are asked about, never acted on; -100 = off")
     max_transcript_chars: int = setting(500, "longer transcripts are cut (logged warning); 0 = no cap")
 
 
@@ -515,6 +517,8 @@ def _asr_problems(s: Settings) -> list[str]:
     out.need(s.asr.backend in ("auto", "vosk", "pocketsphinx", "text"),
              "asr.backend must be 'auto', 'vosk', 'pocketsphinx' or 'text'")
     out.need(s.asr.lm in EAR_LMS, f"asr.lm must be one of {', '.join(EAR_LMS)}, got {s.asr.lm!r}")
+    out.need(math.isfinite(s.asr.min_fluency) and s.asr.min_fluency <= 0,
+             f"asr.min_fluency must be a number <= 0 (a mean log-probability), got {s.asr.min_fluency}")
     out.need(s.asr.max_transcript_chars >= 0,
              f"asr.max_transcript_chars must be >= 0 (0: no cap), got {s.asr.max_transcript_chars}")
     return out

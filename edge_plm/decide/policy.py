@@ -78,6 +78,9 @@ class Prediction:
     # several devices: p(no command at all), the command's NOOP (the distribution's NOOP also
     # holds "a command for another device"); None: the distribution's NOOP
     not_command: float | None = None
+    # the ear was unsure of the words (`Transcript.fluency` below ``asr.min_fluency``): a command
+    # it would act on is asked about instead
+    unsure_hearing: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.action, Action):
@@ -159,12 +162,13 @@ class OpenInteraction:
 def decide(prediction: Prediction, cfg: PolicyConfig) -> Decision:
     """The decision table (docs/policy.md), as a pure function: a predicted NOOP (the model
     believes it is not a command) and a junk transcript are ignored — no blink; a likely command
-    is acted on at ``act_threshold``, asked about from ``ask_threshold``, else ignored."""
+    is acted on at ``act_threshold`` (asked about when the ear was unsure of the words), asked
+    about from ``ask_threshold``, else ignored."""
     if prediction.junk or prediction.action.state is None:
         return Decision.IGNORE
     c = prediction.confidence
     if c >= cfg.act_threshold:
-        return Decision.ACT
+        return Decision.ASK if prediction.unsure_hearing else Decision.ACT
     return Decision.ASK if c >= cfg.ask_threshold else Decision.IGNORE
 
 

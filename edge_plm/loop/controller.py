@@ -228,7 +228,8 @@ class Controller:
         preds = predicted.devices
         lead = device_outcomes.lead_device(preds)
         iid = self.recorder.prediction(text, transcript, preds, lead, predicted.version, watch)
-        steps, now = self.dialogue.decide(iid, text, preds)
+        unsure = transcript.fluency is not None and transcript.fluency < self.settings.asr.min_fluency
+        steps, now = self.dialogue.decide(iid, text, preds, unsure_hearing=unsure)
         self.recorder.open_texts[iid] = text
         with watch.stage("actuator"):
             driven = self.dialogue.act_or_ask(iid, steps, now, self.stop_flag.is_set())
@@ -279,7 +280,7 @@ class Controller:
         """Let the ear's LM follow the household's labelled words (after the relay, never
         before it; `HouseholdEar.follow` looks at most every half minute)."""
         if self.ear is not None:
-            self.ear.follow(self.clock(), self.store.person_labelled_commands, self.worker.snapshot.model)
+            self.ear.follow(self.clock(), self.store.person_labelled_commands, self.worker.predictor.model)
 
     def _resolve_all(self, resolutions: list[DeviceResolution]) -> None:
         """Label (the database, then the learner) or observe each resolved interaction

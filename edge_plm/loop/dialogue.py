@@ -110,12 +110,14 @@ class Dialogue:
         return closed
 
     # --- an utterance ---------------------------------------------------------------------
-    def decide(self, iid: int, text: str, preds: dict[str, SwitchPrediction]) -> tuple[Steps, float]:
+    def decide(self, iid: int, text: str, preds: dict[str, SwitchPrediction],
+               unsure_hearing: bool = False) -> tuple[Steps, float]:
         """Each device's policy step for this utterance (closing the previous interaction: its
-        ask light goes out now, its labels are stored and learned after the relay), and when."""
+        ask light goes out now, its labels are stored and learned after the relay), and when.
+        `unsure_hearing`: the ear doubted the words (asks instead of acting)."""
         now = self.clock()
         junk = too_little_content(text, min_letters=self.settings.policy.min_content_letters)
-        predictions = device_outcomes.policy_predictions(preds, junk)
+        predictions = device_outcomes.policy_predictions(preds, junk, unsure_hearing)
         relays = {n: self.devices.relays[n].is_on for n in self.names.names}
         steps = self.policies.on_utterance(iid, predictions, relays, now, text)
         self.light_out(steps.closed)

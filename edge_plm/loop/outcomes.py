@@ -55,13 +55,15 @@ def check_devices(devices: Devices, household: Household) -> Household:
     return household
 
 
-def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None) -> dict[str, Prediction]:
+def policy_predictions(preds: Mapping[str, SwitchPrediction], junk: str | None,
+                       unsure_hearing: bool = False) -> dict[str, Prediction]:
     """Each device's model prediction as the policy's `Prediction` (values clamped to [0, 1])."""
     out = {}
     for name, p in preds.items():
         dist = {a: _clamp(v) for a, v in (p.distribution or {}).items()}
         not_command = None if p.not_command is None else _clamp(p.not_command)
-        out[name] = Prediction(Action(p.action), _clamp(p.confidence), dist or None, junk, not_command)
+        out[name] = Prediction(Action(p.action), _clamp(p.confidence), dist or None, junk, not_command,
+                               unsure_hearing)
     return out
 
 

@@ -66,7 +66,13 @@ class AsrBackend:
             with self.lock:
                 text, confidence = self._decode(samples)
         return Transcript(text=text, backend=self.name,
-                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=confidence)
+                          decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=confidence,
+                          fluency=self.fluency(text))
+
+    def fluency(self, text: str) -> float | None:
+        """How likely `text` is under the ear's language model (`Transcript.fluency`); None
+        where the backend has none."""
+        return None
 
     def _decode(self, samples: np.ndarray) -> tuple[str, float | None]:  # pragma: no cover
         """The words heard in int16 16 kHz speech (markers removed) and their confidence."""
@@ -130,22 +136,33 @@ class PocketSphinxASR(AsrBackend):
         # which language model the ear decodes with (status, doctor, the log): "general" is the
         # wheel's en-us LM; otherwise the file's name, then the household's label (use_lm)
         self.lm_name = "general" if lm is None else Path(lm).name
+        self._scorer = None if lm is None else self._read_lm(lm)  # scores `fluency`
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         log.info("pocketsphinx loaded (%s, language model %s) in %.0f ms", self.decoder.config["hmm"],
                  self.lm_name, self.load_ms)
+
+    def _read_lm(self, path: str | Path):
+        from pocketsphinx import NGramModel  # noqa: PLC0415
+
+        try:
+            return NGramModel(self.decoder.config, self.decoder.logmath, str(path))
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise AsrError(f"pocketsphinx could not read the language model {path}: {exc}") from exc
+
+    def fluency(self, text: str) -> float | None:
+        """The heard words' mean log-probability under the ear's LM (None with the general LM)."""
+        from edge_plm.voice.ear_lm import fluency  # noqa: PLC0415
+
+        scorer = self._scorer
+        return None if scorer is None else fluency(scorer, text)
 
     def use_lm(self, arpa_path: str | Path, label: str) -> None:
         """Decode the next utterances with the ARPA LM at `arpa_path` (read now, outside the lock;
         swapped in under the lock, between utterances: an utterance being decoded finishes with
         the LM it started with). `label` names it in the log and status. The file can be deleted
         once this returns."""
-        from pocketsphinx import NGramModel  # noqa: PLC0415
-
         t0 = time.perf_counter()
-        try:
-            model = NGramModel(self.decoder.config, self.decoder.logmath, str(arpa_path))
-        except (RuntimeError, ValueError, OSError) as exc:
-            raise AsrError(f"pocketsphinx could not read the language model {arpa_path}: {exc}") from exc
+        model = self._read_lm(arpa_path)
         with self.lock:
             old = self.decoder.current_search()
             name = f"lm{time.monotonic_ns()}"
@@ -156,7 +173,7 @@ class PocketSphinxASR(AsrBackend):
                 raise AsrError(f"pocketsphinx could not switch to the language model {label}: {exc}") from exc
             if old != name:
                 self.decoder.remove_search(old)
-            self.lm_name = label
+            self.lm_name, self._scorer = label, model
         log.info("the ear now decodes with %s (read in %.0f ms)", label, (time.perf_counter() - t0) * 1000.0)
 
     def cepstral_mean(self) -> str:

@@ -26,6 +26,11 @@ class Transcript:
     decode_ms: float  # streamed: the time finish() took (after the endpoint)
     confidence: float | None = None
     stream_ms: float = 0.0  # streamed: decode time spent while the audio arrived
+    # how likely the heard words are under the ear's language model: the mean natural-log
+    # probability per word (and the sentence's end), None when the backend has no such LM (vosk,
+    # text, pocketsphinx's general LM). Garble forced into command words scores low
+    # (edge_plm/voice/ear_lm.py `fluency`; the policy asks rather than acts below asr.min_fluency)
+    fluency: float | None = None
 
 
 STREAM_BLOCK = 480  # samples per block when a whole recording is streamed (30 ms at 16 kHz)

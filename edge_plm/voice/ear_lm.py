@@ -94,6 +94,21 @@ def build_arpa(sentences: Iterable[str]) -> str:
     return out.getvalue()
 
 
+def fluency(lm, text: str) -> float | None:
+    """The mean natural-log probability per word of `text` (and of its sentence end) under the
+    pocketsphinx ``NGramModel`` `lm` (trigram back-off, as the decoder scores it); None for no
+    words. A command the LM knows scores about -2 to -4; garble that the decoder forced into
+    command words ("all on you light up dot our want cool") about -5 to -6."""
+    import math  # noqa: PLC0415
+
+    words = ["<s>", *ear_words(text), "</s>"]
+    if len(words) == 2:
+        return None
+    # NGramModel.prob takes the n-gram newest word first; its result is in log base 1.0001
+    scores = [lm.prob(list(reversed(words[max(0, i - 2):i + 1]))) for i in range(1, len(words))]
+    return sum(scores) / len(scores) * math.log(1.0001)
+
+
 def read_sentences(path: Path = EAR_SENTENCES) -> list[str]:
     """The shipped sentences (gzip, one per line)."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -126,5 +141,5 @@ def household_sentences(names: Iterable[str], heard: Iterable[str]) -> list[str]
     return out
 
 
-__all__ = ["EAR_LM", "EAR_SENTENCES", "EarLmError", "build_arpa", "dictionary_words", "ear_words",
+__all__ = ["EAR_LM", "EAR_SENTENCES", "EarLmError", "build_arpa", "dictionary_words", "ear_words", "fluency",
            "household_sentences", "read_sentences", "sentence", "unknown_words", "write_sentences"]

@@ -89,7 +89,7 @@ class AsrSession:
             text, confidence = "", None
         return Transcript(text=text, backend=self.backend.name,
                           decode_ms=(time.perf_counter() - t0) * 1000.0, confidence=confidence,
-                          stream_ms=self.stream_ms)
+                          stream_ms=self.stream_ms, fluency=self.backend.fluency(text))
 
     def cancel(self) -> None:
         """Drop the utterance (the decoder is reset; nothing is returned)."""
