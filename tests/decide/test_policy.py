@@ -46,6 +46,17 @@ def test_decide_at_threshold_boundaries(action, confidence, expected):
     assert decide(p(action, confidence), CFG) is expected
 
 
+@pytest.mark.parametrize("action,confidence,expected", [
+    (ON, 0.99, Decision.ASK),  # a command the ear was unsure it heard: asked, never acted on
+    (OFF, 0.80, Decision.ASK),
+    (ON, 0.5, Decision.ASK),
+    (ON, 0.2, Decision.IGNORE),
+    (NOOP, 0.99, Decision.IGNORE),
+])
+def test_unsure_hearing_makes_an_act_an_ask(action, confidence, expected):
+    assert decide(Prediction(action, confidence, unsure_hearing=True), CFG) is expected
+
+
 def test_equal_thresholds_never_ask():
     cfg = PolicyConfig(act_threshold=0.6, ask_threshold=0.6)
     assert decide(p(ON, 0.5999), cfg) is Decision.IGNORE

@@ -137,6 +137,27 @@ def test_the_household_ear_is_made_only_for_pocketsphinx_with_asr_lm_household()
     assert make_household_ear(s, SimpleNamespace(), synchronous=True) is None
 
 
+def test_fluency_scores_garble_below_a_command():
+    from pocketsphinx import NGramModel
+
+    from edge_plm.voice.ear_lm import fluency
+
+    lm = NGramModel.readfile(str(EAR_LM))
+    command = fluency(lm, "turn off the lights in the bedroom")
+    garble = fluency(lm, "all on you light up dot our want cool")
+    assert -4.5 < command < -1.0 and garble < -5.0 and fluency(lm, "") is None
+    assert Settings().asr.min_fluency == -4.5  # between the two (docs/loop.md)
+
+
+def test_transcripts_carry_the_ears_fluency_and_the_general_lm_none():
+    from spoken_answers import speak
+
+    samples = speak("turn off the lights in the bedroom", "flite:slt")
+    heard = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM).transcribe(samples)
+    assert heard.fluency is not None and heard.fluency > -4.5
+    assert PocketSphinxASR(adapt_cmn=False).transcribe(samples).fluency is None
+
+
 def test_make_asr_loads_the_configured_ear_lm():
     s = Settings()
     s.asr.backend = "pocketsphinx"
@@ -166,3 +187,13 @@ def test_the_cepstral_mean_is_kept_across_a_restart(tmp_path):
     path.write_text("not numbers\n")
     restore_cepstral_mean(second, path)  # logged and ignored, never a crash
     restore_cepstral_mean(second, tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize("text, says", [('[asr]\nlm = "loud"\n', "asr.lm must be one of household, shipped, general"),
+                                        ("[asr]\nmin_fluency = 1.0\n", "asr.min_fluency must be a number <= 0")])
+def test_bad_ear_settings_are_refused(text, says):
+    from edge_plm.config.settings import ConfigError, parse
+
+    with pytest.raises(ConfigError) as exc:
+        parse(text)
+    assert any(says in p for p in exc.value.problems)
