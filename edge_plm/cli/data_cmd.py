@@ -84,6 +84,12 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
     rows.append(("unlearned labels", "unknown (the active checkpoint cannot be read)" if u is None
                  else "0 (every learnable label is in the model)" if u == 0
                  else f"{u}: the model lacks them; the service learns them again when it starts"))
+    owed = m["forget_owed"]
+    if owed["versions"]:
+        rows.append(("forget", f"{len(owed['versions'])} older checkpoint(s) still hold "
+                               f"{owed['interactions']} forgotten interaction(s) "
+                               f"({', '.join(owed['versions'])}): the running service, or the "
+                               "next command that changes the model, rewrites them"))
     if m["active_checkpoint"] == "damaged" or m["active_checkpoint"] == "missing":
         rows.append(("checkpoint", f"{m['active_checkpoint']}: {shown(m['active_problem'])} "
                                    "(the service falls back to the last good version at its "

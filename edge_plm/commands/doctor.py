@@ -454,8 +454,15 @@ def _database_file(path: Path, who: str, own: str) -> Check | str:
     try:
         with ReplayStore(path, read_only=True) as store:
             n = store.count()
+            owed = store.owed_rewrites()
     except StoreError as exc:
         return Check("database", FAIL, f"{path}: {exc}", "restore a backup or move the file away")
+    if owed:
+        return Check("database", WARN, f"{path}: a stopped `forget` still owes the rewrite of "
+                     f"{len(owed)} older checkpoint(s) ({', '.join(sorted(owed))}): they still "
+                     "hold forgotten interactions",
+                     "start the service (it finishes them), or run any command that changes "
+                     "the model, e.g. `edge-plm model rebuild`")
     return f"{path}: schema v{version}, {n} interaction(s), writable by {who}"
 
 

@@ -365,3 +365,34 @@ def test_audio_paths_are_stored_relative_to_the_database_like_checkpoints(tmp_pa
         assert store.get(a).audio_path == str(copy / "audio" / "00000001.wav")
         store.delete_interactions([a], remove_audio=True)
     assert inside.exists() and not (copy / "audio" / "00000001.wav").exists()
+
+
+def test_a_forget_killed_while_the_service_runs_is_finished_by_the_service(db):
+    """Issue 47, item 7: the running service finishes what a killed `forget` owes at its next
+    look for deleted rows (not at a restart); `status`, `model list` and `doctor` show what is
+    owed until then."""
+    from edge_plm.learning.learner import Learner, LearnerConfig  # noqa: PLC0415
+
+    ids, _ = _secret_db(db)
+    with ReplayStore(db) as store:
+        learner = Learner.open(store, LearnerConfig(start="", forget_check_s=0.0, sync_every_s=0.0),
+                               store.checkpoints_home())  # the service, up
+        env = {**os.environ,
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        p = subprocess.run([sys.executable, "-c", KILLER, "forget", *map(str, ids), "--yes",
+                            "--db", str(db)], env=env, capture_output=True, timeout=600)
+        assert p.returncode == -signal.SIGKILL, p.stderr.decode()
+        owed = js(cli("status", "--db", db, "--json"))["model"]["forget_owed"]
+        assert owed["versions"] and owed["interactions"] == len(ids)
+        listed = {d["version"]: d["forget_owed"]
+                  for d in js(cli("model", "list", "--db", db, "--json"))}
+        assert {v for v, n in listed.items() if n} == set(owed["versions"])
+        text = cli("status", "--db", db).output
+        assert "still hold" in text and "forgotten" in text
+        assert _secret_hits(db.parent, [SECRET])
+        learner.poll()  # its next look
+        assert store.owed_rewrites() == {}
+    assert _secret_hits(db.parent, [SECRET]) == []
+    assert js(cli("status", "--db", db, "--json"))["model"]["forget_owed"] == {
+        "versions": [], "interactions": 0}
+    assert _damaged(db) == []
