@@ -14,6 +14,7 @@ from typing import Any
 from pathlib import Path
 
 from edge_plm.files import sha256_of
+from edge_plm.learning import forgetting
 from edge_plm.learning.gate import HoldoutScore, score
 from edge_plm.config.settings import Settings
 from edge_plm.learning.state import match_examples
@@ -75,6 +76,7 @@ class Imported:
     config_changed: bool  # another configuration than the model it replaced
     model_config_setting: str  # ``model.config``, which a rebuild or a new start uses
     labels_matched: int  # rows of this database whose labels it already holds
+    forgotten_removed: int = 0  # examples of forgotten transcripts taken out before it became a version
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +89,7 @@ def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
     model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
     check_compatible(model, path)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
+    scrubbed = forgetting.scrub_import(store, model)  # nothing a `forget` deleted comes back
     learner = open_learner(settings, store)  # the household's, as the loop opens it
     cfg = learner.cfg
     previous = learner.version
@@ -110,7 +113,8 @@ def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
     metrics["labels_matched"] = len(keys)
     version = learner.adopt(model, metrics, keys)
     return Imported(source, sha256, previous, cand.n, cand.balanced_accuracy, _ba(base), bool(worse),
-                    version, model.config.name, config_changed, cfg.config, len(keys))
+                    version, model.config.name, config_changed, cfg.config, len(keys),
+                    scrubbed["examples"])
 
 
 def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwrite: bool = False) -> dict:

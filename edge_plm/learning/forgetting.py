@@ -34,6 +34,10 @@ from edge_plm.learning import state
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ReplayStore
 from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.tokenizer import normalize
+
+#: how a forgotten transcript is tombstoned (``forgotten``): the form the model stores
+tombstone_form = normalize
 
 log = logging.getLogger("edge_plm.learning.learner")
 
@@ -212,6 +216,39 @@ def _remove(store: ReplayStore, v: Any, why: str) -> None:
     log.warning("forget: the checkpoint of model version %s was deleted: %s", v.version, why)
 
 
+def scrub_import(store: ReplayStore, model: SwitchModel) -> dict[str, int]:
+    """Before an imported checkpoint becomes a version (`model import`): take out of `model`
+    every example of the owner's whose transcript a `forget` deleted (the tombstones of
+    ``forgotten``; as many examples of a text as stored rows still say it are kept), then
+    tombstone every unit and word string no live example or stored transcript uses. An
+    export made before a forget brings nothing forgotten back. Returns the counts."""
+    frozen = model.prior_examples if model.start is not None else 0
+    owner = [k for k in model.live_keys() if k >= frozen]
+    texts = {k: model.text_of(k) for k in owner}
+    dead = store.tombstoned(texts.values())
+    if not dead:
+        return {"examples": 0, "units": 0, "words": 0}
+    kept = kept_texts(store)
+    still: dict[str, int] = {}
+    for t in kept:
+        form = tombstone_form(t)
+        still[form] = still.get(form, 0) + 1
+    gone = []
+    for k in owner:
+        if texts[k] not in dead:
+            continue
+        if still.get(texts[k], 0) > 0:
+            still[texts[k]] -= 1  # a stored row says it too: its example stays
+        else:
+            gone.append(k)
+    model.forget_examples(gone)
+    scrubbed = model.scrub(kept)
+    log.warning("model import: %d example(s) of forgotten interactions taken out of the imported "
+                "checkpoint; %d unit and %d word string(s) scrubbed", len(gone),
+                scrubbed["units"], scrubbed["words"])
+    return {"examples": len(gone), **scrubbed}
+
+
 def other_copies(db_path: Path) -> list[Path]:
     """SQLite files in the database's directory other than the database and its -wal/-shm
     (e.g. `db backup` copies put there): `forget` does not reach them."""
@@ -230,4 +267,4 @@ def other_copies(db_path: Path) -> list[Path]:
 
 
 __all__ = ["complete_owed", "forget_removed", "kept_texts", "other_copies", "owed_versions",
-           "rewrite_kept", "rewriting"]
+           "rewrite_kept", "rewriting", "scrub_import", "tombstone_form"]

@@ -112,7 +112,8 @@ class StoreSync:
         def commit(name: str | None) -> None:  # the rewrites still owed: journalled with it
             self.store.delete_interactions(
                 ids, remove_audio=remove_audio, activate_version=name,
-                owe=lambda: forgetting.owed_versions(self.store, {name} if name else set()))
+                owe=lambda: forgetting.owed_versions(self.store, {name} if name else set()),
+                tombstone=forgetting.tombstone_form)
 
         if rebuild:
             model, keys, learned = self.registry.rebuilt_model(devices, exclude=set(ids))

@@ -98,10 +98,9 @@ def planned(db: Path, recorded: str | None) -> str:
 
 def write_mark(folder: Path, name: str, database_id: str) -> None:
     """Create `folder` (0700) if needed and write its owner mark (0600, atomically)."""
-    if not folder.exists():
-        folder.mkdir(mode=0o700)
+    folder.mkdir(mode=0o700, exist_ok=True)  # two processes opening one file: both may
     folder.chmod(0o700)
-    tmp = folder / f".{MARK}.tmp"
+    tmp = folder / f".{MARK}.{os.getpid()}.{secrets.token_hex(4)}.part"
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump({"database": name, "database_id": database_id}, f, sort_keys=True)
@@ -123,7 +122,7 @@ def foreign_folder(path: Path, home: Path, own: str) -> bool:
 def copy_into(src: Path, folder: Path) -> Path:
     """Copy the checkpoint `src` into `folder` (0600, fsynced, atomically); its new path."""
     target = folder / src.name
-    tmp = folder / (src.name + ".tmp")
+    tmp = folder / f".{src.name}.{os.getpid()}.part"
     shutil.copyfile(src, tmp)
     os.chmod(tmp, 0o600)
     fd = os.open(tmp, os.O_RDONLY)

@@ -396,3 +396,24 @@ def test_a_forget_killed_while_the_service_runs_is_finished_by_the_service(db):
     assert js(cli("status", "--db", db, "--json"))["model"]["forget_owed"] == {
         "versions": [], "interactions": 0}
     assert _damaged(db) == []
+
+
+def test_importing_an_export_made_before_a_forget_brings_nothing_back(db, tmp_path):
+    """Issue 47, item 8: `forget` leaves keyed digests (never the text) that `model import`
+    checks: the imported checkpoint is scrubbed of every forgotten example and word."""
+    ids, _ = _secret_db(db)
+    (active,), = query(db, "SELECT version FROM model_versions WHERE status = 'active'")
+    old = tmp_path / "old.npz"
+    assert cli("model", "export", active, old, "--db", db).exit_code == 0
+    assert SECRET.encode() in old.read_bytes()
+    r = js(cli("forget", "-y", *ids, "--db", db, "--json"))
+    assert r["deleted"] == len(ids) and _secret_hits(db.parent, [SECRET]) == []
+    digests = [d for d, in query(db, "SELECT digest FROM forgotten")]
+    assert len(digests) >= 1 and not any(SECRET in d for d in digests)
+    assert SECRET.encode() not in db.read_bytes()
+    imp = js(cli("model", "import", old, "--force", "--db", db, "--json"))
+    assert imp["forgotten_removed"] >= 1  # the labelled ones it held (holdout rows: none)
+    assert _secret_hits(db.parent, [SECRET]) == []  # not in the imported version's file
+    assert _damaged(db) == []
+    assert js(cli("forget", "--all", "-y", "--db", db, "--json"))["deleted"] >= 1
+    assert _secret_hits(db.parent, [SECRET]) == []
