@@ -619,7 +619,8 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         tb.warm()
     controller = open_loop(settings, store, learner, devices, asr, clock=clock, wall=wall,
                            talkback=tb)
-    bridge = start_bridge(settings, devices, status_path(db), controller.watchers)  # None unless [mqtt] is on
+    bridge = start_bridge(settings, devices, status_path(db), controller.watchers,  # None unless [mqtt] is on
+                          model_version=lambda: controller.worker.version)
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 
 

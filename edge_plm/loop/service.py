@@ -191,7 +191,8 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: Opened, audio
     # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
     parts.bridge = start_bridge(settings, parts.devices,
                                    status_path(settings.paths.database_path()),
-                                   parts.controller.watchers)
+                                   parts.controller.watchers,
+                                   model_version=lambda: parts.controller.worker.version)
 
 
 def _talkback(settings):
