@@ -129,6 +129,7 @@ def rewrite_kept(store: ReplayStore, directory: Path, forgotten: set[int], texts
     written only into the database's own folder: one outside it (another database's) is
     read, and its rewrite goes to the own folder. Returns ``{"rewritten": [...],
     "removed": [...], "clean": [...]}`` (version names)."""
+    store.settle_copies()  # a copy still referring to these files gets its own first
     with rewriting(store.checkpoints_home()):
         return _rewrite_kept(store, directory, forgotten, texts, skip, only)
 

@@ -26,6 +26,10 @@ import logging
 import os
 import secrets
 import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +123,45 @@ def foreign_folder(path: Path, home: Path, own: str) -> bool:
     return len(rel.parts) >= 2 and rel.parts[0] != own and rel.parts[0].endswith(SUFFIX)
 
 
+_local = threading.local()
+
+
+def settling() -> bool:
+    """Whether this thread is giving a copy its own folder (no cascade from there)."""
+    return bool(getattr(_local, "active", False))
+
+
+@contextmanager
+def settling_copies() -> Iterator[None]:
+    _local.active = True
+    try:
+        yield
+    finally:
+        _local.active = False
+
+
+def copies_referring_to(db: Path, own: str) -> list[Path]:
+    """The other SQLite files in `db`'s directory whose versions refer to a file in the
+    folder `own` there (read-only look; an unreadable file is skipped)."""
+    out = []
+    for p in sorted(db.parent.iterdir()):
+        if (p == db or not p.is_file() or p.name.endswith(("-wal", "-shm", "-journal"))
+                or not _is_sqlite(p)):
+            continue
+        try:
+            conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=5)
+            try:
+                row = conn.execute("SELECT 1 FROM model_versions WHERE path LIKE ? LIMIT 1",
+                                   [f"{own}/%"]).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue  # not an edge-plm database, or not readable now
+        if row is not None:
+            out.append(p)
+    return out
+
+
 def copy_into(src: Path, folder: Path) -> Path:
     """Copy the checkpoint `src` into `folder` (0600, fsynced, atomically); its new path."""
     target = folder / src.name
@@ -134,5 +177,5 @@ def copy_into(src: Path, folder: Path) -> Path:
     return target
 
 
-__all__ = ["MARK", "SUFFIX", "copy_into", "foreign_folder", "planned", "read_mark", "verdict",
-           "write_mark"]
+__all__ = ["MARK", "SUFFIX", "copies_referring_to", "copy_into", "foreign_folder", "planned",
+           "read_mark", "settling", "settling_copies", "verdict", "write_mark"]

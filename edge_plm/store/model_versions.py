@@ -207,6 +207,7 @@ class ModelVersionRows:
         if recorded != name or self.meta_value("database_id") != database_id or moved:
             self._write(update)
         self._home_folder = name
+        self.settle_copies()
         if moved:
             log.warning("%s: its checkpoint folder is now %s/ (the one it shared belongs to "
                         "another database); %d checkpoint file(s) copied into it, %d already "
@@ -228,6 +229,29 @@ class ModelVersionRows:
         if not stored:
             return stored
         return stored if os.path.isabs(stored) else str(self.home() / stored)
+
+    def settle_copies(self) -> list[str]:
+        """Give every other database file in this one's directory that still refers to
+        checkpoints in this one's folder (a ``cp`` of the file not opened read-write since)
+        its own copies first (`claim_checkpoints_home`, run by opening it): this database may
+        then rewrite and delete its files. Run at every read-write open and before a rewrite
+        or a prune. Returns the files settled; one that cannot be opened is logged."""
+        if folder.settling():
+            return []
+        own = self.checkpoints_home().name
+        settled = []
+        for other in folder.copies_referring_to(Path(os.path.abspath(self.path)), own):
+            with folder.settling_copies():
+                try:
+                    type(self)(other).close()  # its read-write open claims its own folder
+                except Exception as exc:  # a busy, read-only or newer file: said, not raised
+                    log.warning("%s refers to checkpoints of %s but could not be given its own "
+                                "copies (%s: %s); its versions may go missing when this "
+                                "database rewrites or prunes them", other, self.path,
+                                type(exc).__name__, exc)
+                    continue
+            settled.append(str(other))
+        return settled
 
     def owns_checkpoint(self, path: str | Path | None) -> bool:
         """Whether this database may rewrite or delete the file at `path`: only inside its

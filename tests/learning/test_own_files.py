@@ -417,3 +417,22 @@ def test_importing_an_export_made_before_a_forget_brings_nothing_back(db, tmp_pa
     assert _damaged(db) == []
     assert js(cli("forget", "--all", "-y", "--db", db, "--json"))["deleted"] >= 1
     assert _secret_hits(db.parent, [SECRET]) == []
+
+
+def test_a_copy_not_opened_yet_keeps_its_versions_when_the_original_forgets(db):
+    """The original changes first: ``cp s.db s.old`` then `forget` and `rebuild` in s.db
+    (s.old not opened read-write since): s.old gets its own copies before any file of the
+    original's folder is rewritten or deleted, and lists none missing."""
+    s = db.parent / "s.db"
+    db.rename(s)
+    copy = s.parent / "s.old"
+    shutil.copyfile(s, copy)
+    listed = _versions(copy)
+    assert js(cli("forget", "-y", "5", "6", "--db", s, "--json"))["deleted"] == 2
+    for _ in range(2):
+        assert cli("model", "rebuild", "--db", s).exit_code == 0
+    states = {d["version"]: d["checkpoint_state"] for d in js(cli("model", "list", "--db", copy, "--json"))
+              if not d["pruned"]}
+    assert states and all(st == "ok" for st in states.values()), states
+    assert _versions(copy) == listed and _damaged(copy) == [] and _damaged(s) == []
+    assert _folder(copy) != _folder(s)
