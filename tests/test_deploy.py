@@ -315,3 +315,21 @@ def test_prefix_uninstall_keeps_data_then_purge(prefix_install):
     assert again.returncode == 0 and "nothing changed" in again.stdout
     purge = run_install("--uninstall", "--purge", "--prefix", str(root))
     assert purge.returncode == 0 and not state.exists() and not etc.exists()
+
+
+def test_prefix_install_adds_paho_when_mqtt_is_on(prefix_install):
+    """Issue 47, item 5: with ``[mqtt] enabled = true`` in the config, install.sh makes sure
+    paho-mqtt is importable in the venv (installs it, or says it is there)."""
+    root, args, _ = prefix_install
+    config = root / "etc/edge-plm/config.toml"
+    kept = config.read_text()
+    try:
+        assert kept.count("\n[mqtt]\n") == 1  # the table of the defaults, its keys commented
+        config.write_text(kept.replace("\n[mqtt]\n", "\n[mqtt]\nenabled = true\n"))
+        again = run_install(*args)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "paho-mqtt is importable ([mqtt] is enabled" in again.stdout, again.stdout
+    finally:
+        config.write_text(kept)
+    off = run_install("--dry-run", *args)
+    assert "paho-mqtt" not in off.stdout

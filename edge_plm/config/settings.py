@@ -658,9 +658,15 @@ def _start_problem(m: ModelConfig) -> str | None:
 def load(path: str | Path | None = None) -> Settings:
     """Read settings from `path`, or from the first existing candidate file, or defaults."""
     if path is not None:
-        path = Path(path)
+        path = Path(path).expanduser()
         if not path.exists():
             raise ConfigError(f"config file not found: {path}")
+        return parse(read_config_text(path), str(path))
+    env = os.environ.get("EDGE_PLM_CONFIG")
+    if env:  # named on purpose (the systemd unit sets it): a typo is an error, not the defaults
+        path = Path(env).expanduser()
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path} (from EDGE_PLM_CONFIG)")
         return parse(read_config_text(path), str(path))
     for candidate in candidate_paths():
         if candidate.exists():

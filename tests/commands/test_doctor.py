@@ -409,3 +409,19 @@ def test_config_cli_never_overwrites(tmp_path):
     assert r.exit_code == 1 and out.read_text() == "# mine\n"
     r = CliRunner().invoke(app, ["config", "check", "--config", str(out)])
     assert r.exit_code == 0
+
+
+def test_mqtt_on_without_paho_gives_the_install_line(tmp_path):
+    """Issue 47, item 5: not "the check itself failed: ModuleNotFoundError"."""
+    import importlib  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    def no_paho(name):
+        if name.startswith("paho"):
+            raise ModuleNotFoundError(f"No module named {name.split('.')[0]!r}", name="paho")
+        return importlib.import_module(name)
+
+    s = replace(settings.Settings(), mqtt=settings.MqttConfig(enabled=True, host="127.0.0.1", port=1))
+    c = doctor.check_mqtt(s, timeout=0.5, importer=no_paho)
+    assert c.status == doctor.FAIL and "paho-mqtt is not installed" in c.detail
+    assert "pip install" in c.remedy and "edge-plm[mqtt]" in c.remedy
