@@ -8,6 +8,7 @@ and what an imported model cannot do (take single rows back out): docs/deploy.md
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -127,12 +128,24 @@ def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwri
     if not v.path:
         raise LookupError(f"model version {version} has no checkpoint (rolled-back candidates are never saved)")
     model = SwitchModel.load(v.path)
-    out = Path(out)
+    out = Path(out).expanduser()
     if out.is_dir():
         out = out / f"{version}.npz"
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; not overwritten (use --force)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(v.path, out)
+    if not out.parent.is_dir():  # never made here (with a mode the umask decides)
+        raise FileNotFoundError(f"directory {out.parent} does not exist; create it first "
+                                "(the checkpoint holds your words: e.g. mkdir -m 700)")
+    # the owner's vocabulary is in it: 0600 like every file holding the owner's words
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        os.close(fd)
+        os.chmod(tmp, 0o600)
+        shutil.copyfile(v.path, tmp)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return {"version": version, "out": str(out), "config": model.config.name,
             "labelled": model.n_examples, "sha256": sha256_of(out), "bytes": out.stat().st_size}
