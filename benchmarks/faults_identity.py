@@ -21,12 +21,18 @@ process (`faults_files.Device`: text sessions, mock pins, a version every 40 lab
   sentence (`replay`), then `edge-plm run` (empty input). Pass: the replay learns it (exit 0,
   `unlearned_labels` 0) or refuses it with one `error:` line, and `run` exits 0.
 
+- ``rss_2000``: peak resident memory (``/usr/bin/time -v``) of `edge-plm run` (text source, 20
+  lines on stdin, then end of input) and of `forget -y` of 10 ids, on a database filled by a
+  `replay` of 2,000 household lines (a version every 40 labels). Pass: both <= 300 MB.
+
 Writes benchmarks/results/faults-<scenario>.json (through bench_faults.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import signal
 import subprocess
@@ -182,5 +188,37 @@ def long_first_label(args) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _peak_mb(cmd: list[str], env: dict, stdin: Path | None = None) -> tuple[float, int]:
+    """(peak resident set in MB, exit code) of `cmd`, from ``/usr/bin/time -v``."""
+    with (stdin.open() if stdin else open(os.devnull)) as f:
+        proc = subprocess.run(["/usr/bin/time", "-v", *cmd], stdin=f, env=env, capture_output=True,
+                              text=True, cwd=ROOT)
+    kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))
+    return round(kb / 1024, 1), proc.returncode
+
+
+def rss_2000(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="faults-rss-"))
+    try:
+        dev = Device(work / "state")
+        t0 = time.perf_counter()
+        filled = dev.replay(household_lines(2000))
+        fill_s = round(time.perf_counter() - t0, 1)
+        feed = work / "lines.txt"
+        feed.write_text("".join(r["text"] + "\n" for r in household_lines(20)))
+        run_mb, run_rc = _peak_mb([*CLI, "run", "--config", str(dev.config)], dev.env, feed)
+        ids = [str(i) for i, in _query(dev.db, "SELECT id FROM interactions WHERE label IS NOT NULL "
+                                               "ORDER BY id LIMIT 10")]
+        forget_mb, forget_rc = _peak_mb([*CLI, "forget", "-y", *ids, "--db", str(dev.db)], dev.env)
+        versions = len(_query(dev.db, "SELECT version FROM model_versions"))
+        return {"interactions": filled["interactions"], "fill_s": fill_s, "versions": versions,
+                "run": {"peak_rss_mb": run_mb, "rc": run_rc},
+                "forget": {"peak_rss_mb": forget_mb, "rc": forget_rc},
+                "ok": run_rc == 0 and forget_rc == 0 and run_mb <= 300 and forget_mb <= 300}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 SCENARIOS = {"stem_copies": stem_copies, "forget_under_run": forget_under_run,
-             "import_old_export": import_old_export, "long_first_label": long_first_label}
+             "import_old_export": import_old_export, "long_first_label": long_first_label,
+             "rss_2000": rss_2000}

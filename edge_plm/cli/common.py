@@ -9,6 +9,7 @@ is not one of the choices) is one line ``error: ...`` with exit code 2 (`OneLine
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -162,6 +163,17 @@ class OneLineFormatter(logging.Formatter):
         return super().format(record)
 
 
+def said(exc: BaseException) -> str:
+    """An expected failure as one line for a person: an OSError as ``FILE: what`` (a full disk
+    says so and that nothing was lost), anything else its message."""
+    if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        full = (" (the disk is full: free some space and run the command again; what it had "
+                "not finished is unchanged)" if exc.errno == errno.ENOSPC else "")
+        return f"{where}{exc.strerror}{full}"
+    return one_line(exc)
+
+
 def describe(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) for an exception that reached `main`.
 
@@ -275,7 +287,7 @@ def opened(db: Optional[Path], config: Optional[Path], write: bool = False, crea
         yield store, settings, path
         ok = True
     except EXPECTED_ERRORS as exc:
-        fail(str(exc) if not isinstance(exc, sqlite3.Error) else f"database {path}: {exc}")
+        fail(said(exc) if not isinstance(exc, sqlite3.Error) else f"database {path}: {exc}")
     finally:
         store.close()
         if created and not ok:  # nothing was done: leave no empty database behind

@@ -96,3 +96,19 @@ def test_the_demo_makes_its_folders_0700(tmp_path):
     assert r.exit_code == 0, r.stderr
     for d in (tmp_path / "a", tmp_path / "a" / "b", state, state / "demo"):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
+def test_a_full_disk_during_forget_is_one_plain_line(db, monkeypatch):
+    import errno  # noqa: PLC0415
+
+    from edge_plm.commands import labelling  # noqa: PLC0415
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(db.parent / "x.npz"))
+
+    monkeypatch.setattr(labelling, "forget", full)
+    r = cli("forget", "-y", "1", "--db", db)
+    assert r.exit_code == 1 and len(_lines(r.stderr)) == 1, r.stderr
+    line = _lines(r.stderr)[0]
+    assert "[Errno" not in line and "No space left on device" in line and "disk is full" in line
+    assert query(db, "SELECT count(*) FROM interactions WHERE id = 1")[0][0] == 1
