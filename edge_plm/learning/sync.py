@@ -73,7 +73,11 @@ class StoreSync:
         return LiveModel.loaded(model, active.version, self.store.holdout_rows())
 
     def forget_seq_moved(self) -> bool:
-        """Rows were deleted since the last look (``meta.forget_seq`` moved; now seen)."""
+        """Rows were deleted since the last look (``meta.forget_seq`` moved; now seen). Every
+        look first finishes the checkpoint rewrites a stopped `forget` still owes (without
+        waiting for one that is still running: it finishes them itself), so a running service
+        does not leave them to its next start."""
+        forgetting.complete_owed(self.store, wait=False)
         seq = self.store.forget_seq()
         if seq == self.forget_seq:
             return False
