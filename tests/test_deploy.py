@@ -129,11 +129,13 @@ def test_scripts_are_executable_and_have_help():
         assert r.returncode == 0 and "Usage:" in r.stdout, (script, r.stdout, r.stderr)
 
 
-def test_gpio_test_on_mock_pins():
+def test_gpio_test_on_mock_pins(tmp_path):
+    empty = tmp_path / "config.toml"  # the built-in defaults (a missing file is an error)
+    empty.write_text("")
     r = subprocess.run(["bash", str(ROOT / "firmware_scripts" / "gpio-test.sh"), "-n", "2", "--interval", "0",
                         "--watch", "0", "--python", sys.executable, "--force"],
                        capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "EDGE_PLM_CONFIG": "/nonexistent/config.toml"})
+                       env={**os.environ, "EDGE_PLM_CONFIG": str(empty)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "click 2: OFF" in r.stdout and "result: 2 relay click(s)" in r.stdout
 
@@ -302,21 +304,6 @@ def test_prefix_install_is_idempotent_and_keeps_the_config(prefix_install):
     assert config.read_text().endswith("# my own edit\n")
 
 
-def test_prefix_uninstall_keeps_data_then_purge(prefix_install):
-    root, _, _ = prefix_install
-    state, etc = root / "var/lib/edge-plm", root / "etc/edge-plm"
-    r = run_install("--uninstall", "--prefix", str(root))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert not (root / "opt/edge-plm").exists()
-    assert not (root / "etc/systemd/system/edge-plm.service").exists()
-    assert not (root / "etc/udev/rules.d/99-edge-plm-gpio.rules").exists()
-    assert (etc / "config.toml").exists() and (state / "models").exists()
-    again = run_install("--uninstall", "--prefix", str(root))
-    assert again.returncode == 0 and "nothing changed" in again.stdout
-    purge = run_install("--uninstall", "--purge", "--prefix", str(root))
-    assert purge.returncode == 0 and not state.exists() and not etc.exists()
-
-
 def test_prefix_install_adds_paho_when_mqtt_is_on(prefix_install):
     """Issue 47, item 5: with ``[mqtt] enabled = true`` in the config, install.sh makes sure
     paho-mqtt is importable in the venv (installs it, or says it is there)."""
@@ -333,3 +320,19 @@ def test_prefix_install_adds_paho_when_mqtt_is_on(prefix_install):
         config.write_text(kept)
     off = run_install("--dry-run", *args)
     assert "paho-mqtt" not in off.stdout
+
+
+def test_prefix_uninstall_keeps_data_then_purge(prefix_install):
+    root, _, _ = prefix_install
+    state, etc = root / "var/lib/edge-plm", root / "etc/edge-plm"
+    r = run_install("--uninstall", "--prefix", str(root))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (root / "opt/edge-plm").exists()
+    assert not (root / "etc/systemd/system/edge-plm.service").exists()
+    assert not (root / "etc/udev/rules.d/99-edge-plm-gpio.rules").exists()
+    assert (etc / "config.toml").exists() and (state / "models").exists()
+    again = run_install("--uninstall", "--prefix", str(root))
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+    purge = run_install("--uninstall", "--purge", "--prefix", str(root))
+    assert purge.returncode == 0 and not state.exists() and not etc.exists()
+
