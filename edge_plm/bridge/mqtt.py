@@ -166,12 +166,14 @@ class MqttBridge:
 
     def __init__(self, cfg: MqttConfig, devices: Any, topics: t.Topics,
                  status_file: Path | None = None, client: Any = None,
-                 model_version: Callable[[], str | None] | None = None) -> None:
+                 model_version: Callable[[], str | None] | None = None,
+                 undo: Callable[[], None] | None = None) -> None:
         self.cfg = cfg
         self.devices = devices
         self.topics = topics
         self.status_file = status_file
         self.model_version = model_version  # the live model's version (the sensor), if known
+        self.undo = undo  # the *undo last lesson* button's action (None: no button)
         self.mac = t.mac_address()
         # the config topics this node published itself (its own state, beside the status
         # file): only those are ever blanked, never another node's
@@ -275,6 +277,9 @@ class MqttBridge:
     def _handle(self, item: tuple) -> None:
         if item[0] == _ANNOUNCE:
             self._announce()
+        elif item[0] == "undo" and self.undo is not None:
+            log.info("mqtt: undo last lesson pressed")
+            self.undo()
         elif item[0] == "birth" and self._connected.is_set():
             log.info("mqtt: Home Assistant came online; publishing the discovery configs again")
             self._announce_configs()
@@ -300,6 +305,8 @@ class MqttBridge:
         tp = self.topics
         configs = {tp.config(d): tp.discovery(d, self.cfg.qos, self.mac) for d in tp.devices}
         configs.update(tp.sensors(self.cfg.qos, self.mac))
+        if self.undo is not None:
+            configs[tp.undo_config] = tp.undo_discovery(self.cfg.qos, self.mac)
         self.entities.add(configs)
         for topic, config in configs.items():
             self._publish(topic, t.discovery_payload(config))
@@ -356,7 +363,8 @@ class MqttBridge:
                           f"{reason_code}; retrying")
             return
         client.subscribe([(self.topics.commands, self.cfg.qos), (self.topics.configs, self.cfg.qos),
-                          (self.topics.hub_status, self.cfg.qos)])
+                          (self.topics.hub_status, self.cfg.qos)]
+                         + ([(self.topics.undo_press, self.cfg.qos)] if self.undo else []))
         self._connected.set()
         log.info("mqtt: connected to %s:%d as %s (%d device(s))", self.cfg.host, self.cfg.port,
                  self.topics.base, len(self.topics.devices))
@@ -384,6 +392,11 @@ class MqttBridge:
         if topic == self.topics.hub_status:  # Home Assistant's birth: it lost what it knew
             if payload == t.ONLINE.encode():
                 self._outbox.put(("birth",))
+            return
+        if topic == self.topics.undo_press and self.undo is not None:
+            if retained or payload != t.PRESS.encode():
+                return self._ignore(topic, payload, 'a retained press, or not "PRESS"')
+            self._outbox.put(("undo",))
             return
         config_of = self.topics.config_device(topic)
         if config_of is not None:

@@ -45,6 +45,7 @@ class LoopOutcome(Protocol):
 
 ONLINE, OFFLINE = "online", "offline"
 ON, OFF = "ON", "OFF"
+PRESS = "PRESS"  # a button's press (Home Assistant's default payload_press)
 #: the longest command payload looked at (``OFF``); anything longer is junk, unread
 MAX_COMMAND_BYTES = 16
 
@@ -125,6 +126,23 @@ class Topics:
     @property
     def asks(self) -> str:
         return f"{self.base}/asks_today"
+
+    @property
+    def undo_press(self) -> str:
+        """The command topic of the *undo last lesson* button (payload ``PRESS``)."""
+        return f"{self.base}/undo_last_lesson/press"
+
+    @property
+    def undo_config(self) -> str:
+        return f"{self.prefix}/button/{self.node}/undo_last_lesson/config"
+
+    def undo_discovery(self, qos: int, mac: str | None = None) -> dict:
+        """The retained discovery config of the *undo last lesson* button."""
+        return {"name": "undo last lesson", "unique_id": f"edge-plm-{self.node}-undo_last_lesson",
+                "default_entity_id": self.entity_id("button", "undo_last_lesson"),
+                "command_topic": self.undo_press, "payload_press": PRESS,
+                "availability_topic": self.status, "entity_category": "config", "qos": qos,
+                "icon": "mdi:undo", "device": self.device_block(mac), "origin": dict(ORIGIN)}
 
     def sensor_config(self, key: str) -> str:
         return f"{self.prefix}/sensor/{self.node}/{key}/config"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_plm.bridge import start_bridge, stop_bridge
+from edge_plm.loop.undo import undo_handler
 from edge_plm.bridge.status import status_path
 from edge_plm.loop import stopping
 from edge_plm.learning.learner import Learner
@@ -192,7 +193,9 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: Opened, audio
     parts.bridge = start_bridge(settings, parts.devices,
                                    status_path(settings.paths.database_path()),
                                    parts.controller.watchers,
-                                   model_version=lambda: parts.controller.worker.version)
+                                   model_version=lambda: parts.controller.worker.version,
+                                   undo=(undo_handler(parts.controller.worker)
+                                         if len(parts.devices.names) == 1 else None))
 
 
 def _talkback(settings):

@@ -120,3 +120,35 @@ def test_home_assistants_birth_message_publishes_the_configs_again(tmp_path, bro
         ha.send("homeassistant/status", "offline")  # its last will: nothing to do
     finally:
         r.close()
+
+
+def test_the_undo_button_relabels_the_last_lesson(tmp_path, broker, ha):
+    """Issue 47, item 4: Home Assistant's *undo last lesson* button relabels the newest
+    labelled interaction NOOP when it taught a command (as `edge-plm label ID NOOP`)."""
+    from edge_plm.loop.replay import run_session  # noqa: PLC0415
+    from kit import PHRASES, session  # noqa: PLC0415
+
+    s = board(broker.port, "undo-pi")
+    tp = Topics.of(s.mqtt, ["main"])
+    r = make_replay(tmp_path / "u.db", settings=s)
+    try:
+        assert r.bridge.wait_connected(10) and ha.wait_for(tp.status, b"online")
+        button = json.loads(ha.last[tp.undo_config])
+        assert button["command_topic"] == tp.undo_press and button["payload_press"] == "PRESS"
+        assert button["default_entity_id"] == "button.edge_plm_undo_pi_undo_last_lesson"
+        run_session(session(PHRASES), r.controller, r.clock)
+        commands = [row for row in r.store.interactions(labeled=True) if row.label in ("ON", "OFF")]
+        assert len(commands) >= 2
+        last, before = commands[0], commands[1]  # the newest command learned
+        ha.send(tp.undo_press, "junk")  # not a press: nothing
+        ha.send(tp.undo_press, "PRESS")
+        assert wait_until(lambda: r.store.get(last.id).label == "NOOP")
+        assert r.store.get(last.id).label_source == "manual"
+        assert r.store.get(before.id).label == before.label  # only the last lesson
+        from edge_plm.switch.tokenizer import ACTIONS  # noqa: PLC0415
+
+        lr = r.controller.worker.learner
+        if not r.store.get(last.id).holdout:  # the model now holds NOOP for it
+            assert lr.model.examples[lr.keys[last.id]][1] == ACTIONS.index("NOOP")
+    finally:
+        r.close()
