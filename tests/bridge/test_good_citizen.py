@@ -148,7 +148,8 @@ def test_the_undo_button_relabels_the_last_lesson(tmp_path, broker, ha):
         from edge_plm.switch.tokenizer import ACTIONS  # noqa: PLC0415
 
         lr = r.controller.worker.learner
-        if not r.store.get(last.id).holdout:  # the model now holds NOOP for it
-            assert lr.model.examples[lr.keys[last.id]][1] == ACTIONS.index("NOOP")
+        if not r.store.get(last.id).holdout:  # the model now holds NOOP for it (the worker's task
+            assert wait_until(lambda: lr.model.examples[lr.keys[last.id]][1]  # may still be running)
+                              == ACTIONS.index("NOOP"))
     finally:
         r.close()

@@ -101,7 +101,7 @@ def test_the_demo_makes_its_folders_0700(tmp_path):
 def test_a_full_disk_during_forget_is_one_plain_line(db, monkeypatch):
     import errno  # noqa: PLC0415
 
-    from edge_plm.commands import labelling  # noqa: PLC0415
+    from edge_plm.commands import forgetting as labelling  # noqa: PLC0415 - forget lives there
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(db.parent / "x.npz"))
