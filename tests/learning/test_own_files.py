@@ -376,7 +376,7 @@ def test_a_forget_killed_while_the_service_runs_is_finished_by_the_service(db):
     ids, _ = _secret_db(db)
     with ReplayStore(db) as store:
         learner = Learner.open(store, LearnerConfig(start="", forget_check_s=0.0, sync_every_s=0.0),
-                               store.checkpoints_home())  # the service, up
+                               store.checkpoints_home(), household=ONE_DEVICE)  # the service, up
         env = {**os.environ,
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         p = subprocess.run([sys.executable, "-c", KILLER, "forget", *map(str, ids), "--yes",
