@@ -24,6 +24,9 @@ with ``"ok"`` plus its measurements):
 - ``two_dbs``, ``backup_copy``, ``kill_forget``: a database owns its files — two databases in one
   folder, a `db backup` copy changed every way, and `forget` killed by SIGKILL and SIGTERM after
   each of its checkpoint rewrites (`benchmarks/faults_files.py`, which describes each).
+- ``stem_copies``, ``forget_under_run``, ``import_old_export``, ``long_first_label``: copies of
+  one stem in one folder, a forget killed while the service runs, an export made before a
+  forget imported again, a 100-word first label (`benchmarks/faults_identity.py`, issue 47).
 
 Usage (repo root): python3 benchmarks/bench_faults.py --scenario full-disk [--scenario busy]
                    python3 benchmarks/bench_faults.py --scenario all
@@ -256,6 +259,11 @@ SCENARIOS.update(faults_forget.SCENARIOS)
 import faults_files  # noqa: E402
 
 SCENARIOS.update(faults_files.SCENARIOS)
+
+# --- nothing lost to a renamed copy, an old import or a long sentence (faults_identity.py) ------
+import faults_identity  # noqa: E402
+
+SCENARIOS.update(faults_identity.SCENARIOS)
 
 
 # --- main -------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@
 #   2. the gpio group (created if missing, e.g. Armbian) and a udev rule giving it /dev/gpiochip*
 #   3. the system user edge-plm in the gpio and audio groups
 #   4. directories: /etc/edge-plm (0755), /var/lib/edge-plm and its numba-cache, models (0700)
-#   5. the venv /opt/edge-plm with edge-plm (and a GPIO library, lgpio, when none is importable);
+#   5. the venv /opt/edge-plm with edge-plm (and a GPIO library, lgpio, when none is importable;
+#      paho-mqtt when the config has [mqtt] enabled = true);
 #      mic-test.sh and gpio-test.sh are copied to /opt/edge-plm/share/edge-plm/
 #   6. /etc/edge-plm/config.toml: every key with its default, commented (never overwritten)
 #   7. optional: the Vosk model (`edge-plm asr install ZIP --sha256 HEX`, as the service user)
@@ -398,6 +399,17 @@ install_venv() {
                 || warn "lgpio could not be installed: GPIO stays mock only until a GPIO library is importable (see docs/deploy.md)"
         fi
     fi
+    if mqtt_enabled; then  # the optional bridge ([mqtt] enabled = true) needs paho-mqtt
+        if "$VENV/bin/python" -c 'import paho.mqtt.client' >/dev/null 2>&1; then
+            ok "paho-mqtt is importable ([mqtt] is enabled in $CONFIG)"
+        elif [ "$NO_DEPS" = 0 ]; then
+            change "pip install paho-mqtt ([mqtt] is enabled in $CONFIG: the bridge needs it)"
+            run "$VENV/bin/python" -m pip install "${pip_args[@]}" 'paho-mqtt>=2.0,<3' \
+                || warn "paho-mqtt could not be installed: the device runs without the MQTT bridge (pip install 'edge-plm[mqtt]' into $VENV)"
+        else
+            warn "[mqtt] is enabled in $CONFIG but paho-mqtt is not installed (--no-deps): $VENV/bin/pip install 'paho-mqtt>=2.0,<3'"
+        fi
+    fi
     if [ -f "$DOC_SRC" ]; then
         put_file "$DOC_DST" 0644 <"$DOC_SRC" || true
     fi
@@ -405,6 +417,13 @@ install_venv() {
     for helper in mic-test.sh gpio-test.sh; do  # home directory is not readable to it)
         put_file "$VENV/share/edge-plm/$helper" 0755 <"$SCRIPT_DIR/$helper" || true
     done
+}
+
+# mqtt_enabled: the existing config turns the MQTT bridge on ([mqtt] enabled = true)
+mqtt_enabled() {
+    [ -f "$CONFIG" ] && [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c \
+        'import sys; from edge_plm.config import settings; sys.exit(0 if settings.load(sys.argv[1]).mqtt.enabled else 1)' \
+        "$CONFIG" >/dev/null 2>&1
 }
 
 install_config() {

@@ -129,11 +129,13 @@ def test_scripts_are_executable_and_have_help():
         assert r.returncode == 0 and "Usage:" in r.stdout, (script, r.stdout, r.stderr)
 
 
-def test_gpio_test_on_mock_pins():
+def test_gpio_test_on_mock_pins(tmp_path):
+    empty = tmp_path / "config.toml"  # the built-in defaults (a missing file is an error)
+    empty.write_text("")
     r = subprocess.run(["bash", str(ROOT / "firmware_scripts" / "gpio-test.sh"), "-n", "2", "--interval", "0",
                         "--watch", "0", "--python", sys.executable, "--force"],
                        capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "EDGE_PLM_CONFIG": "/nonexistent/config.toml"})
+                       env={**os.environ, "EDGE_PLM_CONFIG": str(empty)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "click 2: OFF" in r.stdout and "result: 2 relay click(s)" in r.stdout
 
@@ -302,6 +304,24 @@ def test_prefix_install_is_idempotent_and_keeps_the_config(prefix_install):
     assert config.read_text().endswith("# my own edit\n")
 
 
+def test_prefix_install_adds_paho_when_mqtt_is_on(prefix_install):
+    """Issue 47, item 5: with ``[mqtt] enabled = true`` in the config, install.sh makes sure
+    paho-mqtt is importable in the venv (installs it, or says it is there)."""
+    root, args, _ = prefix_install
+    config = root / "etc/edge-plm/config.toml"
+    kept = config.read_text()
+    try:
+        assert kept.count("\n[mqtt]\n") == 1  # the table of the defaults, its keys commented
+        config.write_text(kept.replace("\n[mqtt]\n", "\n[mqtt]\nenabled = true\n"))
+        again = run_install(*args)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "paho-mqtt is importable ([mqtt] is enabled" in again.stdout, again.stdout
+    finally:
+        config.write_text(kept)
+    off = run_install("--dry-run", *args)
+    assert "paho-mqtt" not in off.stdout
+
+
 def test_prefix_uninstall_keeps_data_then_purge(prefix_install):
     root, _, _ = prefix_install
     state, etc = root / "var/lib/edge-plm", root / "etc/edge-plm"
@@ -315,3 +335,4 @@ def test_prefix_uninstall_keeps_data_then_purge(prefix_install):
     assert again.returncode == 0 and "nothing changed" in again.stdout
     purge = run_install("--uninstall", "--purge", "--prefix", str(root))
     assert purge.returncode == 0 and not state.exists() and not etc.exists()
+

@@ -24,12 +24,15 @@ log = logging.getLogger(__name__)
 
 
 def start_bridge(settings: Settings, devices: Devices, status_file: Path | None = None,
-                 outcome_watchers: list[Callable[[LoopOutcome], None]] | None = None
-                 ) -> MqttBridge | None:
+                 outcome_watchers: list[Callable[[LoopOutcome], None]] | None = None,
+                 model_version: Callable[[], str | None] | None = None,
+                 undo: Callable[[], None] | None = None) -> MqttBridge | None:
     """The started `MqttBridge` of ``settings.mqtt`` for `devices`, or None (off, or it cannot
     be built: paho missing, an unreadable password file, a bad TLS file; said once). With
     `outcome_watchers` (the loop's `Controller.watchers`), the bridge adds itself there to
-    publish the last decision of each utterance."""
+    publish the last decision of each utterance. `model_version`: the live model's version
+    (the model-version sensor). `undo`: the *undo last lesson* button's action (None: no
+    button)."""
     if not settings.mqtt.enabled:
         return None
     try:
@@ -37,7 +40,8 @@ def start_bridge(settings: Settings, devices: Devices, status_file: Path | None 
         from edge_plm.bridge.topics import Topics  # noqa: PLC0415
 
         topics = Topics.of(settings.mqtt, devices.names)
-        bridge = MqttBridge(settings.mqtt, devices, topics, status_file=status_file).start()
+        bridge = MqttBridge(settings.mqtt, devices, topics, status_file=status_file,
+                            model_version=model_version, undo=undo).start()
         if outcome_watchers is not None:
             outcome_watchers.append(bridge.on_outcome)
         return bridge

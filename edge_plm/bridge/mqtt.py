@@ -20,11 +20,14 @@ Never in the way of the loop:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,15 +113,74 @@ def clear_retained(cfg: MqttConfig, topic: str, timeout: float = 5.0) -> tuple[b
     return probe(cfg, timeout, clear=topic)
 
 
+class Entities:
+    """The discovery config topics a node published itself, kept in a small JSON file (0600)
+    beside the bridge's status file: a retained config on the node's topics that it did not
+    publish (another board's, or another process' with the same node id) is never blanked."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._topics: set[str] = set()
+        if path is not None:
+            try:
+                loaded = json.loads(path.read_text())
+                self._topics = {str(x) for x in loaded.get("configs", [])}
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError, AttributeError) as exc:
+                log.warning("mqtt: %s is unreadable (%s); starting a new list of published "
+                            "entities", path, exc)
+
+    def published(self, topic: str) -> bool:
+        with self._lock:
+            return topic in self._topics
+
+    def add(self, topics: Any) -> None:
+        with self._lock:
+            new = set(topics) - self._topics
+            if new:
+                self._topics |= new
+                self._save()
+
+    def drop(self, topic: str) -> None:
+        with self._lock:
+            if topic in self._topics:
+                self._topics.discard(topic)
+                self._save()
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".mqtt-entities-", dir=self.path.parent)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"configs": sorted(self._topics)}, f, sort_keys=True)
+            os.replace(tmp, self.path)
+        except OSError as exc:  # then this node blanks nothing it published before (safe)
+            log.warning("mqtt: cannot remember the published entities in %s: %s", self.path, exc)
+
+
 class MqttBridge:
     """One board's bridge: `start` it after the devices exist, `stop` it after the loop."""
 
     def __init__(self, cfg: MqttConfig, devices: Any, topics: t.Topics,
-                 status_file: Path | None = None, client: Any = None) -> None:
+                 status_file: Path | None = None, client: Any = None,
+                 model_version: Callable[[], str | None] | None = None,
+                 undo: Callable[[], None] | None = None) -> None:
         self.cfg = cfg
         self.devices = devices
         self.topics = topics
         self.status_file = status_file
+        self.model_version = model_version  # the live model's version (the sensor), if known
+        self.undo = undo  # the *undo last lesson* button's action (None: no button)
+        self.mac = t.mac_address()
+        # the config topics this node published itself (its own state, beside the status
+        # file): only those are ever blanked, never another node's
+        self.entities = Entities(status_file.with_name(status_file.name.replace(
+            ".mqtt.json", ".mqtt-entities.json")) if status_file else None)
+        self._asks: tuple[str, int] = ("", 0)  # (local date, asks that day since the start)
+        self._version_sent: str | None = None
         self.client = client if client is not None else make_client(cfg, topics)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -215,31 +277,66 @@ class MqttBridge:
     def _handle(self, item: tuple) -> None:
         if item[0] == _ANNOUNCE:
             self._announce()
+        elif item[0] == "undo" and self.undo is not None:
+            log.info("mqtt: undo last lesson pressed")
+            self.undo()
+        elif item[0] == "birth" and self._connected.is_set():
+            log.info("mqtt: Home Assistant came online; publishing the discovery configs again")
+            self._announce_configs()
+            self._announce()
         elif item[0] == "state" and self._connected.is_set():
             self._publish(self.topics.state(item[1]), t.state_payload(item[2]))
             self.last_state[item[1]] = (t.state_payload(item[2]), time.perf_counter())
         elif item[0] == "clear" and self._connected.is_set():
             log.info("mqtt: removing the entity of a device no longer configured (%s)", item[1])
             self._publish(item[1], "")
+            self.entities.drop(item[1])
         elif item[0] == "decision" and self._connected.is_set():
             self._publish(self.topics.decision, item[1])
+            self._publish_sensors()
 
     def _publish(self, topic: str, payload: str, retain: bool = True) -> None:
         self.client.publish(topic, payload, qos=self.cfg.qos, retain=retain)
         self.published += 1
 
-    def _announce(self) -> None:
-        """Discovery configs, ``online``, then every relay's current state (every connect)."""
+    def _announce_configs(self) -> None:
+        """Discovery configs and ``online`` (every connect, and Home Assistant's birth);
+        every config topic published is remembered as this node's own (`Entities`)."""
         tp = self.topics
-        for device_id in tp.devices:
-            self._publish(tp.config(device_id), t.discovery_payload(tp.discovery(device_id, self.cfg.qos)))
-        self._publish(tp.decision_config, t.discovery_payload(tp.decision_discovery(self.cfg.qos)))
+        configs = {tp.config(d): tp.discovery(d, self.cfg.qos, self.mac) for d in tp.devices}
+        configs.update(tp.sensors(self.cfg.qos, self.mac))
+        if self.undo is not None:
+            configs[tp.undo_config] = tp.undo_discovery(self.cfg.qos, self.mac)
+        self.entities.add(configs)
+        for topic, config in configs.items():
+            self._publish(topic, t.discovery_payload(config))
         self._publish(tp.status, t.ONLINE)
+
+    def _announce(self) -> None:
+        """Every relay's current state and the sensors' values (after `_announce_configs`)."""
+        tp = self.topics
+        self._version_sent = None
+        self._publish_sensors()
         for device_id, name in tp.devices.items():
             on = self.devices.relays[name].is_on
             self._publish(tp.state(device_id), t.state_payload(on))
             self.last_state[device_id] = (t.state_payload(on), time.perf_counter())
         self.announced += 1
+
+    def _publish_sensors(self) -> None:
+        """The model version (when it changed) and the asks of today."""
+        version = self.model_version() if self.model_version is not None else None
+        if version and version != self._version_sent:
+            self._publish(self.topics.model_version, version)
+            self._version_sent = version
+        self._publish(self.topics.asks, str(self._asks_today()))
+
+    def _asks_today(self, ask: bool = False) -> int:
+        today = time.strftime("%Y-%m-%d")
+        day, n = self._asks
+        n = (n if day == today else 0) + int(ask)
+        self._asks = (today, n)
+        return n
 
     def _watcher(self, device_id: str):
         def watch(on: bool) -> None:  # on the thread that switched the relay: never blocks
@@ -251,6 +348,7 @@ class MqttBridge:
         (the transcript only with ``publish_transcripts``), queued; never blocks."""
         if outcome.decision is None:  # an input error, an answer, the device's own voice
             return
+        self._asks_today(ask=outcome.decision.value == "ask")
         decision = {"decision": outcome.decision.value, "prediction": outcome.prediction,
                     "confidence": None if outcome.confidence is None else round(outcome.confidence, 3),
                     "action": outcome.action.value if outcome.action else None,
@@ -264,12 +362,17 @@ class MqttBridge:
             self._trouble(f"broker {self.cfg.host}:{self.cfg.port} refused the connection: "
                           f"{reason_code}; retrying")
             return
-        client.subscribe([(self.topics.commands, self.cfg.qos), (self.topics.configs, self.cfg.qos)])
+        client.subscribe([(self.topics.commands, self.cfg.qos), (self.topics.configs, self.cfg.qos),
+                          (self.topics.hub_status, self.cfg.qos)]
+                         + ([(self.topics.undo_press, self.cfg.qos)] if self.undo else []))
         self._connected.set()
         log.info("mqtt: connected to %s:%d as %s (%d device(s))", self.cfg.host, self.cfg.port,
                  self.topics.base, len(self.topics.devices))
         self._problem = None
         self._report(True, None)
+        # configs and ``online`` first, here on paho's thread: paho sends them before any
+        # message it kept from before the outage (it re-sends those after this callback)
+        self._announce_configs()
         self._outbox.put((_ANNOUNCE,))
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties=None) -> None:
@@ -286,9 +389,20 @@ class MqttBridge:
             log.exception("mqtt: message on %r could not be handled", msg.topic)
 
     def _message(self, topic: str, payload: bytes, retained: bool) -> None:
+        if topic == self.topics.hub_status:  # Home Assistant's birth: it lost what it knew
+            if payload == t.ONLINE.encode():
+                self._outbox.put(("birth",))
+            return
+        if topic == self.topics.undo_press and self.undo is not None:
+            if retained or payload != t.PRESS.encode():
+                return self._ignore(topic, payload, 'a retained press, or not "PRESS"')
+            self._outbox.put(("undo",))
+            return
         config_of = self.topics.config_device(topic)
         if config_of is not None:
-            if retained and payload and config_of not in self.topics.devices:
+            # only an entity this node published itself is removed (never another node's)
+            if (retained and payload and config_of not in self.topics.devices
+                    and self.entities.published(topic)):
                 self._outbox.put(("clear", topic))
             return
         device_id = self.topics.command_device(topic)
@@ -325,4 +439,4 @@ class MqttBridge:
                      broker=f"{self.cfg.host}:{self.cfg.port}", base=self.topics.base)
 
 
-__all__ = ["MqttBridge", "clear_retained", "make_client", "probe", "read_password"]
+__all__ = ["Entities", "MqttBridge", "clear_retained", "make_client", "probe", "read_password"]

@@ -13,10 +13,13 @@ docs/contracts.md lists them with their payloads.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from edge_plm import __version__
@@ -42,13 +45,42 @@ class LoopOutcome(Protocol):
 
 ONLINE, OFFLINE = "online", "offline"
 ON, OFF = "ON", "OFF"
+PRESS = "PRESS"  # a button's press (Home Assistant's default payload_press)
 #: the longest command payload looked at (``OFF``); anything longer is junk, unread
 MAX_COMMAND_BYTES = 16
 
 
-def node_id(hostname: str | None = None) -> str:
-    """The board's id in topics and unique ids: its host name as a topic id."""
-    return topic_id(hostname or socket.gethostname())
+MACHINE_ID = Path("/etc/machine-id")
+#: the ``origin`` block of every discovery config (what published it)
+ORIGIN = {"name": "edge-plm", "sw_version": __version__}
+
+
+def mac_address() -> str | None:
+    """The board's MAC address (``aa:bb:...``), or None when Python only has a random one."""
+    node = uuid.getnode()
+    if (node >> 40) & 1:  # the multicast bit: uuid made it up
+        return None
+    return ":".join(f"{(node >> s) & 0xff:02x}" for s in range(40, -1, -8))
+
+
+def board_suffix(machine_id: Path = MACHINE_ID) -> str:
+    """6 hex characters unique per board: of a digest of ``/etc/machine-id`` (never the id
+    itself), else of the MAC address; empty when neither is known."""
+    try:
+        ident = machine_id.read_text().strip()
+    except OSError:
+        ident = ""
+    if not ident:
+        ident = mac_address() or ""
+    return hashlib.sha256(f"edge-plm:{ident}".encode()).hexdigest()[:6] if ident else ""
+
+
+def node_id(hostname: str | None = None, suffix: str | None = None) -> str:
+    """The board's id in topics and unique ids: its host name as a topic id and, so that two
+    boards left on one host name (``raspberrypi``) never share entities, `board_suffix`."""
+    host = topic_id(hostname or socket.gethostname())
+    suffix = board_suffix() if suffix is None else suffix
+    return f"{host}-{suffix}" if suffix else host
 
 
 @dataclass(frozen=True)
@@ -61,8 +93,10 @@ class Topics:
     devices: dict[str, str]  # topic id -> device name, in configuration order
 
     @classmethod
-    def of(cls, cfg: MqttConfig, names: Sequence[str], hostname: str | None = None) -> Topics:
-        node = node_id(hostname)
+    def of(cls, cfg: MqttConfig, names: Sequence[str], hostname: str | None = None,
+           suffix: str | None = None) -> Topics:
+        """``mqtt.node_id``, else `node_id` (`hostname`, `suffix`: tests)."""
+        node = cfg.node_id or node_id(hostname, suffix)
         return cls(cfg.base or f"edge-plm/{node}", cfg.discovery_prefix, node,
                    {topic_id(n): n for n in names})
 
@@ -79,6 +113,39 @@ class Topics:
     def configs(self) -> str:
         """The subscription for the board's retained switch configs (to clear removed ones)."""
         return f"{self.prefix}/switch/{self.node}/+/config"
+
+    @property
+    def hub_status(self) -> str:
+        """Home Assistant's birth and last will (``online`` / ``offline``)."""
+        return f"{self.prefix}/status"
+
+    @property
+    def model_version(self) -> str:
+        return f"{self.base}/model_version"
+
+    @property
+    def asks(self) -> str:
+        return f"{self.base}/asks_today"
+
+    @property
+    def undo_press(self) -> str:
+        """The command topic of the *undo last lesson* button (payload ``PRESS``)."""
+        return f"{self.base}/undo_last_lesson/press"
+
+    @property
+    def undo_config(self) -> str:
+        return f"{self.prefix}/button/{self.node}/undo_last_lesson/config"
+
+    def undo_discovery(self, qos: int, mac: str | None = None) -> dict:
+        """The retained discovery config of the *undo last lesson* button."""
+        return {"name": "undo last lesson", "unique_id": f"edge-plm-{self.node}-undo_last_lesson",
+                "default_entity_id": self.entity_id("button", "undo_last_lesson"),
+                "command_topic": self.undo_press, "payload_press": PRESS,
+                "availability_topic": self.status, "entity_category": "config", "qos": qos,
+                "icon": "mdi:undo", "device": self.device_block(mac), "origin": dict(ORIGIN)}
+
+    def sensor_config(self, key: str) -> str:
+        return f"{self.prefix}/sensor/{self.node}/{key}/config"
 
     @property
     def decision(self) -> str:
@@ -100,28 +167,55 @@ class Topics:
     def id_of(self, name: str) -> str:
         return topic_id(name)
 
-    def device_block(self) -> dict:
-        """The ``device`` block every entity of the board shares."""
-        return {"identifiers": [f"edge-plm-{self.node}"], "name": f"edge-plm {self.node}",
-                "manufacturer": "edge-plm", "model": "voice switch", "sw_version": __version__}
+    def device_block(self, mac: str | None = None) -> dict:
+        """The ``device`` block every entity of the board shares (``connections``: its MAC
+        address, when known, as ESPHome and Tasmota give it)."""
+        out = {"identifiers": [f"edge-plm-{self.node}"], "name": f"edge-plm {self.node}",
+               "manufacturer": "edge-plm", "model": "voice switch", "sw_version": __version__}
+        if mac:
+            out["connections"] = [["mac", mac]]
+        return out
 
-    def discovery(self, device_id: str, qos: int) -> dict:
+    def entity_id(self, domain: str, key: str) -> str:
+        """``default_entity_id`` (Home Assistant 2025.10+, in place of ``object_id``)."""
+        return f"{domain}.edge_plm_{self.node.replace('-', '_')}_{key.replace('-', '_')}"
+
+    def discovery(self, device_id: str, qos: int, mac: str | None = None) -> dict:
         """The retained discovery config of one device's switch entity."""
         return {"name": self.devices[device_id], "unique_id": f"edge-plm-{self.node}-{device_id}",
-                "object_id": f"edge_plm_{self.node}_{device_id}",
+                "default_entity_id": self.entity_id("switch", device_id),
                 "state_topic": self.state(device_id), "command_topic": self.command(device_id),
                 "availability_topic": self.status, "payload_available": ONLINE,
                 "payload_not_available": OFFLINE, "payload_on": ON, "payload_off": OFF,
                 "state_on": ON, "state_off": OFF, "optimistic": False, "retain": False,
-                "qos": qos, "device": self.device_block()}
+                "qos": qos, "device": self.device_block(mac), "origin": dict(ORIGIN)}
 
-    def decision_discovery(self, qos: int) -> dict:
-        """The retained discovery config of the last-decision sensor."""
+    def decision_discovery(self, qos: int, mac: str | None = None) -> dict:
+        """The retained discovery config of the last-decision sensor (a diagnostic)."""
         return {"name": "last decision", "unique_id": f"edge-plm-{self.node}-last_decision",
-                "object_id": f"edge_plm_{self.node}_last_decision",
+                "default_entity_id": self.entity_id("sensor", "last_decision"),
                 "state_topic": self.decision, "value_template": "{{ value_json.decision }}",
                 "json_attributes_topic": self.decision, "availability_topic": self.status,
-                "qos": qos, "icon": "mdi:account-voice", "device": self.device_block()}
+                "entity_category": "diagnostic", "qos": qos, "icon": "mdi:account-voice",
+                "device": self.device_block(mac), "origin": dict(ORIGIN)}
+
+    def sensor_discovery(self, key: str, name: str, icon: str, qos: int,
+                         mac: str | None = None, **extra) -> dict:
+        """The retained discovery config of a diagnostic sensor at ``<base>/<key>``."""
+        return {"name": name, "unique_id": f"edge-plm-{self.node}-{key}",
+                "default_entity_id": self.entity_id("sensor", key),
+                "state_topic": f"{self.base}/{key}", "availability_topic": self.status,
+                "entity_category": "diagnostic", "qos": qos, "icon": icon,
+                "device": self.device_block(mac), "origin": dict(ORIGIN), **extra}
+
+    def sensors(self, qos: int, mac: str | None = None) -> dict[str, dict]:
+        """Every sensor's config topic -> its discovery config."""
+        return {self.decision_config: self.decision_discovery(qos, mac),
+                self.sensor_config("model_version"): self.sensor_discovery(
+                    "model_version", "model version", "mdi:source-branch", qos, mac),
+                self.sensor_config("asks_today"): self.sensor_discovery(
+                    "asks_today", "asks today", "mdi:help-circle-outline", qos, mac,
+                    state_class="total_increasing")}
 
     def command_device(self, topic: str) -> str | None:
         """The device id a command topic is for (None: not a command topic of this board)."""
@@ -169,5 +263,6 @@ def discovery_payload(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-__all__ = ["MAX_COMMAND_BYTES", "OFF", "OFFLINE", "ON", "ONLINE", "LoopOutcome", "Topics", "command_state",
-           "decision_payload", "discovery_payload", "node_id", "shown", "state_payload"]
+__all__ = ["MAX_COMMAND_BYTES", "OFF", "OFFLINE", "ON", "ONLINE", "ORIGIN", "LoopOutcome", "Topics",
+           "board_suffix", "command_state", "decision_payload", "discovery_payload", "mac_address",
+           "node_id", "shown", "state_payload"]

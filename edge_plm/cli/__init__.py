@@ -38,7 +38,7 @@ from edge_plm.cli import config_cmd  # noqa: F401, E402
 from edge_plm.cli import run_cmd  # noqa: F401, E402
 from edge_plm.cli import data_cmd  # noqa: F401, E402
 from edge_plm.cli import model_cmd  # noqa: F401, E402
-from edge_plm.cli.common import (OneLineFormatter, debug_enabled, describe, enable_debug,  # noqa: E402
+from edge_plm.cli.common import (OneLineFormatter, debug_enabled, describe, enable_debug, ignore_interrupts,  # noqa: E402
                                  one_line, quiet_logging)
 from edge_plm.cli.root import app  # noqa: E402
 
@@ -55,6 +55,7 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
+        ignore_interrupts()  # a second Ctrl-C here must not end it by the signal instead
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:  # `edge-plm log | head`: the reader has what it wanted

@@ -9,6 +9,7 @@ is not one of the choices) is one line ``error: ...`` with exit code 2 (`OneLine
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -63,11 +64,16 @@ AsrBackend = _choices("AsrBackend", ("auto", "vosk", "pocketsphinx"))
 
 
 # --- options --------------------------------------------------------------------------------
-DbOpt = Annotated[Optional[Path], typer.Option("--db", help=DB_HELP)]
+def expand_user(path: Optional[Path]) -> Optional[Path]:
+    """``~`` in a path option, as a shell would expand it (every ``--db``)."""
+    return path.expanduser() if path is not None else None
+
+
+DbOpt = Annotated[Optional[Path], typer.Option("--db", help=DB_HELP, callback=expand_user)]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 SinceOpt = Annotated[Optional[str], typer.Option("--since", help=SINCE_HELP)]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Model seed.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Model seed (>= 0, as model.seed).")]
 # one rule for every file a command writes (-o FILE, DEST, OUT): an existing file is refused
 # unless --force
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the file if it exists (without "
@@ -155,6 +161,17 @@ class OneLineFormatter(logging.Formatter):
                 line += f" ({type(exc).__name__}: {one_line(str(exc))}; --debug for the traceback)"
             return line
         return super().format(record)
+
+
+def said(exc: BaseException) -> str:
+    """An expected failure as one line for a person: an OSError as ``FILE: what`` (a full disk
+    says so and that nothing was lost), anything else its message."""
+    if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        full = (" (the disk is full: free some space and run the command again; what it had "
+                "not finished is unchanged)" if exc.errno == errno.ENOSPC else "")
+        return f"{where}{exc.strerror}{full}"
+    return one_line(exc)
 
 
 def describe(exc: BaseException) -> tuple[int, str]:
@@ -270,7 +287,7 @@ def opened(db: Optional[Path], config: Optional[Path], write: bool = False, crea
         yield store, settings, path
         ok = True
     except EXPECTED_ERRORS as exc:
-        fail(str(exc) if not isinstance(exc, sqlite3.Error) else f"database {path}: {exc}")
+        fail(said(exc) if not isinstance(exc, sqlite3.Error) else f"database {path}: {exc}")
     finally:
         store.close()
         if created and not ok:  # nothing was done: leave no empty database behind
@@ -318,8 +335,18 @@ def terminable() -> Iterator[None]:
 
 
 def interrupted_exit(exc: KeyboardInterrupt) -> int:
-    """The exit code of a command stopped by `exc`: 143 (128 + SIGTERM) or 130 (Ctrl-C)."""
+    """The exit code of a command stopped by `exc`: 143 (128 + SIGTERM) or 130 (Ctrl-C).
+    Further Ctrl-C and SIGTERM are ignored from here on (`ignore_interrupts`): a person
+    pressing Ctrl-C again while the command says what it did still gets this exit code."""
+    ignore_interrupts()
     return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
+
+
+def ignore_interrupts() -> None:
+    """Ignore Ctrl-C and SIGTERM from now on (the main thread only): the command is ending."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def time_option(text: Optional[str], name: str) -> Optional[float]:

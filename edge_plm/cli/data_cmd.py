@@ -84,6 +84,12 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
     rows.append(("unlearned labels", "unknown (the active checkpoint cannot be read)" if u is None
                  else "0 (every learnable label is in the model)" if u == 0
                  else f"{u}: the model lacks them; the service learns them again when it starts"))
+    owed = m["forget_owed"]
+    if owed["versions"]:
+        rows.append(("forget", f"{len(owed['versions'])} older checkpoint(s) still hold "
+                               f"{owed['interactions']} forgotten interaction(s) "
+                               f"({', '.join(owed['versions'])}): the running service, or the "
+                               "next command that changes the model, rewrites them"))
     if m["active_checkpoint"] == "damaged" or m["active_checkpoint"] == "missing":
         rows.append(("checkpoint", f"{m['active_checkpoint']}: {shown(m['active_problem'])} "
                                    "(the service falls back to the last good version at its "
@@ -385,9 +391,14 @@ RebuildOpt = Annotated[bool, typer.Option(
     "--rebuild", help="Re-learn the whole model from the database instead of one gated update.")]
 
 
+#: the largest interaction id SQLite can hold (a larger number is refused in one line)
+MAX_ID = 2 ** 63 - 1
+
+
 @app.command("label")
 def label_command(
-    interaction: Annotated[int, typer.Argument(metavar="ID", help="Interaction id (see `edge-plm log`).")],
+    interaction: Annotated[int, typer.Argument(metavar="ID", min=1, max=MAX_ID,
+                                               help="Interaction id (see `edge-plm log`).")],
     action: Annotated[Label, typer.Argument(case_sensitive=False, metavar="ACTION",
                                             help="What it should have been: ON, OFF or NOOP.")],
     device: Annotated[Optional[str], typer.Option(
@@ -453,9 +464,21 @@ def _print_relabel(r: dict, rebuild: bool) -> None:
 
 
 # --- forget ---------------------------------------------------------------------------------
+def _confirmed(question: str) -> bool:
+    """The person's yes; no answer at all (input from a pipe or a file that ended, Ctrl-D) is
+    one ``error:`` line: nothing is forgotten without -y/--yes."""
+    try:
+        return typer.confirm(question, err=True)
+    except typer.Abort:
+        typer.echo("", err=True)
+        fail("no answer (the input ended): nothing forgotten; forget without asking with "
+             "-y/--yes", 1)
+
+
 @app.command("forget")
 def forget_command(
-    ids: Annotated[Optional[list[int]], typer.Argument(metavar="ID", help="Interaction ids.")] = None,
+    ids: Annotated[Optional[list[int]], typer.Argument(metavar="ID", min=1, max=MAX_ID,
+                                                       help="Interaction ids.")] = None,
     before: Annotated[Optional[str], typer.Option(
         "--before", help="Everything older than this ISO date/time or age (30d).")] = None,
     everything: Annotated[bool, typer.Option("--all", help="Every interaction.")] = False,
@@ -482,15 +505,16 @@ def forget_command(
             selected = select_for_forget(store, list(ids or []), t_before, everything)
         except UserError as exc:
             fail(str(exc), 2)
-        if selected and not yes and not typer.confirm(
+        if selected and not yes and not _confirmed(
                 f"forget {len(selected)} interaction(s) (ids {selected[0]}..{selected[-1]}, "
-                f"{audio_count(store, selected)} audio file(s)) from {path}?", err=True):
+                f"{audio_count(store, selected)} audio file(s)) from {path}?"):
             typer.echo("nothing forgotten", err=True)
             raise typer.Exit(1)
         try:
             with terminable():  # SIGTERM stops like Ctrl-C
                 result = forget(store, settings, path, selected, rebuild=rebuild)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: stopped; the journal says what is still owed
+            code = interrupted_exit(exc)  # another Ctrl-C while this is said changes nothing
             owed = store.owed_rewrites()
             gone = not store.interaction_ids(among=selected)
             typer.echo("interrupted: " + (
@@ -499,7 +523,7 @@ def forget_command(
                 f"the interactions are forgotten; {len(owed)} older checkpoint rewrite(s) "
                 "still owed are finished by the next start of the service or of a command "
                 "that changes the database"), err=True)
-            raise typer.Exit(interrupted_exit(exc)) from None
+            raise typer.Exit(code) from None
     if selected:  # a retained last decision on the home hub may hold forgotten text
         from edge_plm.bridge import clear_decision  # noqa: PLC0415
 

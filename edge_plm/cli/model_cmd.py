@@ -37,8 +37,10 @@ def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = 
     `model show` has the rest)."""
     with opened(db, config) as (store, settings, path):
         versions = [model_record(v) for v in versions_in_order(store)]
+        owed = store.owed_rewrites()  # what a stopped `forget` still owes each file
     for v in versions:  # "ok" only for a file that loads (checksum verified)
         v["checkpoint_state"], v["checkpoint_problem"] = checkpoint_state(v["checkpoint"], v)
+        v["forget_owed"] = len(owed.get(v["version"], ()))
     if as_json:
         print_json(versions)
         return
@@ -54,6 +56,10 @@ def list_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = 
             typer.echo(f"{v['version']}: {problem}", err=True)
         if v.get("forget_removed"):
             typer.echo(f"{v['version']}: checkpoint deleted by `forget`: {v['forget_removed']}", err=True)
+        if v["forget_owed"]:
+            typer.echo(f"{v['version']}: its checkpoint still holds {v['forget_owed']} forgotten "
+                       "interaction(s): a stopped `forget` owes its rewrite (the running "
+                       "service or the next command that changes the model does it)", err=True)
 
 
 @model_app.command("show")
@@ -85,6 +91,7 @@ def _versions_table(versions: list[dict]):
         status = {"active": "[bold green]active[/]", "rolled_back": "[red]rolled_back[/]"}.get(
             v["status"], v["status"])
         ck = ("removed by forget" if v.get("forget_removed") else "pruned" if v.get("pruned") else
+              "[red]owed forget[/]" if v.get("forget_owed") else
               {None: "-", "ok": "ok", "missing": "[red]missing[/]",
                "damaged": "[red]damaged[/]"}[v["checkpoint_state"]])
         t.add_row(v["version"], v["parent"] or "-", short_time(v["created_ts"]), status,

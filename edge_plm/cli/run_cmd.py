@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from edge_plm.loop import stopping
-from edge_plm.cli.common import ConfigOpt, SeedOpt, fail, load_settings, log_to, quiet_logging
+from edge_plm.cli.common import ConfigOpt, SeedOpt, expand_user, fail, load_settings, log_to, quiet_logging
 from edge_plm.cli.root import app
 
 log = logging.getLogger("edge_plm.cli.run")
@@ -125,7 +125,7 @@ StartOpt = Annotated[Optional[str], typer.Option("--start", help=(
     'Where the model starts: "switch-en" (the shipped English starting model), "empty", or a '
     "checkpoint path (default: model.start of the settings, switch-en)."))]
 ReplayDbOpt = Annotated[Optional[Path], typer.Option(
-    "--db", help="Replay buffer to write (default: a temp file).")]
+    "--db", help="Replay buffer to write (default: a temp file).", callback=expand_user)]
 
 
 def _replay_settings(start: str | None, config: Path | None = None):
@@ -302,7 +302,8 @@ def _fresh_demo_dir(db: Path) -> None:
 def demo_command(
     db: Annotated[Optional[Path], typer.Option("--db", help=(
         "Replay buffer to write (default: demo/edge-plm.db in the configured state dir, replaced "
-        "by each demo). An existing database is refused unless a demo made it."))] = None,
+        "by each demo). An existing database is refused unless a demo made it."),
+        callback=expand_user)] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Times the session is played.")] = 2,
     seed: SeedOpt = 0,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Play only the first N lines (0: all).")] = 0,

@@ -11,6 +11,7 @@ from typing import Any
 
 from edge_plm.commands.opening import UserError
 from edge_plm.files import atomic_path
+from edge_plm.store import folder as store_folder
 from edge_plm.store import BUSY_TIMEOUT_MS, copy_checkpoints, copy_database, passes_quick_check
 
 def backup(src: str | Path, dest: str | Path, overwrite: bool = False,
@@ -58,6 +59,10 @@ def _backup_destination(src: Path, dest: Path, overwrite: bool) -> Path:
     if (dest.parent.resolve() / dest.stem) == (src.parent.resolve() / src.stem):
         raise UserError(f"{dest} would share the checkpoint folder {src.stem}.checkpoints of "
                         f"{src}; give the copy another name")
+    ckdir = dest.parent / f"{dest.stem}{store_folder.SUFFIX}"
+    if store_folder.verdict(ckdir, dest.name) == "taken":
+        raise UserError(f"{dest} would share the checkpoint folder {ckdir.name} of another "
+                        "database in that directory; give the copy another name")
     return dest
 
 

@@ -471,8 +471,15 @@ def _database_file(path: Path, who: str, own: str) -> Check | str:
     try:
         with ReplayStore(path, read_only=True) as store:
             n = store.count()
+            owed = store.owed_rewrites()
     except StoreError as exc:
         return Check("database", FAIL, f"{path}: {exc}", "restore a backup or move the file away")
+    if owed:
+        return Check("database", WARN, f"{path}: a stopped `forget` still owes the rewrite of "
+                     f"{len(owed)} older checkpoint(s) ({', '.join(sorted(owed))}): they still "
+                     "hold forgotten interactions",
+                     "start the service (it finishes them), or run any command that changes "
+                     "the model, e.g. `edge-plm model rebuild`")
     return f"{path}: schema v{version}, {n} interaction(s), writable by {who}"
 
 
@@ -615,7 +622,8 @@ def check_disk(s: Settings, min_free_mb: int = DEFAULT_MIN_FREE_MB,
     return Check("disk", OK, text)
 
 
-def check_mqtt(s: Settings, timeout: float = 5.0) -> Check:
+def check_mqtt(s: Settings, timeout: float = 5.0,
+               importer: Callable[[str], Any] = importlib.import_module) -> Check:
     """``[mqtt]`` (only when enabled): paho installed, the broker reachable and accepting the
     credentials, within `timeout` seconds. The device works without it; Home Assistant does not
     see it."""
@@ -623,7 +631,8 @@ def check_mqtt(s: Settings, timeout: float = 5.0) -> Check:
     if not m.enabled:
         return Check("mqtt", OK, "not configured ([mqtt] enabled = false)")
     try:
-        from edge_plm.bridge.mqtt import probe  # noqa: PLC0415 - imports paho
+        importer("paho.mqtt.client")  # the bridge imports it only when it connects
+        from edge_plm.bridge.mqtt import probe  # noqa: PLC0415
     except ImportError as exc:
         return Check("mqtt", FAIL, f"paho-mqtt is not installed ({exc})",
                      "pip install 'edge-plm[mqtt]' into the service's environment "
@@ -657,7 +666,7 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
     if s.talkback.enabled:  # talk-back off: not part of the report
         steps.insert(2, ("speech", lambda: check_speech(s, sounddevice=sounddevice, importer=importer)))
     if s.mqtt.enabled:  # the bridge off: not part of the report
-        steps.append(("mqtt", lambda: check_mqtt(s)))
+        steps.append(("mqtt", lambda: check_mqtt(s, importer=importer)))
     for name, step in steps:
         try:
             checks.append(step())

@@ -70,7 +70,7 @@ def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = Fa
     # no model yet: rows only (the first model is made from what remains); the files of
     # any other versions are still owed their rewrite, journalled with the delete
     delete = lambda ids: store.delete_interactions(  # noqa: E731
-        ids, owe=lambda: forgetting.owed_versions(store))
+        ids, owe=lambda: forgetting.owed_versions(store), tombstone=forgetting.tombstone_form)
     modelled = False
     if rebuild or store.active_model_version() is not None:
         # the model as it must be (the active version plus what it lacks), then rows and

@@ -8,12 +8,14 @@ and what an imported model cannot do (take single rows back out): docs/deploy.md
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import asdict, dataclass
 from typing import Any
 from pathlib import Path
 
 from edge_plm.files import sha256_of
+from edge_plm.learning import forgetting
 from edge_plm.learning.gate import HoldoutScore, score
 from edge_plm.config.settings import Settings
 from edge_plm.learning.state import match_examples
@@ -75,6 +77,7 @@ class Imported:
     config_changed: bool  # another configuration than the model it replaced
     model_config_setting: str  # ``model.config``, which a rebuild or a new start uses
     labels_matched: int  # rows of this database whose labels it already holds
+    forgotten_removed: int = 0  # examples of forgotten transcripts taken out before it became a version
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +90,7 @@ def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
     model = SwitchModel.load(path)  # CheckpointError: missing, damaged, other format or kind
     check_compatible(model, path)
     model.meta = {k: v for k, v in model.meta.items() if k != "interaction_keys"}
+    scrubbed = forgetting.scrub_import(store, model)  # nothing a `forget` deleted comes back
     learner = open_learner(settings, store)  # the household's, as the loop opens it
     cfg = learner.cfg
     previous = learner.version
@@ -110,7 +114,8 @@ def import_checkpoint(store: ReplayStore, settings: Settings, path: str | Path,
     metrics["labels_matched"] = len(keys)
     version = learner.adopt(model, metrics, keys)
     return Imported(source, sha256, previous, cand.n, cand.balanced_accuracy, _ba(base), bool(worse),
-                    version, model.config.name, config_changed, cfg.config, len(keys))
+                    version, model.config.name, config_changed, cfg.config, len(keys),
+                    scrubbed["examples"])
 
 
 def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwrite: bool = False) -> dict:
@@ -123,12 +128,24 @@ def export_checkpoint(store: ReplayStore, version: str, out: str | Path, overwri
     if not v.path:
         raise LookupError(f"model version {version} has no checkpoint (rolled-back candidates are never saved)")
     model = SwitchModel.load(v.path)
-    out = Path(out)
+    out = Path(out).expanduser()
     if out.is_dir():
         out = out / f"{version}.npz"
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; not overwritten (use --force)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(v.path, out)
+    if not out.parent.is_dir():  # never made here (with a mode the umask decides)
+        raise FileNotFoundError(f"directory {out.parent} does not exist; create it first "
+                                "(the checkpoint holds your words: e.g. mkdir -m 700)")
+    # the owner's vocabulary is in it: 0600 like every file holding the owner's words
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        os.close(fd)
+        os.chmod(tmp, 0o600)
+        shutil.copyfile(v.path, tmp)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return {"version": version, "out": str(out), "config": model.config.name,
             "labelled": model.n_examples, "sha256": sha256_of(out), "bytes": out.stat().st_size}

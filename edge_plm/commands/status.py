@@ -113,6 +113,14 @@ def checkpoint_state(path: str | None, record: dict[str, Any] | None = None
     return "ok", None
 
 
+def forget_owed(store: ReplayStore) -> dict[str, Any]:
+    """What a stopped `forget` still owes: the versions whose kept checkpoint must still be
+    rewritten (``versions``) and the forgotten interactions they hold (``interactions``)."""
+    owed = store.owed_rewrites()
+    return {"versions": sorted(owed), "interactions": len(set().union(*owed.values()))
+            if owed else 0}
+
+
 def trust_status(active: dict[str, Any] | None, versions: list[ModelVersion]) -> dict[str, Any]:
     """The checkpoint lines of `status`: the active version's file (state, problem) and the
     versions found damaged at a start (their file did not load or match its record; the
@@ -147,6 +155,8 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
                   "unlearned_labels": _unlearned(store, settings),
                   "false_rollbacks": sum(false_rollback(v) for v in versions),
                   "pruned": sum(bool((v.metrics or {}).get("pruned")) for v in versions),
+                  # checkpoint rewrites a stopped `forget` still owes (done by the service)
+                  "forget_owed": forget_owed(store),
                   **trust_status(model, versions)},
         "holdout": {"labelled_rows": holdout,
                     "balanced_accuracy": model["balanced_accuracy"] if model else None,

@@ -247,8 +247,11 @@ class MqttConfig:
                                "system's CAs)")
     certfile: str = setting("", "TLS client certificate (optional, with keyfile)")
     keyfile: str = setting("", "TLS client key, readable only by its owner")
-    client_id: str = setting("", "empty: edge-plm-<hostname>")
-    base: str = setting("", "topic prefix of the board's topics; empty: edge-plm/<hostname>")
+    client_id: str = setting("", "empty: edge-plm-<node_id>-<process id>")
+    node_id: str = setting("", "the board's id in discovery topics and unique ids (a-z, 0-9, _, "
+                               "-); empty: <hostname>-<6 hex characters of /etc/machine-id, or "
+                               "of the MAC address>, unique per board")
+    base: str = setting("", "topic prefix of the board's topics; empty: edge-plm/<node_id>")
     discovery_prefix: str = setting("homeassistant", "Home Assistant's discovery prefix")
     qos: int = setting(1, "QoS of what the board publishes and subscribes to (0, 1 or 2)")
     keepalive_s: int = setting(60, "MQTT keepalive; a lost broker is noticed after about 1.5x this")
@@ -439,6 +442,8 @@ def mqtt_problems(s: Settings) -> list[str]:
                  f"mqtt.{key} must be a topic without wildcards (+, #) or a leading or "
                  f"trailing /, got {value!r}")
     out.need(bool(m.discovery_prefix), "mqtt.discovery_prefix must not be empty")
+    out.need(not m.node_id or topic_id(m.node_id) == m.node_id,
+             f"mqtt.node_id may hold only a-z, 0-9, _ and -, got {m.node_id!r}")
     out.need(not (m.password and m.password_file), "mqtt: give password or password_file, not both")
     out.need(not (m.certfile or m.keyfile) or bool(m.certfile and m.keyfile),
              "mqtt: a TLS client certificate needs both certfile and keyfile")
@@ -664,9 +669,15 @@ def _start_problem(m: ModelConfig) -> str | None:
 def load(path: str | Path | None = None) -> Settings:
     """Read settings from `path`, or from the first existing candidate file, or defaults."""
     if path is not None:
-        path = Path(path)
+        path = Path(path).expanduser()
         if not path.exists():
             raise ConfigError(f"config file not found: {path}")
+        return parse(read_config_text(path), str(path))
+    env = os.environ.get("EDGE_PLM_CONFIG")
+    if env:  # named on purpose (the systemd unit sets it): a typo is an error, not the defaults
+        path = Path(env).expanduser()
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path} (from EDGE_PLM_CONFIG)")
         return parse(read_config_text(path), str(path))
     for candidate in candidate_paths():
         if candidate.exists():

@@ -18,10 +18,14 @@ or a unit/word string of forgotten text.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,10 @@ from edge_plm.learning import state
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ReplayStore
 from edge_plm.switch.model import SwitchModel
+from edge_plm.switch.tokenizer import normalize
+
+#: how a forgotten transcript is tombstoned (``forgotten``): the form the model stores
+tombstone_form = normalize
 
 log = logging.getLogger("edge_plm.learning.learner")
 
@@ -59,18 +67,52 @@ def owed_versions(store: ReplayStore, skip: set[str] = frozenset()) -> list[str]
             and v.status != "candidate" and Path(v.path).exists()]
 
 
-def complete_owed(store: ReplayStore) -> dict[str, list[str]] | None:
+def complete_owed(store: ReplayStore, wait: bool = True) -> dict[str, list[str]] | None:
     """Finish what a `forget` killed before its end still owes: every journalled version's
     checkpoint rewritten without its forgotten interactions (`rewrite_kept`); None when
     nothing was owed. Run first whenever the database is opened to learn or to change
-    versions (`VersionRegistry.first_loadable`, `loop.house.open_learner`)."""
-    owed = store.owed_rewrites()
-    if not owed:
+    versions (`VersionRegistry.first_loadable`, `loop.house.open_learner`), and by a running
+    service whenever it looks for deleted rows (`StoreSync.forget_seq_moved`, ``wait=False``:
+    when another process is rewriting, that one finishes them and this look does nothing)."""
+    if not store.owed_rewrites():
         return None
-    log.warning("forget: an interrupted forget still owed %d checkpoint rewrite(s) (%s); "
-                "finishing them", len(owed), ", ".join(sorted(owed)))
-    return rewrite_kept(store, store.checkpoints_home(), set(), kept_texts(store),
-                        only=set(owed))
+    with rewriting(store.checkpoints_home(), wait) as mine:
+        owed = store.owed_rewrites() if mine else {}  # read again: the other may have done it
+        if not owed:
+            return None
+        log.warning("forget: an interrupted forget still owed %d checkpoint rewrite(s) (%s); "
+                    "finishing them", len(owed), ", ".join(sorted(owed)))
+        return rewrite_kept(store, store.checkpoints_home(), set(), kept_texts(store),
+                            only=set(owed))
+
+
+@contextmanager
+def rewriting(home: Path, wait: bool = True) -> Iterator[bool]:
+    """One process at a time rewrites a database's kept checkpoints: an exclusive ``flock``
+    on ``<home>/.rewrite.lock`` (re-entrant within a process: a thread holding it goes on);
+    yields whether it is held (``wait=False``: False when another process holds it)."""
+    if getattr(_held, "home", None) == home:
+        yield True
+        return
+    state.ensure_dir(home)
+    fd = os.open(home / ".rewrite.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        _held.home = home
+        try:
+            yield True
+        finally:
+            _held.home = None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+_held = threading.local()
 
 
 #: a test hook: called with the version name after each checkpoint is rewritten
@@ -87,6 +129,13 @@ def rewrite_kept(store: ReplayStore, directory: Path, forgotten: set[int], texts
     written only into the database's own folder: one outside it (another database's) is
     read, and its rewrite goes to the own folder. Returns ``{"rewritten": [...],
     "removed": [...], "clean": [...]}`` (version names)."""
+    store.settle_copies()  # a copy still referring to these files gets its own first
+    with rewriting(store.checkpoints_home()):
+        return _rewrite_kept(store, directory, forgotten, texts, skip, only)
+
+
+def _rewrite_kept(store: ReplayStore, directory: Path, forgotten: set[int], texts: list[str],
+                  skip: set[str], only: set[str] | None) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"rewritten": [], "removed": [], "clean": []}
     home = store.checkpoints_home()
     for d in {Path(directory), home}:
@@ -168,6 +217,39 @@ def _remove(store: ReplayStore, v: Any, why: str) -> None:
     log.warning("forget: the checkpoint of model version %s was deleted: %s", v.version, why)
 
 
+def scrub_import(store: ReplayStore, model: SwitchModel) -> dict[str, int]:
+    """Before an imported checkpoint becomes a version (`model import`): take out of `model`
+    every example of the owner's whose transcript a `forget` deleted (the tombstones of
+    ``forgotten``; as many examples of a text as stored rows still say it are kept), then
+    tombstone every unit and word string no live example or stored transcript uses. An
+    export made before a forget brings nothing forgotten back. Returns the counts."""
+    frozen = model.prior_examples if model.start is not None else 0
+    owner = [k for k in model.live_keys() if k >= frozen]
+    texts = {k: model.text_of(k) for k in owner}
+    dead = store.tombstoned(texts.values())
+    if not dead:
+        return {"examples": 0, "units": 0, "words": 0}
+    kept = kept_texts(store)
+    still: dict[str, int] = {}
+    for t in kept:
+        form = tombstone_form(t)
+        still[form] = still.get(form, 0) + 1
+    gone = []
+    for k in owner:
+        if texts[k] not in dead:
+            continue
+        if still.get(texts[k], 0) > 0:
+            still[texts[k]] -= 1  # a stored row says it too: its example stays
+        else:
+            gone.append(k)
+    model.forget_examples(gone)
+    scrubbed = model.scrub(kept)
+    log.warning("model import: %d example(s) of forgotten interactions taken out of the imported "
+                "checkpoint; %d unit and %d word string(s) scrubbed", len(gone),
+                scrubbed["units"], scrubbed["words"])
+    return {"examples": len(gone), **scrubbed}
+
+
 def other_copies(db_path: Path) -> list[Path]:
     """SQLite files in the database's directory other than the database and its -wal/-shm
     (e.g. `db backup` copies put there): `forget` does not reach them."""
@@ -186,4 +268,4 @@ def other_copies(db_path: Path) -> list[Path]:
 
 
 __all__ = ["complete_owed", "forget_removed", "kept_texts", "other_copies", "owed_versions",
-           "rewrite_kept"]
+           "rewrite_kept", "rewriting", "scrub_import", "tombstone_form"]

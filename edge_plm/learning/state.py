@@ -251,6 +251,8 @@ def prune_checkpoints(store: ReplayStore, keep: int, max_bytes: float) -> list[s
             continue
         prune.append(v)
         total -= size(v)
+    if prune:
+        store.settle_copies()  # a copy still referring to these files gets its own first
     for v in prune:
         if store.owns_checkpoint(v.path):  # another database's file is never deleted
             Path(v.path).unlink(missing_ok=True)

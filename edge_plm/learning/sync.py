@@ -73,7 +73,11 @@ class StoreSync:
         return LiveModel.loaded(model, active.version, self.store.holdout_rows())
 
     def forget_seq_moved(self) -> bool:
-        """Rows were deleted since the last look (``meta.forget_seq`` moved; now seen)."""
+        """Rows were deleted since the last look (``meta.forget_seq`` moved; now seen). Every
+        look first finishes the checkpoint rewrites a stopped `forget` still owes (without
+        waiting for one that is still running: it finishes them itself), so a running service
+        does not leave them to its next start."""
+        forgetting.complete_owed(self.store, wait=False)
         seq = self.store.forget_seq()
         if seq == self.forget_seq:
             return False
@@ -112,7 +116,8 @@ class StoreSync:
         def commit(name: str | None) -> None:  # the rewrites still owed: journalled with it
             self.store.delete_interactions(
                 ids, remove_audio=remove_audio, activate_version=name,
-                owe=lambda: forgetting.owed_versions(self.store, {name} if name else set()))
+                owe=lambda: forgetting.owed_versions(self.store, {name} if name else set()),
+                tombstone=forgetting.tombstone_form)
 
         if rebuild:
             model, keys, learned = self.registry.rebuilt_model(devices, exclude=set(ids))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from edge_plm.bridge import start_bridge, stop_bridge
+from edge_plm.loop.undo import undo_handler
 from edge_plm.bridge.status import status_path
 from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_inputs
 from edge_plm.device import Devices
@@ -620,7 +621,9 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         tb.warm()
     controller = open_loop(settings, store, learner, devices, asr, clock=clock, wall=wall,
                            talkback=tb)
-    bridge = start_bridge(settings, devices, status_path(db), controller.watchers)  # None unless [mqtt] is on
+    bridge = start_bridge(settings, devices, status_path(db), controller.watchers,  # None unless [mqtt] is on
+                          model_version=lambda: controller.worker.version,
+                          undo=undo_handler(controller.worker) if len(devices.names) == 1 else None)
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_plm.bridge import start_bridge, stop_bridge
+from edge_plm.loop.undo import undo_handler
 from edge_plm.bridge.status import status_path
 from edge_plm.loop import stopping
 from edge_plm.learning.learner import Learner
@@ -196,7 +197,10 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: Opened, audio
     # the optional home-hub bridge (``[mqtt]``): None when off; never in the loop's way
     parts.bridge = start_bridge(settings, parts.devices,
                                    status_path(settings.paths.database_path()),
-                                   parts.controller.watchers)
+                                   parts.controller.watchers,
+                                   model_version=lambda: parts.controller.worker.version,
+                                   undo=(undo_handler(parts.controller.worker)
+                                         if len(parts.devices.names) == 1 else None))
 
 
 def _talkback(settings):

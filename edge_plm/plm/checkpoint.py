@@ -87,4 +87,8 @@ def load(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
             f"checkpoint {path} has format version {meta.get('format_version')}, this edge-plm reads {FORMAT_VERSION}")
     if meta.get("sha256") != _digest(arrays):
         raise CheckpointError(f"checkpoint {path} failed its checksum: the file is damaged")
+    bad = sorted(k for k, a in arrays.items() if a.dtype.kind in "fc" and not np.isfinite(a).all())
+    if bad:  # a model with NaN or infinite weights cannot predict or learn: never loaded
+        raise CheckpointError(f"checkpoint {path} holds non-finite weights (NaN or infinity) in "
+                              f"{', '.join(bad[:5])}: refused")
     return arrays, meta

@@ -11,6 +11,8 @@ versions: docs/loop.md "The replay buffer".
 
 from __future__ import annotations
 
+from typing import Any
+
 from edge_plm.store.base import (BUSY_TIMEOUT_MS, BusyError, NotFoundError, SchemaError,
                                  StorageError, StoreError, is_busy, is_storage_failure,
                                  private_dir, quiet_unwritable, read_only_fs, retry_busy, ro_uri)
@@ -43,6 +45,19 @@ class ReplayStore(InteractionRows, LabelRows, ModelVersionRows, RelayRows, Devic
     Opening, writing and closing: `StoreConnection`; the queries by job: `InteractionRows`,
     `LabelRows`, `ModelVersionRows`, `RelayRows`, `DeviceRows` (several devices).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.read_only:
+            try:
+                self.claim_checkpoints_home()
+            except OSError as exc:
+                self.close()
+                raise StorageError(f"{self.path}: cannot claim its checkpoint folder: "
+                                   f"{exc.strerror or exc}") from exc
+            except BaseException:
+                self.close()
+                raise
 
     def __enter__(self) -> ReplayStore:
         return self

@@ -46,9 +46,17 @@ def private_dir(path: str | Path) -> Path:
     """Create `path` (and missing parents) 0700 if it does not exist; return it. Transcripts
     and what the model learned from them are private (checkpoints, audio)."""
     path = Path(path)
-    if not path.exists():
-        path.mkdir(parents=True, mode=0o700)
-        path.chmod(0o700)  # mkdir's mode is filtered by the umask
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):  # every folder made here is 0700, not only the last one
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another process
+            continue
+        d.chmod(0o700)  # mkdir's mode is filtered by the umask
     return path
 
 

@@ -17,7 +17,7 @@ import sqlite_utils
 
 from edge_plm.store.base import (BUSY_TIMEOUT_MS, BusyError, NotFoundError, SchemaError,
                                  StorageError, StoreError, is_busy, is_storage_failure,
-                                 quiet_unwritable, retry_busy, ro_uri)
+                                 private_dir, quiet_unwritable, retry_busy, ro_uri)
 from edge_plm.store.schema import SCHEMA_VERSION, migrate, schema_version
 
 log = logging.getLogger("edge_plm.store")
@@ -96,8 +96,7 @@ class StoreConnection:
     def _prepare_files(self) -> None:
         directory = self.path.parent
         if not directory.exists():
-            directory.mkdir(parents=True, mode=0o700)
-            directory.chmod(0o700)  # mkdir's mode is filtered by the umask
+            private_dir(directory)  # it and every missing parent 0700
         elif directory.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             self._loose_dir_mode = stat.S_IMODE(directory.stat().st_mode)  # said in `_open`
         if not self.path.exists():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sqlite3
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import sqlite_utils
 
 from edge_plm.files import atomic_path, fsync_path
+from edge_plm.store import folder as owner
 from edge_plm.store.base import BUSY_TIMEOUT_MS, SchemaError, StoreError, quiet_unwritable, ro_uri
 from edge_plm.store.schema import schema_version
 
@@ -85,19 +87,21 @@ def _verify_copy(conn: sqlite3.Connection) -> dict[str, Any]:
 def copy_checkpoints(src_db: str | Path, copy: str | Path, dest_db: str | Path) -> dict[str, int]:
     """Give the database copy at `copy` (to be renamed to `dest_db`) its own checkpoints:
     every version's file (its path resolved against `src_db`'s directory) is copied into
-    ``<dest_db stem>.checkpoints/`` (0700, files 0600, fsynced) and the copy's rows point
-    there, relative to `dest_db`'s directory; a version whose file is gone points there too
-    (missing, never another database's file). Returns ``{"copied", "missing"}``."""
+    ``<dest_db stem>.checkpoints/`` (0700, files 0600, fsynced; marked as the copy's, with a
+    new database id: `edge_plm.store.folder`) and the copy's rows point there, relative to
+    `dest_db`'s directory; a version whose file is gone points there too (missing, never
+    another database's file). Returns ``{"copied", "missing"}``."""
     src_home = Path(os.path.abspath(src_db)).parent
     dest_db = Path(os.path.abspath(dest_db))
-    folder = dest_db.parent / f"{dest_db.stem}.checkpoints"
-    if not folder.exists():
-        folder.mkdir(mode=0o700)
-    folder.chmod(0o700)
+    folder = dest_db.parent / f"{dest_db.stem}{owner.SUFFIX}"
+    database_id = secrets.token_hex(8)
+    owner.write_mark(folder, dest_db.name, database_id)
     out = {"copied": 0, "missing": 0}
     conn = sqlite3.connect(str(copy))
     try:
         with conn:
+            for key, value in (("checkpoints_folder", folder.name), ("database_id", database_id)):
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [key, value])
             rows = conn.execute("SELECT version, path FROM model_versions "
                                 "WHERE path IS NOT NULL").fetchall()
             for version, stored in rows:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 
 import json
 import logging
@@ -190,7 +192,8 @@ class InteractionRows:
 
     def delete_interactions(self, ids: Iterable[int], remove_audio: bool = True,
                             activate_version: str | None = None,
-                            owe: Callable[[], Iterable[str]] | None = None) -> list[str]:
+                            owe: Callable[[], Iterable[str]] | None = None,
+                            tombstone: Callable[[str], str] | None = None) -> list[str]:
         """Delete rows; return the audio paths they referenced.
 
         The same transaction bumps ``meta.forget_seq`` (a running service polls it and takes
@@ -199,6 +202,8 @@ class InteractionRows:
         together, or neither does. `owe` (read inside the transaction): the versions whose
         checkpoints must still be rewritten without the rows, journalled in ``forget_owed``
         by the same transaction (`owed_rewrites`; a killed `forget` is finished later).
+        `tombstone` (the model's normalisation of a transcript): each row's keyed digest goes
+        into ``forgotten`` in the same transaction (`tombstoned`: what `model import` checks).
 
         With `remove_audio`, those files are deleted too (a file already gone is logged, not an
         error). Rows go first, so a crash in between leaves an orphan file, never a row
@@ -209,6 +214,11 @@ class InteractionRows:
             return []
         def delete() -> list[str]:
             found = self.audio_paths(ids)
+            if tombstone is not None:
+                texts = [r[0] for r in self.db.execute(
+                    f"SELECT transcript FROM interactions WHERE id IN ({_marks(ids)})", ids)]
+                for digest in self._digests(tombstone(t) for t in texts if t and t.strip()):
+                    self.db.execute("INSERT OR IGNORE INTO forgotten (digest) VALUES (?)", [digest])
             self.db["interactions"].delete_where(f"id IN ({_marks(ids)})", ids)
             self.db.execute(f"DELETE FROM interaction_devices WHERE interaction_id IN ({_marks(ids)})", ids)
             self.db.execute(
@@ -231,6 +241,24 @@ class InteractionRows:
                 except FileNotFoundError:
                     log.warning("audio file of a deleted interaction was already gone: %s", p)
         return paths
+
+    def _digests(self, forms: Iterable[str]) -> list[str]:
+        """The keyed digests (HMAC-SHA256 with ``meta.forget_key``) of normalised transcripts."""
+        key = self.db.execute("SELECT value FROM meta WHERE key = 'forget_key'").fetchone()
+        secret = bytes.fromhex(key[0]) if key else b""
+        return [hmac.new(secret, f.encode("utf-8"), hashlib.sha256).hexdigest() for f in forms]
+
+    def tombstoned(self, forms: Iterable[str]) -> set[str]:
+        """Which of the normalised transcripts `forms` a `forget` deleted (``forgotten``)."""
+        forms = list(dict.fromkeys(forms))
+        with self._lock:
+            digests = self._digests(forms)
+            found = set()
+            for i in range(0, len(digests), 500):
+                chunk = digests[i:i + 500]
+                found.update(r[0] for r in self.db.execute(
+                    f"SELECT digest FROM forgotten WHERE digest IN ({_marks(chunk)})", chunk))
+        return {f for f, d in zip(forms, digests) if d in found}
 
     def _truncate_wal(self) -> None:
         """After a delete: copy the WAL into the main file and truncate it, so the deleted

@@ -2,17 +2,20 @@
 ``forget_owed``, the checkpoint rewrites a `forget` still owes.
 
 A database owns its checkpoint files: new ones go to its own folder (`checkpoints_home`,
-``<database stem>.checkpoints/`` beside the file) and every path inside the database's
-directory is stored relative to that directory, resolved against where the file is now
-(a copied or moved state dir keeps working). A path outside the directory stays absolute
-and is only read (`owns_checkpoint`): another database may refer to it.
+usually ``<database stem>.checkpoints/`` beside the file, claimed by the database's identity:
+`edge_plm.store.folder`) and every path inside the database's directory is stored relative to
+that directory, resolved against where the file is now (a copied or moved state dir keeps
+working). A path outside the directory, or in another database's folder, is only read
+(`owns_checkpoint`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
@@ -21,7 +24,10 @@ from typing import Any
 
 import sqlite_utils
 
+from edge_plm.store import folder
 from edge_plm.store.records import MODEL_STATUSES, ModelVersion, _check, _model
+
+log = logging.getLogger("edge_plm.store")
 
 
 class ModelVersionRows:
@@ -33,6 +39,8 @@ class ModelVersionRows:
     _clock: Callable[[], float]
     _write: Callable[[Callable[[], Any]], Any]
     _update_row: Callable[..., None]
+    meta_value: Callable[[str], str | None]
+    _home_folder: str | None = None
 
     def add_model_version(self, version: str, parent: str | None = None,
                           path: str | None = None, status: str = "candidate",
@@ -152,9 +160,60 @@ class ModelVersionRows:
         return Path(os.path.abspath(self.path)).parent
 
     def checkpoints_home(self) -> Path:
-        """This database's own checkpoint folder: ``<stem>.checkpoints`` beside the file (two
-        databases in one folder never share it; a copy of the file gets its own)."""
-        return self.home() / f"{Path(self.path).stem}.checkpoints"
+        """This database's own checkpoint folder beside the file, by its identity (two
+        databases in one folder never share it, whatever their names; a copy of the file
+        gets its own on its first read-write open: `claim_checkpoints_home`)."""
+        if self._home_folder is None:
+            self._home_folder = folder.planned(Path(os.path.abspath(self.path)),
+                                               self.meta_value("checkpoints_folder"))
+        return self.home() / self._home_folder
+
+    def claim_checkpoints_home(self) -> dict[str, Any]:
+        """Make the database's checkpoint folder its own (`edge_plm.store.folder`): mark it,
+        record it and the database's id in ``meta``, and copy every checkpoint its versions
+        refer to in another database's folder into it (the rows then point at the copies).
+        Returns ``{"folder", "database_id", "copied", "missing"}``."""
+        db = Path(os.path.abspath(self.path))
+        recorded = self.meta_value("checkpoints_folder")
+        name = folder.planned(db, recorded)
+        database_id = self.meta_value("database_id")
+        if database_id is None or (recorded is not None and name != recorded):
+            database_id = secrets.token_hex(8)  # a new database, or a copy of another one
+        own = self.home() / name
+        if folder.verdict(own, db.name) != "mine" or folder.read_mark(own) != {
+                "database": db.name, "database_id": database_id}:
+            folder.write_mark(own, db.name, database_id)
+        moved: dict[str, str] = {}
+        missing = 0
+        for v in self.model_versions():
+            if not v.path or not folder.foreign_folder(Path(os.path.abspath(v.path)),
+                                                       self.home(), name):
+                continue
+            src = Path(v.path)
+            if src.is_file():
+                moved[v.version] = str(folder.copy_into(src, own))
+            else:
+                moved[v.version] = str(own / src.name)  # missing: never another's file
+                missing += 1
+
+        def update() -> None:
+            for key, value in (("checkpoints_folder", name), ("database_id", database_id)):
+                self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                                [key, value])
+            for version, path in moved.items():
+                self._update_row("model_versions", version, {"path": self.stored_path(path)},
+                                 f"no model version {version!r}")
+
+        if recorded != name or self.meta_value("database_id") != database_id or moved:
+            self._write(update)
+        self._home_folder = name
+        self.settle_copies()
+        if moved:
+            log.warning("%s: its checkpoint folder is now %s/ (the one it shared belongs to "
+                        "another database); %d checkpoint file(s) copied into it, %d already "
+                        "gone", db.name, name, len(moved) - missing, missing)
+        return {"folder": str(own), "database_id": database_id,
+                "copied": len(moved) - missing, "missing": missing}
 
     def stored_path(self, path: str | Path | None) -> str | None:
         """How `path` is stored: relative to the database's directory when inside it (a
@@ -171,11 +230,39 @@ class ModelVersionRows:
             return stored
         return stored if os.path.isabs(stored) else str(self.home() / stored)
 
+    def settle_copies(self) -> list[str]:
+        """Give every other database file in this one's directory that still refers to
+        checkpoints in this one's folder (a ``cp`` of the file not opened read-write since)
+        its own copies first (`claim_checkpoints_home`, run by opening it): this database may
+        then rewrite and delete its files. Run at every read-write open and before a rewrite
+        or a prune. Returns the files settled; one that cannot be opened is logged."""
+        if folder.settling():
+            return []
+        own = self.checkpoints_home().name
+        settled = []
+        for other in folder.copies_referring_to(Path(os.path.abspath(self.path)), own):
+            with folder.settling_copies():
+                try:
+                    type(self)(other).close()  # its read-write open claims its own folder
+                except Exception as exc:  # a busy, read-only or newer file: said, not raised
+                    log.warning("%s refers to checkpoints of %s but could not be given its own "
+                                "copies (%s: %s); its versions may go missing when this "
+                                "database rewrites or prunes them", other, self.path,
+                                type(exc).__name__, exc)
+                    continue
+            settled.append(str(other))
+        return settled
+
     def owns_checkpoint(self, path: str | Path | None) -> bool:
         """Whether this database may rewrite or delete the file at `path`: only inside its
-        own directory (stored relative). A file elsewhere may be another database's (an
-        older backup's paths point at the original's files): it is only read."""
-        return bool(path) and _inside(Path(os.path.abspath(path)), self.home()) is not None
+        own directory (stored relative) and not in another database's checkpoint folder. A
+        file elsewhere may be another database's (an older backup's paths point at the
+        original's files, a copy's at the original's folder): it is only read."""
+        if not path:
+            return False
+        full = Path(os.path.abspath(path))
+        return (_inside(full, self.home()) is not None
+                and not folder.foreign_folder(full, self.home(), self.checkpoints_home().name))
 
     def _resolved(self, v: ModelVersion) -> ModelVersion:
         return dataclasses.replace(v, path=self.resolve_path(v.path)) if v.path else v

@@ -214,6 +214,17 @@ def _own_files(db: sqlite_utils.Database) -> None:
             break
 
 
+def _tombstones(db: sqlite_utils.Database) -> None:
+    """``forgotten``: one keyed digest (HMAC-SHA256 with ``meta.forget_key``, a secret of this
+    database) per transcript a `forget` deleted, as the model normalises it, never the text:
+    `model import` takes out of an imported checkpoint every example a forget deleted."""
+    import secrets  # noqa: PLC0415 - only for this migration
+
+    db.execute("CREATE TABLE IF NOT EXISTS forgotten (digest TEXT PRIMARY KEY)")
+    db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('forget_key', ?)",
+               [secrets.token_hex(32)])
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
@@ -224,6 +235,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (6, "interactions.label_source may be 'spoken' (talk-back)", _spoken_source),
     (7, "label_source may be 'remote' (a home hub's command, MQTT)", _remote_source),
     (8, "checkpoint paths relative to the database; forget_owed (forget's journal)", _own_files),
+    (9, "forgotten: keyed digests of forgotten transcripts (model import checks them)", _tombstones),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

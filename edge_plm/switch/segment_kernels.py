@@ -85,7 +85,8 @@ class Layout:
         ex = np.flatnonzero(self.attends)
         sq = self.K[ex] ** 2
         pair_ex = np.repeat(ex, sq)
-        start = np.concatenate([[0], np.cumsum(sq)[:-1]]).astype(np.int64)
+        # (no attending example at all, e.g. one sentence longer than the widest branch: empty)
+        start = (np.cumsum(sq) - sq).astype(np.int64)
         r = np.arange(int(sq.sum())) - np.repeat(start, sq)
         Kp = self.K[pair_ex]
         j, i = np.divmod(r, Kp)  # j-major: each position's pairs are adjacent (``by_pj``)

@@ -163,14 +163,18 @@ def test_the_rate_limit_applies_to_remote_commands(tmp_path, broker, ha):
 
 def test_junk_on_the_topics_changes_nothing(tmp_path, broker, ha, caplog):
     s = mqtt_settings(broker.port)
-    tp = topics(s, ["main", "old lamp"])
+    tp = topics(s, ["main", "old lamp", "their lamp"])
     ha.send(tp.command("main"), "ON", retain=True)  # retained junk before the board starts
     ha.send(tp.config("old_lamp"), json.dumps({"name": "old lamp"}), retain=True)  # a removed device
+    ha.send(tp.config("their_lamp"), json.dumps({"name": "their lamp"}), retain=True)  # not its own
+    # the node published old_lamp itself before (its own memory of what it published)
+    (tmp_path / "j.db.mqtt-entities.json").write_text(json.dumps({"configs": [tp.config("old_lamp")]}))
     replay = make_replay(tmp_path / "j.db", settings=s)
     try:
         caplog.set_level(logging.WARNING, logger="edge_plm.bridge")
         assert replay.bridge.wait_connected(10) and ha.wait_for(tp.status, b"online")
         assert ha.wait_for(tp.config("old_lamp"), b"")  # its entity removed
+        assert json.loads(ha.last[tp.config("their_lamp")])["name"] == "their lamp"  # kept
         for payload in (b"on", b"On", b"TOGGLE", b" ON", b"ON\n", b"", b"\xff\xfe\x00",
                         b"x" * 300_000, b'{"state": "ON"}'):
             ha.send(tp.command("main"), payload)

@@ -116,7 +116,7 @@ def test_mqtt_is_off_by_default_and_its_values_are_checked(tmp_path):
 
 
 def test_topics_and_commands():
-    tp = Topics.of(MqttConfig(), ["main", "Big Lamp"], hostname="Pi.Kitchen")
+    tp = Topics.of(MqttConfig(), ["main", "Big Lamp"], hostname="Pi.Kitchen", suffix="")
     assert tp.base == "edge-plm/pi_kitchen" and tp.node == "pi_kitchen"
     assert tp.config("big_lamp") == "homeassistant/switch/pi_kitchen/big_lamp/config"
     assert tp.command_device("edge-plm/pi_kitchen/big_lamp/set") == "big_lamp"
@@ -125,6 +125,24 @@ def test_topics_and_commands():
     assert tp.config_device("homeassistant/switch/pi_kitchen/old/config") == "old"
     assert [command_state(p) for p in (b"ON", b"OFF", b"on", b"Off", b" ON", b"", b"ON" * 20)] == [
         True, False, None, None, None, None, None]
+
+
+def test_the_node_id_is_unique_per_board_and_settable(tmp_path):
+    """Issue 47, item 1: two boards left on one host name get two node ids (from a digest of
+    /etc/machine-id, or the MAC address), never the machine id itself; ``mqtt.node_id`` wins."""
+    from edge_plm.bridge import topics as t  # noqa: PLC0415
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("0123456789abcdef0123456789abcdef\n")
+    b.write_text("fedcba9876543210fedcba9876543210\n")
+    na = t.node_id("raspberrypi", t.board_suffix(a))
+    nb = t.node_id("raspberrypi", t.board_suffix(b))
+    assert na != nb and na.startswith("raspberrypi-") and len(na) == len("raspberrypi-") + 6
+    assert "0123456789" not in na
+    assert t.node_id("raspberrypi", t.board_suffix(a)) == na  # stable
+    tp = Topics.of(MqttConfig(node_id="kitchen-pi"), ["main"], hostname="raspberrypi")
+    assert tp.node == "kitchen-pi" and tp.base == "edge-plm/kitchen-pi"
+    assert [p for p in problems(Settings(mqtt=MqttConfig(node_id="Kitchen Pi"))) if "node_id" in p]
 
 
 def test_the_bridge_is_not_imported_when_off():

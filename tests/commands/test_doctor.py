@@ -429,3 +429,19 @@ def test_doctor_fails_when_the_ears_lm_is_missing(monkeypatch, tmp_path):
     s.asr.backend = "pocketsphinx"
     check = doctor.check_asr(s)
     assert check.status == doctor.FAIL and "ear's language model is missing" in check.detail
+
+
+def test_mqtt_on_without_paho_gives_the_install_line(tmp_path):
+    """Issue 47, item 5: not "the check itself failed: ModuleNotFoundError"."""
+    import importlib  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    def no_paho(name):
+        if name.startswith("paho"):
+            raise ModuleNotFoundError(f"No module named {name.split('.')[0]!r}", name="paho")
+        return importlib.import_module(name)
+
+    s = replace(settings.Settings(), mqtt=settings.MqttConfig(enabled=True, host="127.0.0.1", port=1))
+    c = doctor.check_mqtt(s, timeout=0.5, importer=no_paho)
+    assert c.status == doctor.FAIL and "paho-mqtt is not installed" in c.detail
+    assert "pip install" in c.remedy and "edge-plm[mqtt]" in c.remedy

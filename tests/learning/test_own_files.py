@@ -62,6 +62,81 @@ def test_two_databases_in_one_folder_each_keep_their_own_checkpoints(tmp_path):
     assert _damaged(a) == [] and _damaged(b) == []
 
 
+def _folder(db: Path) -> Path:
+    """The checkpoint folder the database recorded as its own."""
+    (name,), = query(db, "SELECT value FROM meta WHERE key = 'checkpoints_folder'")
+    return db.parent / name
+
+
+def _versions(db: Path) -> dict[str, tuple]:
+    return {d["version"]: (d["status"], d["checkpoint_exists"])
+            for d in js(cli("model", "list", "--db", db, "--json"))}
+
+
+@pytest.mark.parametrize("other", ["s.old", "s.sqlite"])
+def test_a_renamed_copy_in_the_same_folder_never_touches_the_originals_files(db, other):
+    """Issue 47, item 6: ``cp s.db s.old`` (or ``s.sqlite``): a database's checkpoint folder
+    is its own by identity (owner mark + meta), not by stem; the copy takes its own."""
+    s = db.parent / "s.db"
+    db.rename(s)
+    assert cli("model", "rebuild", "--db", s).exit_code == 0  # s.db claims its folder
+    mine = _folder(s)  # a renamed database keeps (adopts) its folder
+    assert json.loads((mine / "owner.json").read_text())["database"] == "s.db"
+    copy = s.parent / other
+    shutil.copyfile(s, copy)
+    before, listed = _files(mine), _versions(s)
+    assert js(cli("forget", "-y", "5", "--db", copy, "--json"))["deleted"] == 1
+    assert cli("model", "rebuild", "--db", copy).exit_code == 0
+    assert _files(mine) == before  # not one byte of the original's
+    assert _versions(s) == listed and _damaged(s) == [] and _damaged(copy) == []
+    own = _folder(copy)
+    assert own != mine
+    paths = [p for p, in query(copy, "SELECT path FROM model_versions WHERE path IS NOT NULL")]
+    assert paths and all(p.startswith(own.name + "/") for p in paths), paths
+    assert json.loads((own / "owner.json").read_text())["database"] == other
+    assert oct(own.stat().st_mode & 0o777) == "0o700"
+    # and the original in its turn leaves the copy alone
+    copied = _files(own)
+    assert js(cli("forget", "-y", "6", "--db", s, "--json"))["deleted"] == 1
+    assert cli("model", "rebuild", "--db", s).exit_code == 0
+    assert _files(own) == copied and _damaged(s) == [] and _damaged(copy) == []
+    assert js(cli("status", "--db", s, "--json"))["model"]["unlearned_labels"] == 0
+    assert js(cli("status", "--db", copy, "--json"))["model"]["unlearned_labels"] == 0
+
+
+def test_two_fresh_databases_of_one_stem_never_overwrite_each_others_versions(tmp_path):
+    x, y = tmp_path / "d" / "x.db", tmp_path / "d" / "x.sqlite"
+    populate(x, demo_text_lines()[:20])
+    before = _files(x.parent / "x.checkpoints")
+    populate(y, demo_text_lines()[20:])
+    assert _files(x.parent / "x.checkpoints") == before
+    assert (x.parent / "x.sqlite.checkpoints").is_dir()
+    assert _damaged(x) == [] and _damaged(y) == []
+
+
+def test_an_older_layout_shared_by_stem_is_adopted_by_one_and_copied_by_the_other(db):
+    """A folder from before the owner mark, shared by ``s.db`` and its copy ``s.old``: the
+    file named ``<stem>.db`` adopts it whichever opens first; the other copies its files."""
+    s = db.parent / "s.db"
+    db.rename(s)
+    _folder(s).rename(db.parent / "s.checkpoints")
+    (db.parent / "s.checkpoints" / "owner.json").unlink()  # as an older edge-plm left it
+    conn = sqlite3.connect(s)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key IN ('checkpoints_folder', 'database_id')")
+        conn.execute("UPDATE model_versions SET path = replace(path, ?, 's.checkpoints/')",
+                     [f"{db.stem}.checkpoints/"])
+    conn.close()
+    shutil.copyfile(s, s.parent / "s.old")
+    before, listed = _files(s.parent / "s.checkpoints"), _versions(s)
+    assert js(cli("forget", "-y", "5", "--db", s.parent / "s.old", "--json"))["deleted"] == 1
+    assert _files(s.parent / "s.checkpoints") == before
+    assert _versions(s) == listed and _damaged(s) == [] and _damaged(s.parent / "s.old") == []
+    assert cli("model", "rebuild", "--db", s).exit_code == 0
+    assert json.loads((s.parent / "s.checkpoints" / "owner.json").read_text())["database"] == "s.db"
+    assert _damaged(s.parent / "s.old") == []
+
+
 def test_a_backup_is_independent_of_the_original(db, tmp_path):
     state = db.parent
     before = _files(state)
@@ -290,3 +365,74 @@ def test_audio_paths_are_stored_relative_to_the_database_like_checkpoints(tmp_pa
         assert store.get(a).audio_path == str(copy / "audio" / "00000001.wav")
         store.delete_interactions([a], remove_audio=True)
     assert inside.exists() and not (copy / "audio" / "00000001.wav").exists()
+
+
+def test_a_forget_killed_while_the_service_runs_is_finished_by_the_service(db):
+    """Issue 47, item 7: the running service finishes what a killed `forget` owes at its next
+    look for deleted rows (not at a restart); `status`, `model list` and `doctor` show what is
+    owed until then."""
+    from edge_plm.learning.learner import Learner, LearnerConfig  # noqa: PLC0415
+
+    ids, _ = _secret_db(db)
+    with ReplayStore(db) as store:
+        learner = Learner.open(store, LearnerConfig(start="", forget_check_s=0.0, sync_every_s=0.0),
+                               store.checkpoints_home(), household=ONE_DEVICE)  # the service, up
+        env = {**os.environ,
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        p = subprocess.run([sys.executable, "-c", KILLER, "forget", *map(str, ids), "--yes",
+                            "--db", str(db)], env=env, capture_output=True, timeout=600)
+        assert p.returncode == -signal.SIGKILL, p.stderr.decode()
+        owed = js(cli("status", "--db", db, "--json"))["model"]["forget_owed"]
+        assert owed["versions"] and owed["interactions"] == len(ids)
+        listed = {d["version"]: d["forget_owed"]
+                  for d in js(cli("model", "list", "--db", db, "--json"))}
+        assert {v for v, n in listed.items() if n} == set(owed["versions"])
+        text = cli("status", "--db", db).output
+        assert "still hold" in text and "forgotten" in text
+        assert _secret_hits(db.parent, [SECRET])
+        learner.poll()  # its next look
+        assert store.owed_rewrites() == {}
+    assert _secret_hits(db.parent, [SECRET]) == []
+    assert js(cli("status", "--db", db, "--json"))["model"]["forget_owed"] == {
+        "versions": [], "interactions": 0}
+    assert _damaged(db) == []
+
+
+def test_importing_an_export_made_before_a_forget_brings_nothing_back(db, tmp_path):
+    """Issue 47, item 8: `forget` leaves keyed digests (never the text) that `model import`
+    checks: the imported checkpoint is scrubbed of every forgotten example and word."""
+    ids, _ = _secret_db(db)
+    (active,), = query(db, "SELECT version FROM model_versions WHERE status = 'active'")
+    old = tmp_path / "old.npz"
+    assert cli("model", "export", active, old, "--db", db).exit_code == 0
+    assert SECRET.encode() in old.read_bytes()
+    r = js(cli("forget", "-y", *ids, "--db", db, "--json"))
+    assert r["deleted"] == len(ids) and _secret_hits(db.parent, [SECRET]) == []
+    digests = [d for d, in query(db, "SELECT digest FROM forgotten")]
+    assert len(digests) >= 1 and not any(SECRET in d for d in digests)
+    assert SECRET.encode() not in db.read_bytes()
+    imp = js(cli("model", "import", old, "--force", "--db", db, "--json"))
+    assert imp["forgotten_removed"] >= 1  # the labelled ones it held (holdout rows: none)
+    assert _secret_hits(db.parent, [SECRET]) == []  # not in the imported version's file
+    assert _damaged(db) == []
+    assert js(cli("forget", "--all", "-y", "--db", db, "--json"))["deleted"] >= 1
+    assert _secret_hits(db.parent, [SECRET]) == []
+
+
+def test_a_copy_not_opened_yet_keeps_its_versions_when_the_original_forgets(db):
+    """The original changes first: ``cp s.db s.old`` then `forget` and `rebuild` in s.db
+    (s.old not opened read-write since): s.old gets its own copies before any file of the
+    original's folder is rewritten or deleted, and lists none missing."""
+    s = db.parent / "s.db"
+    db.rename(s)
+    copy = s.parent / "s.old"
+    shutil.copyfile(s, copy)
+    listed = _versions(copy)
+    assert js(cli("forget", "-y", "5", "6", "--db", s, "--json"))["deleted"] == 2
+    for _ in range(2):
+        assert cli("model", "rebuild", "--db", s).exit_code == 0
+    states = {d["version"]: d["checkpoint_state"] for d in js(cli("model", "list", "--db", copy, "--json"))
+              if not d["pruned"]}
+    assert states and all(st == "ok" for st in states.values()), states
+    assert _versions(copy) == listed and _damaged(copy) == [] and _damaged(s) == []
+    assert _folder(copy) != _folder(s)

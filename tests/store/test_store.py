@@ -124,7 +124,7 @@ def test_migration_v1_to_v2_on_a_real_v1_file(tmp_path):
     ReplayStore(fresh).close()
     assert columns(path) == columns(fresh)  # migrated file == freshly created file
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta").fetchone()[0] == str(SCHEMA_VERSION)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     conn.close()
 
 

@@ -315,3 +315,24 @@ def test_calibrate_on_a_validation_file_sets_the_prior():
                           ("what is the weather", "NOOP"), ("play jazz", "NOOP")])
     assert out["rows"] == 4 and np.array_equal(m.calib.prior, m.calib.theta)
     assert len(m.calib.y) == 0  # the device's own rows start empty
+
+
+LONG = " ".join(("please could you be so kind as to turn on the lamp in the living room because "
+                 "it is getting dark and I cannot see a thing while reading my book about the "
+                 "history of the ancient world and its many civilisations that rose and fell").split()
+                * 3).split()[:100]
+
+
+@pytest.mark.parametrize("kernel", ["numba", "numpy", "segments"])
+def test_a_first_label_longer_than_every_branch_is_learned(kernel, tmp_path):
+    """Issue 47, item 9: a 100-word first label (wider than the widest attention branch, so
+    no example attends) used to fail every refinement kernel and brick a new device."""
+    m = SwitchModel.empty("potato", kernel=kernel)
+    assert len(LONG) == 100 and len(LONG) > max(m.config.attention_widths)
+    m.learn(" ".join(LONG), "ON")
+    m.learn("lamp off", "OFF")
+    m.learn(" ".join(LONG[:70]), "ON")
+    assert m.predict("lamp off").action in ("ON", "OFF", "NOOP")
+    m.forget_examples([0])
+    again = SwitchModel.load(m.save(tmp_path / "m.npz"))
+    assert again.predict(" ".join(LONG)).action == m.predict(" ".join(LONG)).action
