@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from edge_plm.config.starting_model import SHIPPED_DIR
+from edge_plm.errors import EdgePlmError
 
 EAR_LM = SHIPPED_DIR / "switch-en.ear.arpa"  # the shipped LM the ear loads
 EAR_SENTENCES = SHIPPED_DIR / "switch-en.ear.txt.gz"  # the sentences it was built from
@@ -42,7 +43,7 @@ NAME_FRAMES = ("turn on the {n}", "turn off the {n}", "turn the {n} on", "turn t
                "switch on the {n}", "switch off the {n}", "{n} on", "{n} off")
 
 
-class EarLmError(ValueError):
+class EarLmError(EdgePlmError, ValueError):
     """The ear's LM cannot be built from what it was given (the message says why)."""
 
 

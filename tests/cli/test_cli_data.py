@@ -45,7 +45,7 @@ def test_status_json_and_text(demo_dir):
     active = query(path, "SELECT version FROM model_versions WHERE status = 'active'")[0][0]
     assert s["model"]["active"]["version"] == active
     assert s["model"]["versions"] >= 2
-    assert s["asr"] == {"configured": "auto", "last_used": "text"}
+    assert s["asr"] == {"configured": "auto", "last_used": "text", "lm": "household"}
     assert s["gpio"] == {"pin_factory": "auto"}
     assert s["database"]["bytes"] > 0 and s["database"]["schema_version"] == SCHEMA_VERSION
     assert s["last_interaction"]["id"] == 48
