@@ -13,7 +13,7 @@ apart: acting on them is wrong for one of the devices unless both actions are ri
     python3 benchmarks/device_pairs.py [--compare-slot-only]
 
 ``--compare-slot-only`` also decides every line the way the model did before the span rule
-(``model_devices.command_of``): the command read without the names' words only. Writes
+(``model_devices.SeveralDevices.command_of``): the command read without the names' words only. Writes
 benchmarks/results/device-pairs.json.
 """
 
@@ -88,7 +88,7 @@ def main() -> None:
     model = SwitchModel.load(REPO / "models" / "switch-en.npz")
     results = {"span rule (shipped)": score(model)}
     if args.compare_slot_only:
-        with mock.patch.object(model_devices, "command_of", lambda m, a: a.command):
+        with mock.patch.object(model_devices.SeveralDevices, "command_of", lambda self, a: a.command):
             results["names' words only (before)"] = score(model)
     rows = [[design, kind, r["lines"], r["acted_right"], r["wrong"], r["asked_or_ignored"]]
             for design, by_kind in results.items() for kind, r in by_kind.items()]

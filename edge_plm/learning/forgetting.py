@@ -41,7 +41,7 @@ tombstone_form = normalize
 
 log = logging.getLogger("edge_plm.learning.learner")
 
-#: what `model_file.save_model` writes into a checkpoint's metadata itself (the rest: extra)
+#: what `SwitchModel.save` (`model_file.Checkpointed`) writes into a checkpoint's metadata itself (the rest: extra)
 _OWN_META = {"kind", "model_format", "config", "vocabulary", "seed", "counters",
              "format_version", "sha256"}
 SQLITE_MAGIC = b"SQLite format 3\x00"

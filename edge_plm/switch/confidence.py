@@ -1,8 +1,11 @@
-"""The switch model's confidence: the calibrated distribution of a prediction, held-out rows
-and fitting the map on a validation file (``switch/calibration.py`` holds the map itself;
+"""The switch model's confidence: the calibrated distribution of a prediction from the network's
+logits, its labelled support and the labels' counts; the calibration rows a held-out prediction
+gives; and ``ConfidenceMap``, the model's two maps (``switch/calibration.py`` holds a map itself;
 docs/method.md, "Calibrated confidence")."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,7 +19,8 @@ def softmax(s: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
-def calibrated(model, scores: np.ndarray, support: float, calib: Calibrator | None = None) -> tuple[int, np.ndarray]:
+def calibrated(scores: np.ndarray, support: float, counts: np.ndarray, has_start: bool,
+               calib: Calibrator) -> tuple[int, np.ndarray]:
     """(top action, distribution): the calibrated confidence on the top action, the rest
     shared by the other actions in the network's proportions. Fewer than two actions
     labelled: NOOP at the labels' own shares (add-one smoothed; ``label_shares``), the only
@@ -26,17 +30,18 @@ def calibrated(model, scores: np.ndarray, support: float, calib: Calibrator | No
     part (whose label mix is not the household's), NOOP at the uniform distribution (words
     nobody labelled are never acted on). A relay state on top while another state has no
     label yet: the states share the top's and the untaught one's mass (``untaught_states``).
-    ``calib``: the map (default the model's; ``owner.read`` passes the owner's part's own)."""
+    ``counts``: the labelled examples per action; ``has_start``: the model has a starting part;
+    ``calib``: the map (``ConfidenceMap.calibrated`` picks it)."""
     n_act = len(ACTIONS)
-    present = model.class_counts > 0.5
+    present = counts > 0.5
     if present.sum() < 2:
-        return INDEX["NOOP"], label_shares(model.class_counts)
+        return INDEX["NOOP"], label_shares(counts)
     if support <= 0.0:
-        if model.start is not None:
+        if has_start:
             return INDEX["NOOP"], np.full(n_act, 1.0 / n_act)
-        return INDEX["NOOP"], noop_at_label_shares(model.class_counts)
-    f, top = calibration_features(model, scores, support)
-    conf = max((model.calib if calib is None else calib).confidence(f), 1.0 / n_act)
+        return INDEX["NOOP"], noop_at_label_shares(counts)
+    f, top = calibration_features(scores, support)
+    conf = max(calib.confidence(f), 1.0 / n_act)
     p = softmax(scores)
     rest = p.copy()
     rest[top] = 0.0
@@ -47,7 +52,7 @@ def calibrated(model, scores: np.ndarray, support: float, calib: Calibrator | No
         share = lam * share + (1.0 - lam) * uniform
     y = (1.0 - conf) * share
     y[top] = conf
-    return top, untaught_states(model.class_counts, top, y)
+    return top, untaught_states(counts, top, y)
 
 
 def untaught_states(counts: np.ndarray, top: int, y: np.ndarray) -> np.ndarray:
@@ -85,7 +90,7 @@ def label_shares(counts: np.ndarray) -> np.ndarray:
     return (counts + 1.0) / (counts.sum() + len(counts))
 
 
-def calibration_features(model, scores: np.ndarray, support: float) -> tuple[np.ndarray, int]:
+def calibration_features(scores: np.ndarray, support: float) -> tuple[np.ndarray, int]:
     """(features, top action) of one prediction for the calibration map."""
     order = np.argsort(-scores, kind="stable")
     top = int(order[0])
@@ -93,41 +98,57 @@ def calibration_features(model, scores: np.ndarray, support: float) -> tuple[np.
     return calibration.features(margin, min(max(support, 0.0), 1.0), ACTIONS[top] == "NOOP"), top
 
 
-def heldout_row(model, transcript: str, label: str) -> tuple[np.ndarray, bool] | None:
-    """The calibration row of a labelled transcript the model has not learned: (features,
-    right?), or None when its exact transcript is remembered or nothing is known yet."""
-    if model.remembered(transcript) is not None:
+def row_of(scores: np.ndarray, support: float, counts: np.ndarray, label: str) -> tuple[np.ndarray, bool] | None:
+    """The calibration row of a prediction's (logits, support) for its true ``label``: (features,
+    right?); None when nothing is known of the words or fewer than two actions are labelled
+    (``counts``: the labelled examples per action)."""
+    if support <= 0.0 or (counts > 0.5).sum() < 2:
         return None
-    scores, support = model.raw(transcript)
-    return row_of(model, scores, support, label)
-
-
-def row_of(model, scores: np.ndarray, support: float, label: str) -> tuple[np.ndarray, bool] | None:
-    """The calibration row of a prediction's (logits, support) for its true ``label``; None
-    when nothing is known of the words or fewer than two actions are labelled."""
-    if support <= 0.0 or (model.class_counts > 0.5).sum() < 2:
-        return None
-    f, top = calibration_features(model, scores, support)
+    f, top = calibration_features(scores, support)
     return f, ACTIONS[top] == label
 
 
-def calibrate_on(model, rows: list[tuple[str, str]], strength: float = 30.0) -> dict:
-    """Fit the calibration map on held-out labelled rows (text, label) — a validation file
-    the model has not learned — and make it the prior that the device's own held-out rows
-    pull away from (``strength``: the prior counts as that many rows); the device's rows
-    start empty. Returns the rows used and the ECE of the confidence on them before/after."""
-    X, y = [], []
-    for text, label in rows:
-        r = heldout_row(model, text, label)
-        if r is not None:
-            X.append(r[0])
-            y.append(r[1])
-    if not X:
-        raise ValueError("no held-out row the calibration can use (empty rows, or nothing learned)")
-    X, y = np.array(X), np.array(y, dtype=float)
-    before = calibration.expected_calibration_error(calibration.sigmoid(X @ model.calib.theta), y)
-    fit = Calibrator(strength=1.0)
-    theta = fit.fit(X, y)
-    model.calib = Calibrator(prior=theta, strength=strength)
-    after = calibration.expected_calibration_error(calibration.sigmoid(X @ theta), y)
-    return {"rows": len(y), "theta": theta.tolist(), "ece_before": before, "ece_after": after}
+@dataclass
+class ConfidenceMap:
+    """The model's confidence maps: ``calib``, and ``owner_calib`` for what the owner's part
+    decides alone (a young model's prior, moved by the owner's held-out rows of such
+    transcripts: ``SwitchModel.read``)."""
+
+    calib: Calibrator = field(default_factory=Calibrator)
+    owner_calib: Calibrator = field(default_factory=lambda: Calibrator(name="owner_calibration"))
+
+    def of(self, owner_alone: bool) -> Calibrator:
+        return self.owner_calib if owner_alone else self.calib
+
+    def calibrated(self, scores: np.ndarray, support: float, counts: np.ndarray, has_start: bool,
+                   owner_alone: bool = False) -> tuple[int, np.ndarray]:
+        """``calibrated`` with the map of the part that decides."""
+        return calibrated(scores, support, counts, has_start, self.of(owner_alone))
+
+    def add(self, row: tuple[np.ndarray, bool], owner_alone: bool) -> None:
+        """A held-out row of the device's own (``row_of``) into the map of the part that decided."""
+        self.of(owner_alone).add(*row)
+
+    def fit(self, rows: list[tuple[np.ndarray, bool]], strength: float = 30.0) -> dict:
+        """Fit the map on held-out rows (``row_of``) of a validation file the model has not
+        learned and make it the prior that the device's own held-out rows pull away from
+        (``strength``: the prior counts as that many rows); the device's rows start empty.
+        Returns the rows used and the ECE of the confidence on them before/after."""
+        if not rows:
+            raise ValueError("no held-out row the calibration can use (empty rows, or nothing learned)")
+        X, y = np.array([f for f, _ in rows]), np.array([r for _, r in rows], dtype=float)
+        before = calibration.expected_calibration_error(calibration.sigmoid(X @ self.calib.theta), y)
+        fit = Calibrator(strength=1.0)
+        theta = fit.fit(X, y)
+        self.calib = Calibrator(prior=theta, strength=strength)
+        after = calibration.expected_calibration_error(calibration.sigmoid(X @ theta), y)
+        return {"rows": len(y), "theta": theta.tolist(), "ece_before": before, "ece_after": after}
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {**self.calib.state(), **self.owner_calib.state()}
+
+    def load(self, arrays: dict[str, np.ndarray]) -> None:
+        """The maps a checkpoint stores (a checkpoint without one: its prior)."""
+        for calib in (self.calib, self.owner_calib):
+            if calib.stored_in(arrays):
+                calib.load(arrays)

@@ -18,6 +18,10 @@ it was learned, show a share that decides them significantly better (``switch/sh
 action the owner has not labelled yet keeps the starting part's probability (the owner's part
 cannot say anything of it).
 
+The parts are the model's ``start`` and ``net`` (``UnitNet``s) and its ``share``
+(``share.OwnerShare``); the functions here take them, typed, and ``SwitchModel`` wires them
+(``read``, ``held_out``, ``learn``).
+
 A label refines the owner's part on itself and a bounded, class-balanced replay sample of earlier
 owner examples (``replay_keys``), so an update costs the same at 50 labels as at 5,000.
 """
@@ -25,79 +29,50 @@ owner examples (``replay_keys``), so an update costs the same at 50 labels as at
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 
 import numpy as np
 
-from edge_plm.actions import INDEX
-from edge_plm.switch import confidence
 from edge_plm.switch.attention import softmax
-from edge_plm.switch.unitnet import ONLINE_KERNEL
+from edge_plm.switch.config import SwitchConfig
+from edge_plm.switch.unitnet import ONLINE_KERNEL, UnitNet
+
+#: a transcript as the networks read it: (unit ids, weights, unknown weight, the attention's
+#: placement or None) (``SwitchModel.placed``)
+Placed = tuple[np.ndarray, np.ndarray, float, tuple | None]
 
 
-def part_logits(model, transcript: str) -> tuple[np.ndarray | None, np.ndarray, float, bool]:
+def part_logits(net: UnitNet, start: UnitNet | None, row: Placed, long: np.ndarray,
+                floor: float) -> tuple[np.ndarray | None, np.ndarray, float, bool]:
     """(the starting part's logits or None, the owner's part's, the labelled support of either,
-    whether the starting part cannot read the transcript) of ``model``'s parts (read only).
-    It cannot when it reads less than ``start_read_floor`` of it (its own support) and the
-    owner's part reads more: then the owner's part decides alone (``owner_share_of``)."""
-    ids, w, unknown, placed = model.placed(transcript, grow=False)
-    long = model.units.long_mask(ids)
-    own = model.net.logits(ids, w, placed)
-    if model.start is None:
-        return None, own, model.net.support(ids, w, unknown, long), False
-    floor = model.config.start_read_floor
+    whether the starting part cannot read the transcript) of a transcript's ``row``
+    (``SwitchModel.placed``; ``long``: which of its units count for the support) read by the
+    owner's part ``net`` and the frozen starting part ``start`` (read only). The starting part
+    cannot read it when it reads less than ``floor`` of it (its own support; the config's
+    ``start_read_floor``) and the owner's part reads more: then the owner's part decides alone
+    (``owner_alone_scores``)."""
+    ids, w, unknown, placed = row
+    own = net.logits(ids, w, placed)
+    if start is None:
+        return None, own, net.support(ids, w, unknown, long), False
     unread = False
     if floor > 0:
-        s_start = model.start.support(ids, w, unknown, long)
-        unread = s_start < floor and model.net.support(ids, w, unknown, long) > s_start
-    return (model.start.logits(ids, w, placed), own, model.net.support(ids, w, unknown, long, also=model.start),
-            unread)
+        s_start = start.support(ids, w, unknown, long)
+        unread = s_start < floor and net.support(ids, w, unknown, long) > s_start
+    return start.logits(ids, w, placed), own, net.support(ids, w, unknown, long, also=start), unread
 
 
-def read(model, transcript: str, prior_strength: float = 0.0) -> tuple[int, np.ndarray, float]:
-    """(top action, calibrated distribution, the labels behind it) of a transcript
-    (``SwitchModel.predict`` without its memory and evidence prior). What the starting part
-    cannot read is decided by the owner's part alone, with its own confidence map
-    (``SwitchModel.owner_calib``: a young model's prior, fitted on the owner's held-out rows of
-    such transcripts) and the owner's labels behind it: a part that has seen 10 labels is as
-    sure as a model of 10 labels, not as the starting model."""
-    start, own, support, unread = part_logits(model, transcript)
-    scores = model_scores(model, start, own, unread)
-    if prior_strength:
-        scores = scores + prior_strength * np.log(model.class_counts + 1.0)
-    if unread:
-        i, y = confidence.calibrated(model, scores, support, model.owner_calib)
-        return i, y, float(model.net.class_counts.sum())
-    i, y = confidence.calibrated(model, scores, support)
-    return i, y, float(model.class_counts.sum())
-
-
-def model_scores(model, start: np.ndarray | None, own: np.ndarray, unread: bool) -> np.ndarray:
+def pooled_scores(start: np.ndarray | None, own: np.ndarray, unread: bool, owner_present: np.ndarray,
+                  share: Callable[[], float]) -> np.ndarray:
     """The model's log-probabilities from its parts' logits (``part_logits``): the owner's
     part's alone without a starting part or when the starting part cannot read the transcript,
-    else the pooling at the model's share (``share.py``)."""
+    else the pooling at the model's share (``share()``: ``share.py``). ``owner_present``: the
+    actions the owner's part has labels of."""
     if start is None:
         return own
-    present = model.net.class_counts > 0.5
     if unread:
-        return owner_alone_scores(start, own, present)
-    return mixed_scores(start, own, present, model.owner_share())
-
-
-def held_out(model, transcript: str, label: str) -> None:
-    """What a label tells before it is learned (prequential): a row of the confidence's
-    calibration and, with a starting part, a row of the owner's share (``switch/share.py``):
-    the probability each part gave the label. Nothing when the exact transcript is remembered
-    (its prediction is the memory's, not the parts')."""
-    if model.remembered(transcript) is not None:
-        return
-    start, own, support, unread = part_logits(model, transcript)
-    row = confidence.row_of(model, model_scores(model, start, own, unread), support, label)
-    if row is not None:
-        (model.owner_calib if unread else model.calib).add(*row)
-    if start is not None:
-        p_start, p_own = mixture_parts(start, own, model.net.class_counts > 0.5)
-        y = INDEX[label]
-        model.share.add(p_start, p_own, y, model.n_owner_examples)
+        return owner_alone_scores(start, own, owner_present)
+    return mixed_scores(start, own, owner_present, share())
 
 
 def mixture_parts(start_logits: np.ndarray, owner_logits: np.ndarray,
@@ -171,7 +146,7 @@ def _index(keys: list[int], key: int) -> int | None:
     return i if i < len(keys) and keys[i] == key else None
 
 
-def refine_budget(config, n_rows: int) -> int:
+def refine_budget(config: SwitchConfig, n_rows: int) -> int:
     """Refinement steps after one label: ``refine_steps``, fewer when the examples refined on
     are many (at most ``refine_rows`` example-passes; with a replay sample, ``replay_rows`` > 0,
     at most ``replay_passes``, so that a label costs about the same whatever the history), at
@@ -183,8 +158,9 @@ def refine_budget(config, n_rows: int) -> int:
     return max(1, min(c.refine_steps, passes // n)) if c.refine_steps > 0 else 0
 
 
-def refine_label(model, key: int) -> float | None:
-    """The refinement one label of ``model`` pays for: ``refine_budget`` steps on example
-    ``key`` and its replay sample (``replay_keys``; every example while they are few)."""
-    keys = replay_keys(model.net.by_label, key, model.config.replay_rows, model.seed)
-    return model.net.refine(refine_budget(model.config, model.n_owner_examples), keys, kernel=ONLINE_KERNEL)
+def refine_label(net: UnitNet, config: SwitchConfig, seed: int, key: int, n_owner: int) -> float | None:
+    """The refinement one label pays for: ``refine_budget`` steps of the owner's part ``net``
+    (of ``n_owner`` examples) on example ``key`` and its replay sample (``replay_keys``, drawn
+    with ``seed``; every example while they are few)."""
+    keys = replay_keys(net.by_label, key, config.replay_rows, seed)
+    return net.refine(refine_budget(config, n_owner), keys, kernel=ONLINE_KERNEL)

@@ -4,22 +4,28 @@ action (docs/method.md, "Word attention"); `SwitchModel.update_query` scales it 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
+from edge_plm.switch.unitnet import UnitNet
+from edge_plm.switch.words import WordVocab
 
-def query_evidence(model: Any) -> np.ndarray:
-    """Each query word's labelled evidence: the spread of its own logits over the labelled
-    actions (its unit bag through U); a tombstoned one (``scrub``) keeps what it had. All the
+#: query word id -> its own units and their weights (``SwitchModel.query_bag``)
+Bags = Callable[[int], tuple[np.ndarray, np.ndarray]]
+
+
+def query_evidence(net: UnitNet, words: WordVocab, bag: Bags) -> np.ndarray:
+    """Each query word of ``words``'s labelled evidence in ``net``: the spread of its own logits
+    over the labelled actions (its unit bag, ``bag``, through U); a tombstoned one (``scrub``)
+    keeps what it had. All the
     query words' bags at once: one gather of U, each bag's normalisation and logits as sums
     over its run (``query_evidence_reference``: word by word, the same up to rounding)."""
-    net = model.net
-    ev = np.zeros(len(model.words.query_ids()))
+    ev = np.zeros(len(words.query_ids()))
     present = net.class_counts > 0.5
     if present.sum() < 2:
         return ev
-    live, bags = live_bags(model, ev)
+    live, bags = live_bags(words, bag, ev)
     if not live:
         return ev
     ids = np.concatenate([ids for ids, _ in bags])
@@ -35,33 +41,32 @@ def query_evidence(model: Any) -> np.ndarray:
     return ev
 
 
-def live_bags(model: Any, ev: np.ndarray) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray]]]:
+def live_bags(words: WordVocab, bag: Bags, ev: np.ndarray) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray]]]:
     """The query words that have units and their bags; a tombstoned word's frozen evidence is
     written into ``ev``."""
     live, bags = [], []
-    for r in model.words.query_ids().tolist():
-        if model.words.words[r] is None:
-            ev[r] = model.words.frozen.get(r, 0.0)
+    for r in words.query_ids().tolist():
+        if words.words[r] is None:
+            ev[r] = words.frozen.get(r, 0.0)
             continue
-        ids, w = model.query_bag(r)
+        ids, w = bag(r)
         if len(ids):
             live.append(r)
             bags.append((ids, w))
     return live, bags
 
 
-def query_evidence_reference(model: Any) -> np.ndarray:
+def query_evidence_reference(net: UnitNet, words: WordVocab, bag: Bags) -> np.ndarray:
     """``query_evidence`` word by word (the reference of its parity test)."""
-    net = model.net
-    q = model.words.query_ids()
+    q = words.query_ids()
     present = net.class_counts > 0.5
     ev = np.zeros(len(q))
     if present.sum() >= 2:
         for r in q.tolist():
-            if model.words.words[r] is None:
-                ev[r] = model.words.frozen.get(r, 0.0)
+            if words.words[r] is None:
+                ev[r] = words.frozen.get(r, 0.0)
                 continue
-            ids, w = model.query_bag(r)
+            ids, w = bag(r)
             if len(ids):
                 U = net.config.logit_scale * net.base[ids] + net.delta[ids]
                 s = net.inputs(ids, w) @ U[:, present]

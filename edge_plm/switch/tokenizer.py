@@ -30,6 +30,9 @@ ACTION_IDS = tuple(range(len(MARKERS), len(RESERVED)))  # in class order
 
 
 def normalize(text: str) -> str:
+    """The transcript as the model reads it (module docstring). Idempotent:
+    ``normalize(normalize(x)) == normalize(x)`` (checked over every code point), so the model
+    normalises once at its entry and passes the normalised text down."""
     text = unicodedata.normalize("NFKC", text).casefold()
     kept = [ch if (ch.isalnum() or ch in "' ") else " " for ch in text]
     return " ".join("".join(kept).split())
@@ -62,9 +65,11 @@ class CharTokenizer:
             self.tokens.append(ch)
         return self.index[ch]
 
-    def encode(self, text: str, grow: bool = True) -> list[int]:
+    def encode(self, text: str, grow: bool = True, normalised: bool = False) -> list[int]:
+        """The ids of ``text``'s characters after ``normalize`` (``normalised``: ``text`` is
+        already; ``normalize`` is idempotent, so this only saves the work)."""
         ids = []
-        for ch in normalize(text):
+        for ch in text if normalised else normalize(text):
             if ch in self.index:
                 ids.append(self.index[ch])
             elif grow:
@@ -76,9 +81,9 @@ class CharTokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         return "".join(self.tokens[i] if i >= len(RESERVED) else f"[{self.tokens[i]}]" for i in ids)
 
-    def dialogue(self, transcript: str, grow: bool = True) -> list[int]:
+    def dialogue(self, transcript: str, grow: bool = True, normalised: bool = False) -> list[int]:
         """``USER: <transcript> <sep> DEVICE:`` — the action token follows this prefix."""
-        return [USER, *self.encode(transcript, grow=grow), SEP, DEVICE]
+        return [USER, *self.encode(transcript, grow=grow, normalised=normalised), SEP, DEVICE]
 
     def to_json(self) -> list[str]:
         return list(self.tokens[len(RESERVED):])

@@ -53,14 +53,15 @@ def soundex(word: str) -> str:
 
 
 def unit_strings(text: str, min_n: int, max_n: int, sound: bool = False, bigrams: bool = False,
-                 sound_max_len: int = 0) -> list[str]:
+                 sound_max_len: int = 0, normalised: bool = False) -> list[str]:
     """Units of ``text`` in reading order, with repeats (the n-grams of each word, then it, then
     with ``sound`` its Soundex key, of words of at most ``sound_max_len`` characters when that
-    is > 0; with ``bigrams`` each pair of adjacent words at the end)."""
+    is > 0; with ``bigrams`` each pair of adjacent words at the end). ``text`` is normalised
+    first unless ``normalised`` says it already is (``normalize`` is idempotent)."""
     if not 1 <= min_n <= max_n:
         raise ValueError(f"need 1 <= min_n <= max_n, got {min_n}, {max_n}")
     out: list[str] = []
-    words = normalize(text).split()
+    words = (text if normalised else normalize(text)).split()
     for word in words:
         padded = f" {word} "
         for n in range(min_n, max_n + 1):
@@ -139,7 +140,7 @@ class UnitVocab:
         return len(self.units) - 1
 
     def strings_of(self, text: str) -> set[str]:
-        """Every unit string of ``text`` (known or not)."""
+        """Every unit string of the normalised transcript ``text`` (known or not)."""
         return {u for u, _ in self.weighted_units(text)}
 
     def scrub(self, keep: set[str]) -> list[int]:
@@ -156,14 +157,16 @@ class UnitVocab:
         return self._long[ids]
 
     def weighted_units(self, text: str) -> list[tuple[str, float]]:
-        """(unit, weight) of each unit occurrence of ``text``: an n-gram weighs 1 (with
+        """(unit, weight) of each unit occurrence of the normalised transcript ``text`` (the
+        vocabulary's methods take normalised text: the model normalises once, at its entry;
+        ``tokenizer.normalize``): an n-gram weighs 1 (with
         ``ngram_mass`` > 0: that mass shared by the n-grams of its word, so a word's spelling
         weighs the same whatever its length), a word ``word_weight``, a Soundex key
         ``sound_weight``, a word pair ``bigram_weight``."""
         out: list[tuple[str, float]] = []
         start = 0  # first n-gram of the current word
         for u in unit_strings(text, self.min_n, self.max_n, sound=self.sound_weight > 0, bigrams=self.bigram_weight > 0,
-                             sound_max_len=self.sound_max_len):
+                             sound_max_len=self.sound_max_len, normalised=True):
             if u[1:2] != ":":
                 out.append((u, 1.0))
                 continue

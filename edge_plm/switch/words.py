@@ -90,9 +90,10 @@ class WordVocab:
         self.refresh()
 
     def ids(self, text: str, grow: bool) -> list[int]:
-        """The word ids of ``text`` in reading order (-1: unknown, or heard after the cap);
-        ``grow`` adds the new words (and extends the cached comparisons: ``refresh``)."""
-        words = normalize(text).split()
+        """The word ids of the normalised transcript ``text`` in reading order (-1: unknown, or
+        heard after the cap); ``grow`` adds the new words (and extends the cached comparisons:
+        ``refresh``)."""
+        words = text.split()
         if not grow:
             return [self.index.get(w, -1) for w in words]
         n = len(self.words)

@@ -438,10 +438,11 @@ def _state_but_bag_memo(model) -> bytes:
     """The model's pickled state without the name queries' memos of n-gram bags, of word-pair
     cosines and of heard words' n-gram rows (pure values of the heard words, each stored in one
     dict assignment; the only thing a prediction adds)."""
-    parts = {k: v for k, v in vars(model).items() if k != "name_query"}
-    query = vars(model).get("name_query")
+    parts = {k: v for k, v in vars(model).items() if k != "naming"}
+    naming = {k: v for k, v in vars(model.naming).items() if k != "_query"}  # the part that holds the queries
+    query = vars(model.naming).get("_query")
     names = None if query is None else {k: v for k, v in vars(query).items() if k not in ("_bags", "_cosines", "_near")}
-    return pickle.dumps((parts, names))
+    return pickle.dumps((parts, naming, names))
 
 
 def make_devices(tmp_path):

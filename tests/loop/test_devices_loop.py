@@ -12,7 +12,6 @@ from edge_plm.loop.controller import text_utterance
 from edge_plm.decide.policy import Action, Decision
 from edge_plm.loop.replay import SessionError, SessionLine, read_session, run_session
 from edge_plm.config.settings import DeviceConfig, Settings
-from edge_plm.switch.model_devices import address
 from kit import make_replay
 
 HOUSE = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
@@ -259,10 +258,10 @@ def test_a_rebuild_from_the_database_relearns_what_each_devices_switch_taught(tm
             flip(replay, "fan")  # and off again by hand, outside any window
             settle(replay)
         lr = replay.controller.learner
-        live = address(lr.model, "turn on the breeze", lr.household.devices).shares.tolist()
+        live = lr.model.address("turn on the breeze", lr.household.devices).shares.tolist()
         assert live[1] > 0 and live[0] == 0, live
         lr.rebuild_from_store()
-        rebuilt = address(lr.model, "turn on the breeze", lr.household.devices).shares.tolist()
+        rebuilt = lr.model.address("turn on the breeze", lr.household.devices).shares.tolist()
         assert rebuilt == live
         assert lr.unlearned() == 0
     finally:

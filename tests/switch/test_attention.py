@@ -313,8 +313,8 @@ def test_calibrate_on_a_validation_file_sets_the_prior():
     m = learned()
     out = m.calibrate_on([("turn the lamp on please", "ON"), ("switch off the lights", "OFF"),
                           ("what is the weather", "NOOP"), ("play jazz", "NOOP")])
-    assert out["rows"] == 4 and np.array_equal(m.calib.prior, m.calib.theta)
-    assert len(m.calib.y) == 0  # the device's own rows start empty
+    assert out["rows"] == 4 and np.array_equal(m.confidence.calib.prior, m.confidence.calib.theta)
+    assert len(m.confidence.calib.y) == 0  # the device's own rows start empty
 
 
 LONG = " ".join(("please could you be so kind as to turn on the lamp in the living room because "

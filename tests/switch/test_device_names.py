@@ -251,26 +251,22 @@ def test_evidence_is_the_documented_ratio():
 def test_several_named_devices_read_the_command_around_their_names():
     from edge_plm.switch.addressing import DeviceName
     from edge_plm.switch.model import SwitchModel
-    from edge_plm.switch.model_devices import address, command_of
-
     m = SwitchModel.load(SHIPPED)
     devices = [DeviceName("lamp", ("light",)), DeviceName("fan"), DeviceName("heater")]
-    a = address(m, "turn on the lamp and the fan", devices)
+    a = m.address("turn on the lamp and the fan", devices)
     assert (a.between, a.around) == ("and the", "turn on the")
-    assert command_of(m, a) == "turn on the"  # "and the" says nothing by itself
+    assert m.command_of(a) == "turn on the"  # "and the" says nothing by itself
     both = m.predict_devices("turn on the lamp and the fan", devices)
     alone = m.predict("turn on the").distribution
     assert both["lamp"].distribution == both["fan"].distribution == pytest.approx(alone)
     # words between the names that say something keep the command as it was said
-    mixed = address(m, "turn on the lamp and turn off the fan", devices)
-    assert command_of(m, mixed) == mixed.command == "turn on the and turn off the"
-    one = address(m, "turn on the fan", devices)
-    assert one.between == one.around == "" and command_of(m, one) == "turn on the"
+    mixed = m.address("turn on the lamp and turn off the fan", devices)
+    assert m.command_of(mixed) == mixed.command == "turn on the and turn off the"
+    one = m.address("turn on the fan", devices)
+    assert one.between == one.around == "" and m.command_of(one) == "turn on the"
 
 
 def test_a_slot_word_stands_for_the_name_in_the_command_read_and_learned():
-    from edge_plm.switch.model_devices import address, command_of
-
     devices = [DeviceName("lamp", ("light",)), DeviceName("kettle")]
     plain = SwitchModel.empty("potato")
     slotted = SwitchModel.empty("potato", slot_word="xqz")
@@ -278,10 +274,10 @@ def test_a_slot_word_stands_for_the_name_in_the_command_read_and_learned():
         for text, label in [("turn on the xqz", "ON"), ("switch the xqz off", "OFF"), ("is the xqz on", "NOOP"),
                             ("what time is it", "NOOP"), ("turn on the", "ON"), ("switch the off", "OFF")]:
             m.learn(text, label)
-    assert address(plain, "turn on the kettle", devices).command == "turn on the"
-    a = address(slotted, "turn on the big light", devices + [DeviceName("big light")])
+    assert plain.address("turn on the kettle", devices).command == "turn on the"
+    a = slotted.address("turn on the big light", devices + [DeviceName("big light")])
     assert a.command == "turn on the xqz"  # one slot word for a name of several words
-    assert command_of(slotted, address(slotted, "is the kettle on", devices)) == "is the xqz on"
+    assert slotted.command_of(slotted.address("is the kettle on", devices)) == "is the xqz on"
     # the device reads "is the kettle on" as the slot-word question, not as "is the on"
     assert slotted.predict_devices("is the kettle on", devices)["kettle"].action == "NOOP"
     # learned the same way round: the owner's command is learned with the slot word

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_plm.switch import confidence, owner
+from edge_plm.switch import owner
 from edge_plm.switch.config import get_config
 from edge_plm.switch.model import SwitchModel
 from edge_plm.switch.share import pooled
@@ -66,17 +66,17 @@ def test_the_owners_part_decides_what_the_starting_part_cannot_read():
     for t, y in OWNER:
         m.learn(t, y)
     present = m.net.class_counts > 0.5
-    start, own, _, unread = owner.part_logits(m, "abracadabra lumos")  # no word the start has labelled
+    start, own, _, unread = m.part_logits("abracadabra lumos")  # no word the start has labelled
     assert unread and m.owner_share() < 0.01
     np.testing.assert_allclose(m.raw("abracadabra lumos")[0], owner.owner_alone_scores(start, own, present))
     assert m.predict("abracadabra lumos").action == "ON"
-    start, own, _, unread = owner.part_logits(m, "turn on the light")  # the start reads it: the share
+    start, own, _, unread = m.part_logits("turn on the light")  # the start reads it: the share
     assert not unread
     np.testing.assert_allclose(m.raw("turn on the light")[0],
                                owner.mixed_scores(start, own, present, m.owner_share()))
-    assert not owner.part_logits(m, "zzyzx qwop")[3]  # neither part reads it: nobody takes over
+    assert not m.part_logits("zzyzx qwop")[3]  # neither part reads it: nobody takes over
     m.config = m.config.with_(start_read_floor=0.0)  # off: the share everywhere
-    start, own, _, unread = owner.part_logits(m, "abracadabra lumos")
+    start, own, _, unread = m.part_logits("abracadabra lumos")
     assert not unread
     np.testing.assert_allclose(m.raw("abracadabra lumos")[0],
                                owner.mixed_scores(start, own, present, m.owner_share()))
@@ -84,27 +84,27 @@ def test_the_owners_part_decides_what_the_starting_part_cannot_read():
 
 def test_what_the_owner_decides_alone_has_its_own_confidence_map(tmp_path):
     m = _started()
-    rows_before = len(m.calib.y)
+    rows_before = len(m.confidence.calib.y)
     for t, y in OWNER:
         m.learn(t, y)
     # the owner's words were unread by the start: their held-out rows went to the owner's map
-    assert len(m.owner_calib.y) >= 1 and len(m.calib.y) == rows_before
+    assert len(m.confidence.owner_calib.y) >= 1 and len(m.confidence.calib.y) == rows_before
     m.learn("turn on the light again", "ON")  # one the start reads: the model's map
-    assert len(m.calib.y) == rows_before + 1
-    i, y, n = owner.read(m, "abracadabra lumos")
+    assert len(m.confidence.calib.y) == rows_before + 1
+    i, y, n = m.read("abracadabra lumos")
     scores, support = m.raw("abracadabra lumos")
-    i_own, y_own = confidence.calibrated(m, scores, support, m.owner_calib)
-    assert i == i_own and not np.allclose(y, confidence.calibrated(m, scores, support)[1])
+    i_own, y_own = m.calibrated(scores, support, owner_alone=True)
+    assert i == i_own and not np.allclose(y, m.calibrated(scores, support)[1])
     np.testing.assert_array_equal(y, y_own)
     assert n == m.net.class_counts.sum() < m.class_counts.sum()  # the owner's labels behind it
     k = 3.0
     p = m.predict("abracadabra lumos", evidence_prior=k)
     assert p.confidence == pytest.approx((n * y[i] + k / 3) / (n + k))
-    m.owner_calib.theta = m.owner_calib.theta + 0.5  # a map moved by rows, as after a load
+    m.confidence.owner_calib.theta = m.confidence.owner_calib.theta + 0.5  # a map moved by rows, as after a load
     back = SwitchModel.load(m.save(tmp_path / "m.npz"))
-    np.testing.assert_array_equal(back.owner_calib.theta, m.owner_calib.theta)
-    np.testing.assert_array_equal(back.owner_calib.X, m.owner_calib.X)
-    np.testing.assert_array_equal(back.calib.theta, m.calib.theta)
+    np.testing.assert_array_equal(back.confidence.owner_calib.theta, m.confidence.owner_calib.theta)
+    np.testing.assert_array_equal(back.confidence.owner_calib.X, m.confidence.owner_calib.X)
+    np.testing.assert_array_equal(back.confidence.calib.theta, m.confidence.calib.theta)
 
 
 def test_mixed_scores_keep_the_starting_part_for_actions_the_owner_never_labelled():
@@ -258,7 +258,7 @@ def test_a_checkpoint_written_before_the_two_parts_is_split_at_the_start(tmp_pat
     m = SwitchModel.empty("potato")
     for t, y in START:
         m.learn(t, y)
-    m.prior_examples = len(START)  # as the old mark_start did: no frozen part
+    m.store.prior = len(START)  # as the old mark_start did: no frozen part
     for t, y in OWNER:
         m.learn(t, y)
     path = m.save(tmp_path / "old.npz")
