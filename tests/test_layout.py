@@ -289,3 +289,30 @@ def test_the_learner_is_opened_only_in_its_module_and_the_one_way_in():
                 found.add(str(path.relative_to(PACKAGE.parent)))
     assert found <= allowed, sorted(found - allowed)
     assert "edge_plm/loop/house.py" in found
+
+
+def _untyped_model_params() -> list[str]:
+    """Every parameter in `edge_plm/switch/` named ``model`` that is not annotated ``SwitchModel``,
+    and every parameter annotated ``Any``."""
+    bad = []
+    for name, path in MODULES.items():
+        if not _in("edge_plm.switch", name):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            args = node.args
+            for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+                if a is None:
+                    continue
+                ann = ast.unparse(a.annotation).strip("'\"") if a.annotation is not None else None
+                if ann in ("Any", "typing.Any") or (a.arg == "model" and ann != "SwitchModel"):
+                    bad.append(f"{path.relative_to(PACKAGE.parent)}:{a.lineno} {a.arg}: {ann}")
+    return bad
+
+
+def test_no_switch_helper_takes_the_model_untyped():
+    """The switch model is composed of parts that own their state (`switch/model.py`): a helper
+    takes the part it needs, typed, not the whole model as ``model`` / ``Any`` to read or write
+    its fields."""
+    assert _untyped_model_params() == []
