@@ -40,7 +40,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from edge_plm.loop.controller import Controller, text_utterance  # noqa: E402
-from edge_plm.decide.policy import SimulatedPerson  # noqa: E402
+from edge_plm.loop.simulation import SimulatedPerson  # noqa: E402
 from edge_plm.loop.replay import flip_switch, build_replay, read_session  # noqa: E402
 from edge_plm.config.settings import Settings  # noqa: E402
 

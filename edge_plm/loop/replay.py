@@ -1,5 +1,6 @@
 """Replaying a labelled session through the real loop (``edge-plm replay`` / ``demo``, tests
-and benchmarks): the session file, a simulated clock, the simulated person and the runner.
+and benchmarks): the session file, a simulated clock and the runner (the simulated person is
+`edge_plm.loop.simulation`).
 
 `run_session` drives a `Controller` on gpiozero MockFactory pins with a `SimulatedPerson` and a
 `SimClock` (nothing sleeps): the person's corrections are made by driving the mock pin of their
@@ -30,9 +31,10 @@ from edge_plm.learning.evaluation import percentiles
 from edge_plm.learning.learner import LearnerConfig
 from edge_plm.loop.house import open_learner, open_loop
 from edge_plm.jsonl import JsonlError, label_of, read_objects
-from edge_plm.decide.policy import Action, Decision, SimulatedPerson
+from edge_plm.decide.policy import Action, Decision
 from edge_plm.config.settings import DeviceConfig, Settings
 from edge_plm.loop.stopping import StopFlag
+from edge_plm.loop.simulation import SimulatedPerson
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.voice.asr import AsrBackend, make_pocketsphinx
 from edge_plm.voice.audio import Utterance

@@ -14,7 +14,8 @@ import pytest
 from edge_plm.loop.controller import InputFailure, text_utterance, wav_inputs
 
 from edge_plm.loop.replay import SessionLine, read_session, run_session
-from edge_plm.decide.policy import Action, SimulatedPerson
+from edge_plm.decide.policy import Action
+from edge_plm.loop.simulation import SimulatedPerson
 from edge_plm.config.settings import PolicyConfig, Settings
 from edge_plm.voice.asr import PocketSphinxASR
 from edge_plm.voice.audio import Utterance, write_wav
