@@ -196,7 +196,7 @@ class Dialogue:
             self.recorder.answered(o.key, name, driven)
         log.info("#%s spoken answer%s: %s%s", o.key, self.names.of(name, " ({})"),
                  "yes" if yes else "no", f" ({said})" if said else "")
-        return Outcome(o.key, text, watch.stop(), action=driven, answer=yes)
+        return Outcome(o.key, text, watch.stop(), answer=yes, answered=driven)
 
 
 __all__ = ["Dialogue"]
