@@ -64,7 +64,7 @@ def _device_relabel(store, settings, row, label: str, device: Optional[str]):
     outcomes = store.device_outcomes([row.id]).get(row.id)
     if not outcomes:
         names = [d.name for d in device_configs(settings)]
-        if device is not None and (len(names) > 1 or device != names[0]):
+        if device is not None and names != [device]:
             raise UserError(f"interaction {row.id} was decided for one device: --device "
                               f"{device!r} does not apply (leave it out)")
         return label, None, False

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from edge_plm.learning.household import several
 from edge_plm.switch.addressing import DeviceName
 
 if TYPE_CHECKING:
@@ -16,16 +17,17 @@ if TYPE_CHECKING:
 
 def stored_labels(store: ReplayStore, devices: Sequence[DeviceName],
                   interaction_id: int) -> dict[str, str] | None:
-    """The devices' labels of a stored interaction (None: one device, or none stored)."""
-    if len(devices) < 2:
-        return None
+    """The devices' labels of a stored interaction for `known_labels` (None: one device, or
+    none stored)."""
+    if not several(devices):
+        return None  # a household of one stores none; not a query per row for nothing
     return store.device_labels([interaction_id]).get(interaction_id)
 
 
 def known_labels(devices: Sequence[DeviceName], labels: dict[str, str] | None) -> dict[str, str] | None:
     """`labels` of the configured devices only (a row labelled under an older ``[[devices]]``
     may name others); None when there are none, or one device."""
-    if not labels or len(devices) < 2:
+    if not labels or not several(devices):
         return None
     names = {d.name for d in devices}
     return {d: v for d, v in labels.items() if d in names} or None

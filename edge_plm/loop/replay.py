@@ -28,6 +28,7 @@ from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_in
 from edge_plm.device import Devices
 from edge_plm.device.person_switch import PersonSwitch
 from edge_plm.learning.evaluation import percentiles
+from edge_plm.learning.household import several
 from edge_plm.learning.learner import LearnerConfig
 from edge_plm.loop.house import open_learner, open_loop
 from edge_plm.jsonl import JsonlError, label_of, read_objects
@@ -134,7 +135,7 @@ def _devices_of(path: Path, no: int, value: object) -> tuple[str, ...] | None:
 def check_devices(lines: list[SessionLine], names: list[str]) -> None:
     """Every device a line names is configured (`SessionError` naming the line, else). One
     device: every line is for it, whatever device a line names (`wanted_actions`)."""
-    if len(names) == 1:
+    if not several(names):
         return
     for i, line in enumerate(lines, 1):
         unknown = [d for d in line.devices or () if d not in names]
@@ -230,9 +231,9 @@ class LineResult:
 
     @property
     def acted_wrong_device(self) -> bool:
-        """Several devices: a device the person did not name was acted on with ON / OFF (one
-        device: never, there is no other)."""
-        if self.wish is None or self.wants is None or len(self.wants) < 2:
+        """A device the person wanted left as it was was acted on with ON / OFF (counted in the
+        summary with several devices only; one device: a NOOP wish acted on, also `acted_wrong`)."""
+        if self.wish is None or self.wants is None:
             return False
         return any(a is not None and a.state is not None and self.wants[n] is Action.NOOP
                    for n, a in self._acts().items())
@@ -370,7 +371,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     names = devices.names
     check_devices(lines, names)
     result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms,
-                           talkback=controller.talkback is not None, several=len(names) > 1)
+                           talkback=controller.talkback is not None, several=controller.household.several)
     answer_ep = endpointer or Endpointer.from_config(controller.settings.audio)
     for i, line in enumerate(lines):
         if stop is not None and stop.is_set():
@@ -434,7 +435,7 @@ def wanted_actions(line: SessionLine, names: list[str]) -> dict[str, Action] | N
     known."""
     if line.wish is None:
         return None
-    targets = set(line.devices or names[:1]) if len(names) > 1 else set(names)
+    targets = set(line.devices or ()) & set(names) or set(names[:1])
     return {n: line.wish if n in targets else Action.NOOP for n in names}
 
 
@@ -625,7 +626,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
                            talkback=tb)
     bridge = start_bridge(settings, devices, status_path(db), controller.watchers,  # None unless [mqtt] is on
                           model_version=lambda: controller.worker.version,
-                          undo=undo_handler(controller.worker) if len(devices.names) == 1 else None)
+                          undo=undo_handler(controller.worker, controller.household))
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 
 
