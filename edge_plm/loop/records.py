@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from edge_plm.decide.policy import Action, Decision
 from edge_plm.loop.outcomes import DeviceResult
@@ -71,29 +72,29 @@ class Outcome:
         """The lead device's part (None: no utterance the policies decided on)."""
         return None if self.devices is None or self.lead is None else self.devices[self.lead]
 
+    def _lead(self, part: str) -> Any:
+        """The lead device's `part` (a `DeviceResult` field), None without one."""
+        r = self.lead_result
+        return None if r is None else getattr(r, part)
+
     @property
     def decision(self) -> Decision | None:
         """The lead device's decision; None for an input error, an answer, own voice."""
-        r = self.lead_result
-        return None if r is None else r.decision
+        return self._lead("decision")
 
     @property
     def prediction(self) -> str | None:
-        r = self.lead_result
-        return None if r is None else r.prediction
+        return self._lead("prediction")
 
     @property
     def confidence(self) -> float | None:
-        r = self.lead_result
-        return None if r is None else r.confidence
+        return self._lead("confidence")
 
     @property
     def action(self) -> Action | None:
         """The relay state driven: the lead device's (an ACT that reached the relay), or what a
         spoken answer drove."""
-        r = self.lead_result
-        return self.answered if r is None else r.action
-
+        return self.answered if self.lead_result is None else self._lead("action")
 
 class Stopwatch:
     """The latency breakdown of one input in ms, filled stage by stage."""
