@@ -15,12 +15,9 @@ if TYPE_CHECKING:
     from edge_plm.store import ReplayStore
 
 
-def stored_labels(store: ReplayStore, devices: Sequence[DeviceName],
-                  interaction_id: int) -> dict[str, str] | None:
-    """The devices' labels of a stored interaction for `known_labels` (None: one device, or
-    none stored)."""
-    if not several(devices):
-        return None  # a household of one stores none; not a query per row for nothing
+def stored_labels(store: ReplayStore, interaction_id: int) -> dict[str, str] | None:
+    """The devices' labels of a stored interaction (None: none stored; a household of one
+    stores none), for `known_labels`, which alone decides whether they count."""
     return store.device_labels([interaction_id]).get(interaction_id)
 
 

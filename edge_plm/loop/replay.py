@@ -430,9 +430,9 @@ def _tally(result: SessionResult, controller: Controller) -> SessionResult:
 
 
 def wanted_actions(line: SessionLine, names: list[str]) -> dict[str, Action] | None:
-    """The person's wish for each device: the line's devices get its wish, the others NOOP
-    (stay as they are; one device: every line is for it); None for a line whose wish is not
-    known."""
+    """The person's wish for each device: the configured devices the line names get its wish
+    (it names none of them: the first device), the others NOOP (stay as they are); None for a
+    line whose wish is not known. One device: every line is for it."""
     if line.wish is None:
         return None
     targets = set(line.devices or ()) & set(names) or set(names[:1])
