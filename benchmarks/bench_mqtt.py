@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchinfo import header  # noqa: E402
 from _mqtt_util import MOSQUITTO, Broker, HomeAssistant  # noqa: E402
 
+from edge_plm.device import MAIN_RELAY  # noqa: E402
 from edge_plm.bridge import start_bridge, stop_bridge  # noqa: E402
 from edge_plm.config.settings import MqttConfig, Settings  # noqa: E402
 from edge_plm.loop.controller import text_utterance  # noqa: E402
@@ -75,7 +76,7 @@ def state_latency(port: int, tmp: Path, toggles: int) -> list[float]:
             got.clear()
             arrived.clear()
             t0 = time.perf_counter()
-            assert devices.drive(action)
+            assert devices.drive(action, MAIN_RELAY)
             if not got.wait(5):
                 raise RuntimeError("state not seen")
             out.append((arrived[action.encode()] - t0) * 1e3)
@@ -94,7 +95,7 @@ def utterance_to_relay(port: int, tmp: Path, lines: int) -> dict[str, list[float
     assert loops["bridge on"].bridge.wait_connected(10)
     written: dict[str, float] = {}
     for name, replay in loops.items():
-        replay.controller.devices.relay.watchers.append(
+        replay.controller.devices.relays[MAIN_RELAY].watchers.append(
             lambda on, name=name: written.__setitem__(name, time.perf_counter()))
     times: dict[str, list[float]] = {name: [] for name in loops}
     try:

@@ -39,8 +39,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from edge_plm.device import MAIN_RELAY  # noqa: E402
 from edge_plm.loop.controller import Controller, text_utterance  # noqa: E402
-from edge_plm.decide.policy import SimulatedPerson  # noqa: E402
+from edge_plm.loop.simulation import SimulatedPerson  # noqa: E402
 from edge_plm.loop.replay import flip_switch, build_replay, read_session  # noqa: E402
 from edge_plm.config.settings import Settings  # noqa: E402
 
@@ -94,7 +95,7 @@ def session(path: Path, mode: str, pace_s: float) -> dict:
     person, clock = SimulatedPerson(), r.clock
     cfg = c.settings.policy
     gap = max(cfg.ask_window_s, cfg.override_window_s) + 1.0
-    pin = c.devices.factory.pin(c.devices.switch.cfg.pin)
+    pin = c.devices.factory.pin(c.devices.switches[MAIN_RELAY].cfg.pin)
     marks: dict = {}
     instrument(c, marks)
     after_ms, ready_ms, store_ms, handle_ms, wrong, acted = [], [], [], [], 0, 0
@@ -102,7 +103,7 @@ def session(path: Path, mode: str, pace_s: float) -> dict:
     try:
         for line in lines:
             clock.advance(gap)  # the previous window expired; this utterance closes it
-            before = c.devices.relay.is_on
+            before = c.devices.relays[MAIN_RELAY].is_on
             marks.clear()
             t0 = time.perf_counter()
             out = c.handle(text_utterance(line.text or ""))
@@ -116,9 +117,9 @@ def session(path: Path, mode: str, pace_s: float) -> dict:
             wrong += out.action is not None and line.wish is not None and (
                 out.action.value != line.wish.value)
             for flip in [] if line.wish is None else person.react(
-                    line.wish, before, c.devices.relay.is_on, clock()):
+                    line.wish, before, c.devices.relays[MAIN_RELAY].is_on, clock()):
                 clock.set(max(clock(), flip.at))
-                flip_switch(c.devices.switch, pin, clock)
+                flip_switch(c.devices.switches[MAIN_RELAY], pin, clock)
                 c.pump()
             if pace_s:
                 time.sleep(pace_s)

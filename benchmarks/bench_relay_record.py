@@ -24,6 +24,7 @@ from gpiozero.pins.mock import MockFactory
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import header  # noqa: E402
 
+from edge_plm.device import MAIN_RELAY  # noqa: E402
 from edge_plm.device import Devices  # noqa: E402
 from edge_plm.config.settings import GpioConfig  # noqa: E402
 from edge_plm.store import ReplayStore  # noqa: E402
@@ -49,7 +50,7 @@ def main() -> None:
             action = "ON" if i % 2 == 0 else "OFF"
             for name, devices in (("without record", plain), ("with record", recorded)):
                 t0 = time.perf_counter()
-                assert devices.drive(action)
+                assert devices.drive(action, MAIN_RELAY)
                 times[name].append((time.perf_counter() - t0) * 1000)
         assert store.relay_state("main") is (args.toggles % 2 == 1)
         plain.close()

@@ -303,7 +303,7 @@ def gate(args) -> dict:
     summary = json.loads(r.stdout)
     with ReplayStore(db) as store:
         versions = store.model_versions()
-        status = status(store)
+        status = status(store).to_dict()
     margin = 0.03
     judged = [v for v in versions if "noise" in (v.metrics or {})]
     within = [v for v in versions if (v.metrics or {}).get("gate") == "passed (within noise)"]

@@ -316,3 +316,47 @@ def test_no_switch_helper_takes_the_model_untyped():
     takes the part it needs, typed, not the whole model as ``model`` / ``Any`` to read or write
     its fields."""
     assert _untyped_model_params() == []
+
+
+#: the comparisons of a count of devices (or names) with 0, 1 or 2 outside the switch model, by
+#: (module, expression), with the reason: one device and several part ways only through
+#: `edge_plm.learning.household.several` (its docstring lists where, and why)
+DEVICE_COUNTS = {
+    ("edge_plm/learning/household.py", "len(devices) > 1"): "the rule itself (`several`)",
+    ("edge_plm/commands/device_inspection.py", "len(names) == 1"): "an export line's \"device\" is "
+        "one name or a list of the names its label is for (docs/contracts.md), not the household",
+    ("edge_plm/voice/answers.py", "len(named) == 1"): "the states a spoken answer names, not devices",
+    ("edge_plm/voice/models.py", "len(name) > 1"): "a file name's drive letter, not devices",
+}
+_COUNTED = ("name", "device", "switch", "relay", "want", "household")
+
+
+def _device_counts() -> dict[tuple[str, str], list[int]]:
+    """(module, expression) -> lines of every ``len(x) <op> 0|1|2`` (either side) whose x
+    mentions a device, a name, a switch, a relay, a wish or the household, outside `switch`."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for name, path in MODULES.items():
+        if _in("edge_plm.switch", name):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Compare) and len(node.comparators) == 1):
+                continue
+            sides = (node.left, node.comparators[0])
+            counted = [s for s in sides if isinstance(s, ast.Call) and isinstance(s.func, ast.Name)
+                       and s.func.id == "len" and s.args
+                       and any(w in ast.unparse(s.args[0]).lower() for w in _COUNTED)]
+            small = [s for s in sides if isinstance(s, ast.Constant) and s.value in (0, 1, 2)]
+            if counted and small:
+                key = (str(path.relative_to(PACKAGE.parent)), ast.unparse(node))
+                out.setdefault(key, []).append(node.lineno)
+    return out
+
+
+def test_one_device_is_a_household_of_one():
+    """Outside the switch model nothing counts devices to tell one from several: one device is
+    the case N = 1 of the general path, and where a promise (a JSON key, a CLI key, a button)
+    still differs it asks `Household.several` / `several` (learning/household.py). A new
+    ``len(names) == 1`` or ``len(devices) > 1`` fails here; a listed one that went comes off."""
+    found = _device_counts()
+    assert {f"{p}:{lines} {expr}" for (p, expr), lines in found.items() if (p, expr) not in DEVICE_COUNTS} == set()
+    assert [key for key in DEVICE_COUNTS if key not in found] == []

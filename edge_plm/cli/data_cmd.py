@@ -18,16 +18,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from edge_plm.commands.backup import backup
-from edge_plm.commands.forgetting import select_for_forget
+from edge_plm.commands.forgetting import Forgotten, select_for_forget
 from edge_plm.commands.opening import UserError, open_store
 from edge_plm.commands.rows import all_rows, export_csv, export_jsonl, labels_of, log_rows, max_id, record, rows_after
 from edge_plm.commands.stats import learning_curve, stats
-from edge_plm.commands.status import status
+from edge_plm.commands.status import Status, status
 from edge_plm.commands.times import short_time
 from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, ConfigOpt, DbOpt,
                                  ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
@@ -38,6 +38,9 @@ from edge_plm.cli.root import app
 from edge_plm.commands.device_inspection import device_record, outcomes_of
 from edge_plm.store import LABELS
 from edge_plm.voice.transcript import printable
+
+if TYPE_CHECKING:
+    from edge_plm.commands.labelling import Relabelled
 
 
 def did(row) -> str:
@@ -56,7 +59,7 @@ def status_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt 
     with opened(db, config) as (store, settings, path):
         s = status(store, settings)
     if as_json:
-        print_json(s)
+        print_json(s.to_dict())
         return
     g = grid()
     for name, text in [*_model_status(s, settings.model.start), *_data_status(s)]:
@@ -64,9 +67,9 @@ def status_command(db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt 
     console().print(g)
 
 
-def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
+def _model_status(s: Status, start: str) -> list[tuple[str, str]]:
     """The database and model lines of `status`."""
-    d, m = s["database"], s["model"]
+    d, m = s.database, s.model
     a = m["active"]
     rows = [("database", f"{d['path']} ({fmt_bytes(d['bytes'])}, schema v{d['schema_version']})")]
     if a:
@@ -99,7 +102,7 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
                                 "version)"))
     rows.append(("gate", f"{m['false_rollbacks']} rollback(s) within the holdout's noise; "
                          f"{m['pruned']} checkpoint(s) pruned"))
-    h = s["holdout"]
+    h = s.holdout
     if h["balanced_accuracy"] is not None:
         hold = (f"balanced accuracy {h['balanced_accuracy']:.3f} on {h['scored_on']} rows when "
                 f"{a['version']} was made ({a['gate']}); ")
@@ -109,15 +112,15 @@ def _model_status(s: dict, start: str) -> list[tuple[str, str]]:
     return rows
 
 
-def _data_status(s: dict) -> list[tuple[str, str]]:
+def _data_status(s: Status) -> list[tuple[str, str]]:
     """The interaction, label, ASR and GPIO lines of `status`."""
-    i = s["interactions"]
+    i = s.interactions
     rows = [("interactions", f"{i['total']} ({i['labelled']} labelled, {i['unlabelled']} "
                              f"unlabelled, {i['errors']} errors)")]
-    sources = ", ".join(f"{k} {v}" for k, v in s["label_sources"].items() if v)
-    rows.append(("labels", "  ".join(f"{k} {v}" for k, v in s["labels"].items())
+    sources = ", ".join(f"{k} {v}" for k, v in s.label_sources.items() if v)
+    rows.append(("labels", "  ".join(f"{k} {v}" for k, v in s.labels.items())
                  + (f"   (by source: {sources})" if sources else "")))
-    last = s["last_interaction"]
+    last = s.last_interaction
     if last:
         if last["error"]:
             what = f"error: {shown(last['error'])}"
@@ -130,10 +133,10 @@ def _data_status(s: dict) -> list[tuple[str, str]]:
         rows.append(("last", f"#{last['id']} {last['time']}  {what}"))
     else:
         rows.append(("last", "no interaction yet"))
-    rows.append(("ASR", f"configured {s['asr']['configured']}, last used "
-                        f"{s['asr']['last_used'] or '-'}"))
-    rows.append(("GPIO", f"pin factory {s['gpio']['pin_factory']} (config: {s['config']})"))
-    devs = s.get("devices") or []
+    rows.append(("ASR", f"configured {s.asr['configured']}, last used "
+                        f"{s.asr['last_used'] or '-'}"))
+    rows.append(("GPIO", f"pin factory {s.gpio['pin_factory']} (config: {s.config})"))
+    devs = s.devices or []
     if devs:
         def relay(d) -> str:
             return {None: "not recorded", True: "ON", False: "OFF"}[d["relay_state"]]
@@ -427,21 +430,22 @@ def label_command(
         result = relabel(store, settings, interaction, action.value, rebuild=rebuild,
                          device=device)
     if as_json:
-        print_json(result)
-    elif not result["changed"]:
-        whose = f" for {result['device']}" if "device" in result else ""
-        typer.echo(f"#{result['id']} is already labelled {result.get('device_label', result['label'])}{whose} "
-                   f"({result['previous']['label_source']}); nothing changed")
+        print_json(result.to_dict())
+    elif not result.changed:
+        whose = f" for {result.device}" if result.device is not None else ""
+        typer.echo(f"#{result.id} is already labelled "
+                   f"{result.device_label if result.device is not None else result.label}{whose} "
+                   f"({result.previous['label_source']}); nothing changed")
     else:
         _print_relabel(result, rebuild)
 
 
-def _print_relabel(r: dict, rebuild: bool) -> None:
-    version, old = r["version"], r["previous"]["label"]
-    prev = f"{old} ({r['previous']['label_source']})" if old else "no label"
-    typer.echo(f"#{r['id']} \"{printable(r['transcript'])}\": {prev} -> {r['label']} (manual)"
-               + (f"; {r['device']}: {r['device_label']}" if "device" in r else ""))
-    if r["holdout"]:
+def _print_relabel(r: Relabelled, rebuild: bool) -> None:
+    version, old = r.version, r.previous["label"]
+    prev = f"{old} ({r.previous['label_source']})" if old else "no label"
+    typer.echo(f"#{r.id} \"{printable(r.transcript)}\": {prev} -> {r.label} (manual)"
+               + (f"; {r.device}: {r.device_label}" if r.device is not None else ""))
+    if r.holdout:
         typer.echo("  it is in the holdout slice: new models are judged on it; nothing learned")
     elif version and version["status"] == "rolled_back":
         typer.echo(f"  learned, but candidate {version['version']} was rolled back by the "
@@ -450,13 +454,13 @@ def _print_relabel(r: dict, rebuild: bool) -> None:
                    "older labels for the same words, correct them too (edge-plm log --label ...).")
     elif version:
         typer.echo(f"  learned: model {version['version']} is active ({version['reason']})")
-    if r["replaced"]:
+    if r.replaced:
         typer.echo(f"  the earlier {old} was taken out of the model and replaced")
-    elif r["learned"] and not rebuild and old is not None:
+    elif r.learned and not rebuild and old is not None:
         typer.echo(f"  the model did not hold the earlier {old} as its own example (a "
                    "checkpoint from before corrections were tracked), so it may still count; "
                    "--rebuild re-learns from the database without it")
-    b, a = r["prediction_before"], r["prediction_after"]
+    b, a = r.prediction_before, r.prediction_after
     typer.echo(f"  prediction for these words: {b['action']} {b['confidence']:.2f} -> "
                f"{a['action']} {a['confidence']:.2f}")
     if version and version["status"] == "active":
@@ -529,32 +533,32 @@ def forget_command(
 
         clear_decision(settings)
     if as_json:
-        print_json(result)
+        print_json(result.to_dict())
     elif not selected:
         typer.echo("nothing to forget")
     else:
         _print_forgotten(result)
 
 
-def _print_forgotten(result: dict) -> None:
-    typer.echo(f"forgot {result['deleted']} interaction(s) ({result['labelled']} labelled); "
-               f"audio files removed: {result['audio_removed']}"
-               + (f" ({result['audio_missing']} already gone)" if result["audio_missing"] else ""))
-    if result["rebuilt"]:
-        typer.echo(f"model rebuilt from the remaining data: {result['rebuilt']} is active")
+def _print_forgotten(result: Forgotten) -> None:
+    typer.echo(f"forgot {result.deleted} interaction(s) ({result.labelled} labelled); "
+               f"audio files removed: {result.audio_removed}"
+               + (f" ({result.audio_missing} already gone)" if result.audio_missing else ""))
+    if result.rebuilt:
+        typer.echo(f"model rebuilt from the remaining data: {result.rebuilt} is active")
         typer.echo(f"  note: {RESTART_NOTE}", err=True)
-    elif result["model"] and result["model"]["version"]:
-        m = result["model"]
+    elif result.model and result.model["version"]:
+        m = result.model
         typer.echo(f"the model took back the {m['forgotten']} it had learned from: "
                    f"{m['version']} is active without them")
         typer.echo(f"  note: {RESTART_NOTE}", err=True)
-    files = result.get("checkpoints") or {}
+    files = result.checkpoints or {}
     if files.get("rewritten") or files.get("removed"):
         typer.echo(f"older checkpoints: {len(files['rewritten'])} rewritten without them"
                    + (f" ({', '.join(files['rewritten'])})" if files["rewritten"] else "")
                    + (f", {len(files['removed'])} deleted (could not be rewritten: "
                       f"{', '.join(files['removed'])})" if files["removed"] else ""))
-    copies = result.get("other_copies") or []
+    copies = result.other_copies
     typer.echo("backups: `db backup` copies and other copies made before this forget still hold "
                "these rows; forget does not reach them"
                + (f" (next to the database: {', '.join(copies)})" if copies else ""))

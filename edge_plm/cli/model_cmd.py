@@ -193,10 +193,10 @@ def rebuild_command(
                                           f"the rebuilt {now.version} is active"), err=True)
             raise typer.Exit(interrupted_exit(exc)) from None
     if as_json:
-        print_json(d)
+        print_json(d.to_dict())
         return
-    m = d["metrics"]
-    typer.echo(f"model {d['version']} rebuilt and active (was {d['previous'] or 'none'}): "
+    m = d.metrics
+    typer.echo(f"model {d.version} rebuilt and active (was {d.previous or 'none'}): "
                f"{m.get('labels_in_window')} labels learned, {m.get('skipped_rolled_back')} "
                f"skipped (rolled-back windows); holdout balanced accuracy "
                f"{fmt_ba(m.get('balanced_accuracy'))} on {m.get('holdout_n')} rows")

@@ -2,12 +2,14 @@
 learned from them taken back in the same transaction (the active version without them, or a
 model re-learned from what remains), every other kept checkpoint rewritten without them. The
 learner's part is `Learner.forget_interactions` (`learning/sync.py`, `learning/forgetting.py`);
-the model's, `switch/scrub.py`."""
+the model's, `switch/scrub.py`. What it did is a `Forgotten` (``to_dict``: the ``--json``
+document, docs/contracts.md)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +54,41 @@ def delete_rows(store: ReplayStore, ids: list[int],
             "learned_by_models": learnable, "outcome": outcome}
 
 
+@dataclass(frozen=True)
+class Forgotten:
+    """What `forget` did (``to_dict``: its ``--json`` document, docs/contracts.md)."""
+
+    deleted: int = 0  # interactions deleted
+    ids: list[int] = field(default_factory=list)
+    audio_removed: int = 0
+    audio_missing: int = 0  # audio files already gone
+    labelled: int = 0  # of the deleted, those with a label
+    learned_by_models: int = 0  # ... that a model could have learned
+    rebuilt: str | None = None  # with --rebuild: the version re-learned from what remains
+    # the active model's part: {"forgotten", "not_in_model", "version"} (None: no active
+    # model, --rebuild, or nothing selected)
+    model: dict[str, Any] | None = None
+    other_copies: list[str] = field(default_factory=list)  # SQLite files next to the database
+    # the other kept checkpoints: {"rewritten", "removed", "clean"} (None: nothing selected)
+    checkpoints: dict[str, list[str]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = {"deleted": self.deleted, "ids": self.ids, "audio_removed": self.audio_removed,
+                "audio_missing": self.audio_missing, "labelled": self.labelled,
+                "learned_by_models": self.learned_by_models, "rebuilt": self.rebuilt}
+        if not self.ids:  # nothing selected: no model part to speak of
+            return rows | {"checkpoints": self.checkpoints, "other_copies": self.other_copies}
+        return rows | {"model": self.model, "other_copies": self.other_copies,
+                       "checkpoints": self.checkpoints}
+
+
 def audio_count(store, ids: list[int]) -> int:
     """How many of these interactions have an audio file."""
     return len(store.audio_paths(ids))
 
 
 def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = False
-           ) -> dict[str, Any]:
+           ) -> Forgotten:
     """Delete the interactions `ids` and their audio files. The active model takes back what
     it learned from them (a new active version without them); with `rebuild` a model is
     re-learned from what remains instead. Every other kept checkpoint is rewritten without
@@ -66,7 +96,7 @@ def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = Fa
     files next to the database (backups) that forget does not change."""
     copies = [str(p) for p in forgetting.other_copies(db_path)]
     if not ids:
-        return delete_rows(store, []) | {"rebuilt": None, "checkpoints": None, "other_copies": copies}
+        return Forgotten(other_copies=copies)
     # no model yet: rows only (the first model is made from what remains); the files of
     # any other versions are still owed their rewrite, journalled with the delete
     delete = lambda ids: store.delete_interactions(  # noqa: E731
@@ -80,18 +110,16 @@ def forget(store, settings, db_path: Path, ids: list[int], *, rebuild: bool = Fa
         modelled = True
     result = delete_rows(store, ids, delete=delete)
     out = result.pop("outcome")
-    result["rebuilt"] = out.version if rebuild else None
-    result["model"] = None
-    result["other_copies"] = copies
     if not modelled:  # no active version: the files of any other versions (owed)
-        result["checkpoints"] = (forgetting.complete_owed(store)
-                                 or {"rewritten": [], "removed": [], "clean": []})
+        files = forgetting.complete_owed(store) or {"rewritten": [], "removed": [], "clean": []}
     else:
-        result["checkpoints"] = out.files
+        files = out.files
+    model = None
     if modelled and not rebuild:
-        result["model"] = {"forgotten": len(out.forgotten),
-                           "not_in_model": len(out.not_in_model), "version": out.version}
-    return result
+        model = {"forgotten": len(out.forgotten), "not_in_model": len(out.not_in_model),
+                 "version": out.version}
+    return Forgotten(**result, rebuilt=out.version if rebuild else None, model=model,
+                     other_copies=copies, checkpoints=files)
 
 
-__all__ = ["audio_count", "delete_rows", "forget", "select_for_forget"]
+__all__ = ["Forgotten", "audio_count", "delete_rows", "forget", "select_for_forget"]

@@ -1,9 +1,11 @@
 """What a person changes in the household's data (`edge-plm label`, `edge-plm forget`): a
 corrected label that the model learns, and interactions deleted together with what the model
-learned from them. The results are the commands' JSON documents (docs/contracts.md)."""
+learned from them. The results are typed (`Relabelled`, `forgetting.Forgotten`); their
+``to_dict`` is the commands' JSON document (docs/contracts.md)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from edge_plm.commands.opening import UserError
@@ -17,8 +19,38 @@ def _pred(p) -> dict:
     return {"action": p.action, "confidence": float(p.confidence)}
 
 
+@dataclass(frozen=True)
+class Relabelled:
+    """What `label` did (``to_dict``: its ``--json`` document, docs/contracts.md)."""
+
+    id: int
+    transcript: str
+    label: str  # the interaction's (the command's) label now, source "manual"
+    previous: dict[str, Any]  # {"label", "label_source"} before
+    changed: bool
+    device: str | None = None  # several devices: whose label was given ...
+    device_label: str | None = None  # ... and that label
+    holdout: bool = False  # a holdout row: nothing learned
+    learned: bool = False
+    replaced: bool = False  # the model's earlier example of it was taken out
+    version: dict[str, Any] | None = None  # the version the correction made (None: none)
+    prediction_before: dict[str, Any] | None = None  # {"action", "confidence"}
+    prediction_after: dict[str, Any] | None = None
+    label_source: str = "manual"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "transcript": self.transcript, "label": self.label,
+                               "label_source": self.label_source, "previous": self.previous,
+                               "changed": self.changed}
+        if self.device is not None:
+            out |= {"device": self.device, "device_label": self.device_label}
+        return out | {"holdout": self.holdout, "learned": self.learned, "replaced": self.replaced,
+                      "version": self.version, "prediction_before": self.prediction_before,
+                      "prediction_after": self.prediction_after}
+
+
 def relabel(store, settings, interaction: int, label: str, *,
-            rebuild: bool = False, device: Optional[str] = None) -> dict[str, Any]:
+            rebuild: bool = False, device: Optional[str] = None) -> Relabelled:
     """Give `interaction` the label `label` (source "manual") and learn it: the active model
     takes the correction as one gated update (or, with `rebuild`, a model is re-learned from
     the database). An interaction without a transcript is a `UserError`. An interaction of
@@ -30,16 +62,12 @@ def relabel(store, settings, interaction: int, label: str, *,
         raise UserError(f"interaction {interaction} has no transcript"
                           + (f" (error: {row.error})" if row.error else "") + ": nothing to label")
     command, device_labels, device_changed = _device_relabel(store, settings, row, label, device)
-    result: dict[str, Any] = {
-        "id": row.id, "transcript": row.transcript, "label": command, "label_source": "manual",
-        "previous": {"label": row.label, "label_source": row.label_source},
-        "changed": row.label != command or device_changed}
-    if device_labels is not None:
-        result["device"] = device
-        result["device_label"] = label
-    if not result["changed"]:
-        result.update(holdout=row.holdout, learned=False, replaced=False, version=None,
-                      prediction_before=None, prediction_after=None)
+    result = Relabelled(row.id, row.transcript, command,
+                        {"label": row.label, "label_source": row.label_source},
+                        row.label != command or device_changed,
+                        *((device, label) if device_labels is not None else (None, None)),
+                        holdout=row.holdout)
+    if not result.changed:
         return result
     learner = open_learner(settings, store)
     before = learner.predict(row.transcript)
@@ -54,9 +82,8 @@ def relabel(store, settings, interaction: int, label: str, *,
     else:
         holdout, learned, replaced, version = _learn_correction(learner, row.id, command, device_labels)
     after = learner.predict(row.transcript)
-    result.update(holdout=holdout, learned=learned, replaced=replaced, version=version,
-                  prediction_before=_pred(before), prediction_after=_pred(after))
-    return result
+    return replace(result, holdout=holdout, learned=learned, replaced=replaced, version=version,
+                   prediction_before=_pred(before), prediction_after=_pred(after))
 
 
 def _device_relabel(store, settings, row, label: str, device: Optional[str]):
@@ -64,7 +91,7 @@ def _device_relabel(store, settings, row, label: str, device: Optional[str]):
     outcomes = store.device_outcomes([row.id]).get(row.id)
     if not outcomes:
         names = [d.name for d in device_configs(settings)]
-        if device is not None and (len(names) > 1 or device != names[0]):
+        if device is not None and names != [device]:
             raise UserError(f"interaction {row.id} was decided for one device: --device "
                               f"{device!r} does not apply (leave it out)")
         return label, None, False

@@ -47,11 +47,28 @@ def rollback(store: ReplayStore, settings: Settings, version: str) -> RolledBack
     return RolledBack(version, replaced, True)
 
 
-def rebuild(store: ReplayStore, settings: Settings) -> dict[str, Any]:
-    """Re-learn a new active version from the database alone; its record (`model_record`)
-    with ``"previous"``, the version active before."""
+@dataclass(frozen=True)
+class Rebuilt:
+    """What `model rebuild` did (``to_dict``: its ``--json`` document, docs/contracts.md: the
+    new version's record, `model_record`, with ``"previous"``)."""
+
+    record: dict[str, Any]  # the new active version's `model_record`
+    previous: str | None  # the version active before (None: none was)
+
+    @property
+    def version(self) -> str:
+        return self.record["version"]
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.record["metrics"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.record, "previous": self.previous}
+
+
+def rebuild(store: ReplayStore, settings: Settings) -> Rebuilt:
+    """Re-learn a new active version from the database alone."""
     active = store.active_model_version()
     name = open_learner(settings, store, load=False).rebuild_from_store()
-    d = model_record(find_version(store, name))
-    d["previous"] = active.version if active else None
-    return d
+    return Rebuilt(model_record(find_version(store, name)), active.version if active else None)

@@ -1,9 +1,11 @@
 """`edge-plm status`, `model list` and `model show`: the versions' records, the checkpoint files'
-trust, and the counts of the replay buffer, as plain dicts (what ``--json`` prints)."""
+trust, and the counts of the replay buffer. `status` is a `Status` (its sections as plain dicts,
+``to_dict``: what ``--json`` prints, docs/contracts.md); the version records are plain dicts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +134,33 @@ def trust_status(active: dict[str, Any] | None, versions: list[ModelVersion]) ->
     return {"active_checkpoint": state, "active_problem": problem, "damaged": damaged}
 
 
-def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Status:
+    """What `edge-plm status` shows, section by section (``to_dict``: its ``--json`` document,
+    docs/contracts.md; the sections' keys are listed there)."""
+
+    database: dict[str, Any]  # path, bytes, schema_version
+    model: dict[str, Any]  # the active version's record (None: none), counts, checkpoints' trust
+    holdout: dict[str, Any]  # labelled_rows, balanced_accuracy, scored_on
+    interactions: dict[str, int]  # total, labelled, unlabelled, errors
+    labels: dict[str, int]  # by label
+    label_sources: dict[str, int]  # by source
+    last_interaction: dict[str, Any] | None  # the newest row (None: none yet)
+    asr: dict[str, Any]  # configured, last_used, lm
+    gpio: dict[str, Any]  # pin_factory
+    config: str | None  # the config file read
+    devices: list[dict[str, Any]]  # the configured devices (`device_inspection.status_devices`)
+    bridge: dict[str, Any] | None = None  # [mqtt] on: the bridge's last report (else no key)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"database": self.database, "model": self.model, "holdout": self.holdout,
+               "interactions": self.interactions, "labels": self.labels,
+               "label_sources": self.label_sources, "last_interaction": self.last_interaction,
+               "asr": self.asr, "gpio": self.gpio, "config": self.config, "devices": self.devices}
+        return out if self.bridge is None else out | {"bridge": self.bridge}
+
+
+def status(store: ReplayStore, settings: Any = None) -> Status:
     """What `edge-plm status` shows."""
     from edge_plm.commands import device_inspection  # noqa: PLC0415
     n = store.count()
@@ -187,7 +215,7 @@ def status(store: ReplayStore, settings: Any = None) -> dict[str, Any]:
         from edge_plm.bridge.status import bridge_status  # noqa: PLC0415 - no paho
 
         out["bridge"] = bridge_status(settings, store.path)
-    return out
+    return Status(**out)
 
 
 def find_version(store: ReplayStore, version: str) -> ModelVersion:
@@ -213,5 +241,5 @@ def model_detail(store: ReplayStore, version: str) -> dict[str, Any]:
     return out
 
 
-__all__ = ["checkpoint_state", "counts", "false_rollback", "find_version", "model_detail", "model_record",
+__all__ = ["Status", "checkpoint_state", "counts", "false_rollback", "find_version", "model_detail", "model_record",
            "status", "trust_status", "versions_in_order"]

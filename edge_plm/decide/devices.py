@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from edge_plm.decide.policy import Action, Decision, LabelSource, Policy, Prediction, Resolution, Step
 from edge_plm.config.settings import PolicyConfig
+from edge_plm.learning.household import several
 
 
 @dataclass(frozen=True)
@@ -187,13 +188,12 @@ class DevicePolicies:
 
 
 def _resolved(key: Hashable, devices: dict[str, Resolution]) -> Resolved:
+    """The utterance resolved for every device (one device: its own resolution, the command's
+    label being that device's); the reason names each device only where there are several."""
     label, source = command_label(devices)
     ts = max(r.ts for r in devices.values())
-    if len(devices) == 1:
-        (r,) = devices.values()
-        return Resolved(key, devices, r.label, r.source, r.ts, r.reason)
-    reason = "; ".join(f"{d}: {r.reason}" for d, r in devices.items())
-    return Resolved(key, devices, label, source, ts, reason)
+    reasons = [(f"{d}: " if several(devices) else "") + r.reason for d, r in devices.items()]
+    return Resolved(key, devices, label, source, ts, "; ".join(reasons))
 
 
 __all__ = ["DevicePolicies", "DeviceResolution", "Resolved", "Steps", "command_label", "command_of",

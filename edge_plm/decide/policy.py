@@ -8,7 +8,7 @@ rules (which outcome gives which label, from which source) are in `Policy.on_fli
 reads what earlier no-flips of the same wording said (`decide/left_alone.py`). The tables,
 the reasons for each rule and the replays that chose them are in docs/policy.md.
 
-`SimulatedPerson` produces the flips a real person would make (used by ``edge-plm replay``).
+The simulated person of replays lives in `edge_plm.loop.simulation`.
 """
 
 from __future__ import annotations
@@ -404,41 +404,3 @@ class Policy:
             return Resolution(o.key, o.decision, None, None, ts,
                               f"{reason}; {o.prediction.junk}: not learned as a command")
         return Resolution(o.key, o.decision, label, source, ts, reason)
-
-
-@dataclass(frozen=True)
-class SimulatedFlip:
-    """A flip the simulated person makes at time `at`, wanting the relay `desired`."""
-
-    at: float
-    desired: bool
-
-
-@dataclass(frozen=True)
-class SimulatedPerson:
-    """A person who wants `wants` and fixes what the device got wrong after `reaction_s`.
-
-    The person wants the relay to end in: ON for ON, OFF for OFF, and for NOOP whatever it was
-    before they spoke. After the device acted, asked or ignored, if the relay is not in that
-    state they flip the switch once to it; when it is right they do nothing. (So when asked
-    for what the relay already does, they do nothing: a flip could only make it wrong.)
-    """
-
-    reaction_s: float = 1.5
-
-    def __post_init__(self) -> None:
-        if not self.reaction_s > 0:
-            raise ValueError("reaction_s must be > 0")
-
-    @staticmethod
-    def wanted_state(wants: Action, before: bool) -> bool:
-        """The relay state the person wants after saying something meaning `wants`."""
-        return before if wants.state is None else wants.state
-
-    def react(self, wants: Action, before: bool, after: bool, now: float) -> list[SimulatedFlip]:
-        """Flips the person makes, given the relay state before the utterance and after the
-        device's response (`now` is when the device responded)."""
-        target = self.wanted_state(Action(wants), before)
-        if after == target:
-            return []
-        return [SimulatedFlip(now + self.reaction_s, target)]

@@ -4,10 +4,11 @@
 present, gpiozero's MockFactory otherwise, see `pins.make_pin_factory`). Each configured device
 (``[[devices]]``, `edge_plm.config.settings.device_configs`) is a named relay with its own person's
 switch (its teacher) and optionally its own LED; without ``devices`` there is one device named
-`MAIN_RELAY` from the ``[gpio]`` pins, exactly as before. ``devices.relay`` and
-``devices.switch`` are the first device's. Further named relays without a switch can be given
-as `extra_relays`. An action of `edge_plm.actions` drives a relay to its relay state
-(`Devices.drive`). Given a `RelayStateStore` (the service gives its replay buffer), every relay
+`MAIN_RELAY` from the ``[gpio]`` pins, exactly as before: a household of one, driven and
+signalled by name like any other (there is no "the relay" or "the switch"; a caller that
+means the one device names the household's first). Further named relays without a switch can
+be given as `extra_relays`. An action of `edge_plm.actions` drives a named relay to its relay
+state (`Devices.drive`). Given a `RelayStateStore` (the service gives its replay buffer), every relay
 is restored after its safe state as its ``relay_restore`` says and its changes are recorded
 (`edge_plm.device.restore`).
 """
@@ -44,39 +45,28 @@ MAIN_RELAY = DEFAULT_DEVICE
 
 @dataclass
 class Devices:
-    """The relays (by name), switches (by device), LEDs and (optional) buzzer, sharing one pin
-    factory. ``switch`` is the first device's switch, ``led`` the shared status LED."""
+    """The relays (by name), switches (by device, in order), LEDs and (optional) buzzer,
+    sharing one pin factory. ``led`` is the shared status LED. Every device is addressed by
+    its name; one device is the case N = 1 of the same calls."""
 
     relays: dict[str, Relay]
-    switch: PersonSwitch
+    switches: dict[str, PersonSwitch]  # by device, in order
     led: StatusLed | NoLed
     factory: Factory
     factory_description: str
     buzzer: AskBuzzer | None = None
-    switches: dict[str, PersonSwitch] = field(default_factory=dict)  # by device, in order
     leds: dict[str, StatusLed] = field(default_factory=dict)  # devices with their own LED
     _shared_for: str | None = field(default=None, repr=False)  # whom the shared LED blinks for
-
-    def __post_init__(self) -> None:
-        if not self.switches:  # built by hand with one switch: the one device's
-            self.switches = {MAIN_RELAY: self.switch}
 
     @property
     def names(self) -> list[str]:
         """The devices (relays with a switch), in configuration order."""
         return list(self.switches)
 
-    @property
-    def relay(self) -> Relay:
-        """The first device's relay (`MAIN_RELAY` without ``[[devices]]``)."""
-        return self.relays[self.names[0]]
-
-    def drive(self, action: str, relay: str | None = None, now: float | None = None) -> bool:
-        """Drive relay `relay` (default: the first device's) to the state `action` asks for
-        (`edge_plm.actions.RELAY_STATE`; an action without a relay state leaves it as it is).
-        True when the relay is now in that state, False when its rate limit refused the
-        change (see `Relay.set`)."""
-        relay = self.names[0] if relay is None else relay
+    def drive(self, action: str, relay: str, now: float | None = None) -> bool:
+        """Drive relay `relay` to the state `action` asks for (`edge_plm.actions.RELAY_STATE`;
+        an action without a relay state leaves it as it is). True when the relay is now in
+        that state, False when its rate limit refused the change (see `Relay.set`)."""
         if relay not in self.relays:
             raise KeyError(f"no relay named {relay!r} (relays: {', '.join(self.relays)})")
         if action not in actions.RELAY_STATE:
@@ -84,27 +74,25 @@ class Devices:
         state = actions.RELAY_STATE[action]
         return True if state is None else self.relays[relay].set(state, now)
 
-    def ask(self, device: str | None = None, beep: bool = True) -> None:
-        """Signal "I'm not sure" (about `device`, where there are several): that device's own
-        LED blinks if it has one, else the shared LED, in groups of as many blinks as the
-        device's number (1 = the first configured; one device: a plain blink; already showing
-        another device: it keeps showing that one), until `done`; the buzzer beeps (unless
-        not `beep`: the shared LED moves on to a device still in doubt)."""
-        names = self.names
-        if device is not None and device in self.leds:
+    def ask(self, device: str, beep: bool = True) -> None:
+        """Signal "I'm not sure" about `device`: its own LED blinks if it has one, else the
+        shared LED, in groups of as many blinks as the device's number (1 = the first
+        configured, a plain blink; already showing another device: it keeps showing that
+        one), until `done`; the buzzer beeps (unless not `beep`: the shared LED moves on to a
+        device still in doubt)."""
+        if device in self.leds:
             self.leds[device].ask()
             self.led.mark_asking()  # the loop's "something is asked" state lives on the shared one
         elif self._shared_for is None:
-            several = device is not None and len(names) > 1
-            self.led.ask(count=names.index(device) + 1) if several else self.led.ask()
-            self._shared_for = device or ""
+            self.led.ask(count=self.names.index(device) + 1)
+            self._shared_for = device
         if self.buzzer is not None and beep:
             self.buzzer.ask()
 
     def done(self, device: str | None = None) -> None:
-        """The ask window closed: LEDs off, buzzer silent. With `device` (several devices):
-        only the signal of that device goes out (its own LED, or the shared LED if it showed
-        that device)."""
+        """The ask window of `device` closed: only its signal goes out (its own LED, or the
+        shared LED if it showed that device). Without `device`: nothing is in doubt any more,
+        every LED off, the buzzer silent."""
         if device is not None:
             if device in self.leds:
                 self.leds[device].done()
@@ -149,7 +137,7 @@ class Devices:
             factory, description = make_pin_factory(cfg.pin_factory, mock_fallback=mock_fallback)
         else:
             description = f"{type(factory).__name__} (given)"
-        _check_pins(cfg, devs, extra)
+        _check_pins(cfg, devs, extra, from_gpio=not devices)
         parts = _Parts()
         try:
             parts.build(cfg, devs, extra, factory, clock, install_exit_handlers)
@@ -165,9 +153,7 @@ class Devices:
                            f"({d.switch_mode})" + (f", LED pin {d.led_pin}" if d.led_pin != -1 else "")
                            for d in devs),
                  cfg.led_pin, cfg.buzzer_pin, "".join(f", relay {n!r} pin {r.pin}" for n, r in extra.items()))
-        first = parts.switches[devs[0].name]
-        return cls(parts.relays, first, parts.led, factory, description, parts.buzzer, parts.switches,
-                   parts.leds)
+        return cls(parts.relays, parts.switches, parts.led, factory, description, parts.buzzer, parts.leds)
 
     def close(self) -> None:
         """LED and buzzer off, switch released, every relay to its safe state (last, and even
@@ -225,9 +211,11 @@ def _gpio_device(cfg: GpioConfig) -> DeviceConfig:
                         cfg.switch_pin, cfg.switch_mode, cfg.switch_pull_up, cfg.switch_bounce_ms, -1)
 
 
-def _check_pins(cfg: GpioConfig, devs: Sequence[DeviceConfig], extra: Mapping[str, RelayConfig]) -> None:
-    """Every relay, switch and LED needs its own pin."""
-    if len(devs) == 1 and devs[0].name == MAIN_RELAY:  # [gpio] alone: its own message
+def _check_pins(cfg: GpioConfig, devs: Sequence[DeviceConfig], extra: Mapping[str, RelayConfig],
+                from_gpio: bool) -> None:
+    """Every relay, switch and LED needs its own pin (`from_gpio`: the device is ``[gpio]``'s,
+    no ``[[devices]]``, and a clash gets a message naming its keys)."""
+    if from_gpio:
         pins = [p for p in (cfg.relay_pin, cfg.switch_pin, cfg.led_pin, cfg.buzzer_pin) if p != -1]
         if len(set(pins)) != len(pins):
             raise ValueError(f"gpio: relay_pin, switch_pin, led_pin and buzzer_pin must differ, got {pins}")

@@ -54,8 +54,9 @@ class StatusLed:
 
     def ask(self, count: int = 0) -> None:
         """Start the "I'm not sure" blink (gpiozero runs it in a background thread). With
-        `count` > 1 (several devices: the number of the device in doubt) the LED blinks in
-        groups of `count`, each group followed by a pause of three blink periods."""
+        `count` > 1 (the number of the device in doubt, `Devices.ask`; the first device's is 1,
+        a plain blink) the LED blinks in groups of `count`, each group followed by a pause of
+        three blink periods."""
         self._asking = True
         if count > 1:
             group = (1, 0) * count + (0, 0, 0)
@@ -91,7 +92,7 @@ class NoLed:
 
     def ask(self, count: int = 0) -> None:
         self._asking = True
-        log.info("asking%s (no status LED configured)", f" about device {count}" if count else "")
+        log.info("asking%s (no status LED configured)", f" about device {count}" if count > 1 else "")
 
     def mark_asking(self) -> None:
         self._asking = True

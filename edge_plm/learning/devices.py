@@ -8,24 +8,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from edge_plm.learning.household import several
 from edge_plm.switch.addressing import DeviceName
 
 if TYPE_CHECKING:
     from edge_plm.store import ReplayStore
 
 
-def stored_labels(store: ReplayStore, devices: Sequence[DeviceName],
-                  interaction_id: int) -> dict[str, str] | None:
-    """The devices' labels of a stored interaction (None: one device, or none stored)."""
-    if len(devices) < 2:
-        return None
+def stored_labels(store: ReplayStore, interaction_id: int) -> dict[str, str] | None:
+    """The devices' labels of a stored interaction (None: none stored; a household of one
+    stores none), for `known_labels`, which alone decides whether they count."""
     return store.device_labels([interaction_id]).get(interaction_id)
 
 
 def known_labels(devices: Sequence[DeviceName], labels: dict[str, str] | None) -> dict[str, str] | None:
     """`labels` of the configured devices only (a row labelled under an older ``[[devices]]``
     may name others); None when there are none, or one device."""
-    if not labels or len(devices) < 2:
+    if not labels or not several(devices):
         return None
     names = {d.name for d in devices}
     return {d: v for d, v in labels.items() if d in names} or None

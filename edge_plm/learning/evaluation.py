@@ -24,6 +24,7 @@ import numpy as np
 from edge_plm.actions import ACTIONS
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.voice.transcript import DEFAULT_MAX_CHARS, cap_transcript
+from edge_plm.learning.household import several
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.switch.addressing import DeviceName
 from edge_plm.switch.calibration import expected_calibration_error
@@ -107,7 +108,7 @@ def devices_of(train: list[dict], test: list[dict]) -> list[DeviceName]:
     """The devices the lines name (first appearance, TRAIN then TEST); [] when none does.
     Raises EvalDataError when a line has no device but the lines name several."""
     names = list(dict.fromkeys(r["device"].strip() for r in (*train, *test) if "device" in r))
-    if len(names) > 1 and any("device" not in r for r in (*train, *test)):
+    if several(names) and any("device" not in r for r in (*train, *test)):
         raise EvalDataError(f'a line has no "device" but the lines name several ({", ".join(names)})')
     try:
         return [DeviceName(n) for n in names]

@@ -2,16 +2,41 @@
 
 One frozen value, built once from the settings (`Household.from_settings`: the ``[[devices]]``
 entries, or the one device of the ``[gpio]`` keys), handed to the learner and the loop. One
-device is a household of one. It also says which device a log line, a question or a signal is
-about: with one device it names none (every line reads as it did before there were several).
+device is a household of one. It also says which device a log line or a question is about:
+with one device it names none (every line reads as it did before there were several).
+
+`several` (and `Household.several`, the same rule) is the one place outside the switch model
+where one device and several part ways. Everything else takes the general path (N = 1 is a
+household of one); what still differs is what a person, a file or a JSON reader was promised
+with one device (tests/test_layout.py lists the places and forbids new ad-hoc checks):
+
+- the words: a log line, a question or a confirmation names no device (`shown`, `of`);
+- the data: per-device rows (``interaction_devices``, `loop.outcomes.DeviceRows`) and the
+  per-device labels the learner reads back (`learning.devices`, `relearn_devices`) exist only
+  with several, the interaction's own row being the one device's;
+- ``edge-plm replay --json`` adds per-device counts only with several
+  (`SessionResult.several`); a session line naming an unknown device is an error only with
+  several (`replay.check_devices`);
+- the home hub's *undo last lesson* button is offered with one device only (`loop.undo`);
+- ``run --audio``'s number keys flip devices 1-9 only with several (`loop.tryout`);
+- a resolution's reason is prefixed with each device's name only with several
+  (`decide.devices`);
+- ``eval``: lines without ``"device"`` are refused only when the lines name several.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from edge_plm.config.settings import DEFAULT_DEVICE, Settings, device_configs
 from edge_plm.switch.addressing import DeviceName
+
+
+def several(devices: Collection) -> bool:
+    """Whether `devices` (a household's devices, or their names) are more than one: the one
+    rule for where one device and several still part ways (the module's docstring lists where)."""
+    return len(devices) > 1
 
 
 @dataclass(frozen=True)
@@ -44,7 +69,8 @@ class Household:
 
     @property
     def several(self) -> bool:
-        return len(self.devices) > 1
+        """More than one device (`several`)."""
+        return several(self.devices)
 
     def shown(self, name: str) -> str | None:
         """`name` where it must be said (several devices), else None: the device's signal,

@@ -80,7 +80,7 @@ class LiveModel:
             self.drop(diff.extra)
         for row in sorted(diff.missing + diff.changed, key=lambda r: r.id):
             self.learn_label(row.id, row.transcript, row.label, devices,
-                             device_learning.stored_labels(store, devices, row.id))
+                             device_learning.stored_labels(store, row.id))
         for row in state.labelled_rows(store):
             if (row.id not in self.keys and not row.holdout
                     and not state.should_learn(row, fraction, False)):

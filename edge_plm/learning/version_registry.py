@@ -15,6 +15,7 @@ from typing import Any
 from edge_plm.learning import gate, trust
 from edge_plm.learning import forgetting
 from edge_plm.learning import state
+from edge_plm.learning.household import several
 from edge_plm.learning.types import LearnerConfig, keys_of
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ModelVersion, ReplayStore
@@ -217,7 +218,7 @@ def relearn_devices(store: ReplayStore, devices: Sequence[DeviceName],
     """The stored per-device labels of `ids` for the configured `devices` (several devices
     only; a device no longer configured is left out): what a rebuild re-learns with
     ``SwitchModel.learn_devices``."""
-    if len(devices) < 2 or not ids:
+    if not several(devices) or not ids:
         return {}
     names = {d.name for d in devices}
     out = {}

@@ -98,9 +98,9 @@ class Dialogue:
                         self.names.of(name, " of {!r}"), "ON" if desired else "OFF")
 
     def light_out(self, resolutions: list[DeviceResolution]) -> None:
-        """The ask light goes out when an asked interaction is resolved (several devices: that
-        device's signal, and every signal once no device's window asks any more)."""
-        device_outcomes.light_out(self.devices, self.policies, self.names, resolutions)
+        """The ask light goes out when an asked interaction is resolved (that device's signal,
+        and every signal once no device's window asks any more)."""
+        device_outcomes.light_out(self.devices, self.policies, resolutions)
 
     def close(self, now: float) -> list[DeviceResolution]:
         """Every open window closes now (the loop stops); their signals go out."""
@@ -182,7 +182,9 @@ class Dialogue:
         self.deferred += self.policies.on_answer(name, yes, now, wanted)
         driven = None
         if self.devices.led.asking:
-            self.devices.done(self.names.shown(name))
+            self.devices.done(name)
+            if not any(o.decision is Decision.ASK and o.answer is None for o in self.policies.open.values()):
+                self.devices.done()  # nothing left in doubt: every signal out, the buzzer too
         with watch.stage("actuator"):
             if wanted is not None and not stopping:
                 if self.devices.drive(wanted.value, name, now=now):
@@ -194,7 +196,7 @@ class Dialogue:
             self.recorder.answered(o.key, name, driven)
         log.info("#%s spoken answer%s: %s%s", o.key, self.names.of(name, " ({})"),
                  "yes" if yes else "no", f" ({said})" if said else "")
-        return Outcome(o.key, text, watch.stop(), action=driven, answer=yes)
+        return Outcome(o.key, text, watch.stop(), answer=yes, answered=driven)
 
 
 __all__ = ["Dialogue"]

@@ -7,8 +7,9 @@ With one device that is the device itself, so the row holds exactly what it alwa
 Each device's outcome goes to ``interaction_devices`` (`edge_plm.store.devices`) when there are
 several (`DeviceRows`: with one device that row would repeat the interaction's own, so none is
 written) and `DeviceResult` carries it to the caller (``Outcome.devices``, replays and their
-counts). The `Household` (`edge_plm.learning.household`) says which device a log line, a
-question or a signal is about: with one device it says none. `drive_and_ask`
+counts). The `Household` (`edge_plm.learning.household`) says which device a log line or a
+question is about: with one device it says none. Signals are by name, one device's too
+(`Devices.ask`: the first device's is a plain blink). `drive_and_ask`
 drives the relays the policies decided on and asks about the devices in doubt; `light_out`
 puts the ask signals out.
 """
@@ -84,22 +85,21 @@ def drive_and_ask(devices: Devices, policies: DevicePolicies, names: Household, 
             policies.action_refused(name, iid)
             log.warning("interaction %d: relay%s refused %s (rate limit)", iid, where, drive.value)
     for name in steps.asks:
-        devices.ask(names.shown(name))
+        devices.ask(name)
     return driven
 
 
-def light_out(devices: Devices, policies: DevicePolicies, names: Household,
-              resolutions: list[DeviceResolution]) -> None:
-    """An asked window closed: its signal goes out (several devices: that device's), the
-    shared LED moves on to a device still in doubt, and everything goes out when none is."""
+def light_out(devices: Devices, policies: DevicePolicies, resolutions: list[DeviceResolution]) -> None:
+    """An asked window closed: that device's signal goes out, the shared LED moves on to a
+    device still in doubt, and everything goes out (the buzzer too) when none is."""
     asked = [r.device for r in resolutions if r.resolution.decision is Decision.ASK]
     if not asked or not devices.led.asking:
         return
     for name in asked:
-        devices.done(names.shown(name))
+        devices.done(name)
     still = [n for n, o in policies.open.items() if o.decision is Decision.ASK]
     for name in still:  # the shared LED moves on to the next device in doubt
-        devices.ask(names.shown(name), beep=False)
+        devices.ask(name, beep=False)
     if not still:
         devices.done()
 

@@ -131,15 +131,12 @@ class Recorder:
             **({"audio_path": audio_path} if audio_path else {}))
         self.rows.decisions(iid, steps, driven)
         pred = preds[lead]
-        confidence = clamp(pred.confidence)
         # transcripts reach the log (journald) only when asked for: `forget` cannot reach it
         shown = repr(text) if self.settings.paths.log_transcripts else f"({len(text)} characters)"
         log.info("#%d %s -> %s%s %.2f -> %s%s", iid, shown, self.names.of(lead, "{} "), pred.action,
-                 confidence, decision.value, f" {action.value}" if action else "")
+                 clamp(pred.confidence), decision.value, f" {action.value}" if action else "")
         log.debug("#%d transcript %r", iid, text)
-        return Outcome(iid, text, latency, decision=decision, prediction=pred.action,
-                       confidence=confidence, action=action,
-                       devices=device_outcomes.results(preds, steps, driven))
+        return Outcome(iid, text, latency, devices=device_outcomes.results(preds, steps, driven), lead=lead)
 
     def answered(self, iid: int, name: str, action: Action) -> None:
         """A spoken yes drove device `name` to `action`: its outcome (one device: the

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from edge_plm.decide.policy import Action, Decision
 from edge_plm.loop.outcomes import DeviceResult
@@ -47,22 +48,53 @@ class Latency:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What `Controller.handle` did with one input."""
+    """What `Controller.handle` did with one input.
+
+    ``devices`` is the one record of what the policies decided, per device; `decision`,
+    `prediction`, `confidence` and `action` are read from the ``lead`` device's part (the one
+    the interaction's row holds, `outcomes.lead_device`; one device: its own part), so there is
+    no second copy to keep in step."""
 
     interaction_id: int | None  # None only if even storing the row failed
     transcript: str
     latency: Latency
-    decision: Decision | None = None  # None for an input with an error
-    prediction: str | None = None
-    confidence: float | None = None
-    action: Action | None = None  # the relay state driven (ACT that reached the relay)
     error: str | None = None
     stored: bool = True  # False: the interaction (or part of it) could not be stored
-    # each device's part of an utterance the policies decided on (the fields above are the
-    # lead device's; one device: its own part); None for an input error, an answer, own voice
+    # each device's part of an utterance the policies decided on; None for an input error,
+    # an answer, own voice
     devices: dict[str, DeviceResult] | None = None
+    lead: str | None = None  # the device of ``devices`` whose part the interaction's row holds
     answer: bool | None = None  # talk-back: a spoken yes/no to the open ask (no row of its own)
+    answered: Action | None = None  # ... and the relay state it drove (None: none)
 
+    @property
+    def lead_result(self) -> DeviceResult | None:
+        """The lead device's part (None: no utterance the policies decided on)."""
+        return None if self.devices is None or self.lead is None else self.devices[self.lead]
+
+    def _lead(self, part: str) -> Any:
+        """The lead device's `part` (a `DeviceResult` field), None without one."""
+        r = self.lead_result
+        return None if r is None else getattr(r, part)
+
+    @property
+    def decision(self) -> Decision | None:
+        """The lead device's decision; None for an input error, an answer, own voice."""
+        return self._lead("decision")
+
+    @property
+    def prediction(self) -> str | None:
+        return self._lead("prediction")
+
+    @property
+    def confidence(self) -> float | None:
+        return self._lead("confidence")
+
+    @property
+    def action(self) -> Action | None:
+        """The relay state driven: the lead device's (an ACT that reached the relay), or what a
+        spoken answer drove."""
+        return self.answered if self.lead_result is None else self._lead("action")
 
 class Stopwatch:
     """The latency breakdown of one input in ms, filled stage by stage."""

@@ -1,5 +1,6 @@
 """Replaying a labelled session through the real loop (``edge-plm replay`` / ``demo``, tests
-and benchmarks): the session file, a simulated clock, the simulated person and the runner.
+and benchmarks): the session file, a simulated clock and the runner (the simulated person is
+`edge_plm.loop.simulation`).
 
 `run_session` drives a `Controller` on gpiozero MockFactory pins with a `SimulatedPerson` and a
 `SimClock` (nothing sleeps): the person's corrections are made by driving the mock pin of their
@@ -27,12 +28,14 @@ from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_in
 from edge_plm.device import Devices
 from edge_plm.device.person_switch import PersonSwitch
 from edge_plm.learning.evaluation import percentiles
+from edge_plm.learning.household import several
 from edge_plm.learning.learner import LearnerConfig
 from edge_plm.loop.house import open_learner, open_loop
 from edge_plm.jsonl import JsonlError, label_of, read_objects
-from edge_plm.decide.policy import Action, Decision, SimulatedPerson
+from edge_plm.decide.policy import Action, Decision
 from edge_plm.config.settings import DeviceConfig, Settings
 from edge_plm.loop.stopping import StopFlag
+from edge_plm.loop.simulation import SimulatedPerson
 from edge_plm.store import ReplayStore, StorageError
 from edge_plm.voice.asr import AsrBackend, make_pocketsphinx
 from edge_plm.voice.audio import Utterance
@@ -132,7 +135,7 @@ def _devices_of(path: Path, no: int, value: object) -> tuple[str, ...] | None:
 def check_devices(lines: list[SessionLine], names: list[str]) -> None:
     """Every device a line names is configured (`SessionError` naming the line, else). One
     device: every line is for it, whatever device a line names (`wanted_actions`)."""
-    if len(names) == 1:
+    if not several(names):
         return
     for i, line in enumerate(lines, 1):
         unknown = [d for d in line.devices or () if d not in names]
@@ -228,9 +231,9 @@ class LineResult:
 
     @property
     def acted_wrong_device(self) -> bool:
-        """Several devices: a device the person did not name was acted on with ON / OFF (one
-        device: never, there is no other)."""
-        if self.wish is None or self.wants is None or len(self.wants) < 2:
+        """A device the person wanted left as it was was acted on with ON / OFF (counted in the
+        summary with several devices only; one device: a NOOP wish acted on, also `acted_wrong`)."""
+        if self.wish is None or self.wants is None:
             return False
         return any(a is not None and a.state is not None and self.wants[n] is Action.NOOP
                    for n, a in self._acts().items())
@@ -368,7 +371,7 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
     names = devices.names
     check_devices(lines, names)
     result = SessionResult(silence_tail_ms=controller.settings.audio.silence_tail_ms,
-                           talkback=controller.talkback is not None, several=len(names) > 1)
+                           talkback=controller.talkback is not None, several=controller.household.several)
     answer_ep = endpointer or Endpointer.from_config(controller.settings.audio)
     for i, line in enumerate(lines):
         if stop is not None and stop.is_set():
@@ -427,12 +430,12 @@ def _tally(result: SessionResult, controller: Controller) -> SessionResult:
 
 
 def wanted_actions(line: SessionLine, names: list[str]) -> dict[str, Action] | None:
-    """The person's wish for each device: the line's devices get its wish, the others NOOP
-    (stay as they are; one device: every line is for it); None for a line whose wish is not
-    known."""
+    """The person's wish for each device: the configured devices the line names get its wish
+    (it names none of them: the first device), the others NOOP (stay as they are); None for a
+    line whose wish is not known. One device: every line is for it."""
     if line.wish is None:
         return None
-    targets = set(line.devices or names[:1]) if len(names) > 1 else set(names)
+    targets = set(line.devices or ()) & set(names) or set(names[:1])
     return {n: line.wish if n in targets else Action.NOOP for n in names}
 
 
@@ -623,7 +626,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
                            talkback=tb)
     bridge = start_bridge(settings, devices, status_path(db), controller.watchers,  # None unless [mqtt] is on
                           model_version=lambda: controller.worker.version,
-                          undo=undo_handler(controller.worker) if len(devices.names) == 1 else None)
+                          undo=undo_handler(controller.worker, controller.household))
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 
 

@@ -199,8 +199,7 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: Opened, audio
                                    status_path(settings.paths.database_path()),
                                    parts.controller.watchers,
                                    model_version=lambda: parts.controller.worker.version,
-                                   undo=(undo_handler(parts.controller.worker)
-                                         if len(parts.devices.names) == 1 else None))
+                                   undo=undo_handler(parts.controller.worker, parts.controller.household))
 
 
 def _talkback(settings):

@@ -115,7 +115,7 @@ class KeySwitch:
                 names = list(self.controller.devices.switches)
                 if byte == ord(" "):
                     self.flip()
-                elif len(names) > 1 and ord("1") <= byte < ord("1") + min(len(names), 9):
+                elif self.controller.household.several and ord("1") <= byte < ord("1") + min(len(names), 9):
                     self.flip(names[byte - ord("1")])
                 elif byte in b"qQ":
                     self.print("q: stopping")
@@ -211,10 +211,11 @@ class FileSession:
     def __iter__(self) -> Iterator[Item]:
         if self.controller is None:
             raise RuntimeError("FileSession.attach(controller) first")
-        g = self.controller.devices.switch.cfg
         names = list(self.controller.devices.switches)
+        g = self.controller.devices.switches[names[0]].cfg  # space flips the first device's
         keys = (f"; keys 1-{min(len(names), 9)} flip the switch of "
-                + ", ".join(f"{i} {n}" for i, n in enumerate(names[:9], 1))) if len(names) > 1 else ""
+                + ", ".join(f"{i} {n}" for i, n in enumerate(names[:9], 1))
+                ) if self.controller.household.several else ""
         self.print(f"playing {len(self.paths)} file(s), {self.gap_s:g} s apart; GPIO simulated "
                    f"(MockFactory); press space to flip the switch ({g.mode}){keys}, q to stop")
         try:
@@ -272,7 +273,7 @@ class FileSession:
         relay it switched and which device it is in doubt about (and the key of its switch)."""
         c = self.controller
         if not c.household.several:
-            return {"act": f"act, relay {_word(c.devices.relay.is_on)}",
+            return {"act": f"act, relay {_word(c.devices.relays[c.household.names[0]].is_on)}",
                     "ask": "ask (LED blinks): flip the switch (space) the way you want it",
                     "ignore": "ignore"}.get(row.decision or "", row.decision or "nothing")
         names = list(c.devices.switches)

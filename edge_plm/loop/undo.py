@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from edge_plm.learning.household import Household
+
 log = logging.getLogger("edge_plm.loop")
 
 
@@ -31,8 +33,11 @@ def undo_last_lesson(learner: Any) -> int | None:
     return row.id
 
 
-def undo_handler(worker: Any) -> Callable[[], None]:
-    """What the bridge calls on a press: the undo queued on the learner's worker."""
+def undo_handler(worker: Any, household: Household) -> Callable[[], None] | None:
+    """What the bridge calls on a press: the undo queued on the learner's worker; None (no
+    button) where the household has several devices."""
+    if household.several:
+        return None
     return lambda: worker.submit(undo_last_lesson, "undo the last lesson")
 
 

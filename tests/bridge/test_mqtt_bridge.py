@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from edge_plm.device import MAIN_RELAY
 from edge_plm.bridge.topics import Topics
 from edge_plm.config.settings import MqttConfig, PolicyConfig, Settings
 from edge_plm.loop.controller import text_utterance
@@ -57,7 +58,7 @@ def topics(settings: Settings, names=("main",)) -> Topics:
 
 def relay_pin(replay) -> bool:
     devices = replay.controller.devices
-    return bool(devices.factory.pin(devices.relay.cfg.pin).state)
+    return bool(devices.factory.pin(devices.relays[MAIN_RELAY].cfg.pin).state)
 
 
 def pump_until(replay, predicate, timeout: float = 10.0) -> bool:
@@ -100,7 +101,7 @@ def test_voice_action_and_wall_switch_publish_the_retained_state(tmp_path, broke
         assert ha.wait_for(tp.state("main"), b"ON")
         replay.clock.advance(30.0)
         replay.controller.pump()
-        pin = replay.controller.devices.factory.pin(replay.controller.devices.switch.cfg.pin)
+        pin = replay.controller.devices.factory.pin(replay.controller.devices.switches[MAIN_RELAY].cfg.pin)
         pin.drive_low() if pin.state else pin.drive_high()  # the wall switch
         replay.controller.pump()
         assert not relay_pin(replay)
@@ -149,7 +150,7 @@ def test_the_rate_limit_applies_to_remote_commands(tmp_path, broker, ha):
         replay.controller.handle(text_utterance("turn on the light"))
         assert relay_pin(replay)
         ha.send(tp.command("main"), "OFF")
-        assert wait_until(lambda: replay.controller.devices.switch.pending == 1)
+        assert wait_until(lambda: replay.controller.devices.switches[MAIN_RELAY].pending == 1)
         replay.controller.pump()  # the same (simulated) instant: refused, kept for later
         assert relay_pin(replay)
         replay.clock.advance(2.0)
@@ -221,7 +222,7 @@ def test_broker_killed_and_restarted_during_a_replay(tmp_path, broker):
         labels = replay.store.count(labeled=True)
         ha = HomeAssistant(broker.port)
         try:
-            want = b"ON" if replay.controller.devices.relay.is_on else b"OFF"
+            want = b"ON" if replay.controller.devices.relays[MAIN_RELAY].is_on else b"OFF"
             assert ha.wait_for(tp.state("main"), want) and ha.wait_for(tp.status, b"online")
         finally:
             ha.close()

@@ -410,11 +410,11 @@ def test_devices_from_config(clock):
     cfg = GpioConfig(pin_factory="mock", relay_active_high=False, switch_mode="momentary")
     devices = Devices.from_config(cfg, clock=clock, install_exit_handlers=False)
     assert devices.factory_description.startswith("mock")
-    assert devices.relay.is_on is False
+    assert devices.relays[MAIN_RELAY].is_on is False
     devices.factory.pin(cfg.switch_pin).drive_low()
-    (flip,) = devices.switch.poll()
+    (flip,) = devices.switches[MAIN_RELAY].poll()
     assert flip.desired is True
-    assert devices.relay.set(flip.desired)
+    assert devices.relays[MAIN_RELAY].set(flip.desired)
     devices.close()
     assert devices.factory.pin(cfg.relay_pin).states[-1].state is True  # active-low off level
 
@@ -432,7 +432,7 @@ def test_devices_ask_signals_led_and_buzzer(clock):
     cfg = GpioConfig(pin_factory="mock", buzzer_pin=BUZZER_PIN)
     devices = Devices.from_config(cfg, clock=clock, install_exit_handlers=False)
     assert isinstance(devices.buzzer, AskBuzzer)
-    devices.ask()
+    devices.ask(MAIN_RELAY)
     assert devices.led.asking
     assert True in wait_states(devices.factory.pin(BUZZER_PIN), 2)
     devices.done()
@@ -440,7 +440,7 @@ def test_devices_ask_signals_led_and_buzzer(clock):
     devices.close()
     plain = Devices.from_config(GpioConfig(pin_factory="mock"), clock=clock, install_exit_handlers=False)
     assert plain.buzzer is None
-    plain.ask()  # LED only
+    plain.ask(MAIN_RELAY)  # LED only
     assert plain.led.asking
     plain.close()
 
@@ -453,14 +453,14 @@ def test_two_named_relays_driven_independently_by_the_registry(clock):
     devices = Devices.from_config(cfg, clock=clock, install_exit_handlers=False,
                                   extra_relays={"fan": fan})
     main_pin, fan_pin = devices.factory.pin(17), devices.factory.pin(23)
-    assert list(devices.relays) == [MAIN_RELAY, "fan"] and devices.relay is devices.relays[MAIN_RELAY]
+    assert list(devices.relays) == [MAIN_RELAY, "fan"]
     assert (main_pin.state, fan_pin.state) == (False, True)  # both off; the fan is active-low
 
     def states():
         return devices.relays[MAIN_RELAY].is_on, devices.relays["fan"].is_on
 
     assert devices.drive("ON", "fan") and states() == (False, True) and fan_pin.state is False
-    assert devices.drive("ON") and states() == (True, True) and main_pin.state is True
+    assert devices.drive("ON", MAIN_RELAY) and states() == (True, True) and main_pin.state is True
     assert devices.drive("OFF", "fan") and states() == (True, False) and fan_pin.state is True
     for relay in (MAIN_RELAY, "fan"):  # an action without a relay state changes nothing
         assert actions.RELAY_STATE["NOOP"] is None

@@ -48,35 +48,35 @@ def test_restored_state_by_policy():
 def test_on_then_stop_then_start_is_on_again(tmp_path):
     db = tmp_path / "edge-plm.db"
     devices, store = start(db)
-    assert devices.relay.is_on is False and store.relay_state(MAIN_RELAY) is False
-    assert devices.drive("ON")
+    assert devices.relays[MAIN_RELAY].is_on is False and store.relay_state(MAIN_RELAY) is False
+    assert devices.drive("ON", MAIN_RELAY)
     assert store.relay_state(MAIN_RELAY) is True  # recorded with the change
     stop(devices, store)
     assert devices.factory.pin(17).state is False  # the stop put it in its safe state ...
     devices, store = start(db)
-    assert devices.relay.is_on is True  # ... and the start restored it
+    assert devices.relays[MAIN_RELAY].is_on is True  # ... and the start restored it
     assert [s.state for s in devices.factory.pin(17).states] == [False, True]
-    assert devices.drive("OFF") and store.relay_state(MAIN_RELAY) is False
+    assert devices.drive("OFF", MAIN_RELAY) and store.relay_state(MAIN_RELAY) is False
     stop(devices, store)
     devices, store = start(db)
-    assert devices.relay.is_on is False
+    assert devices.relays[MAIN_RELAY].is_on is False
     stop(devices, store)
 
 
 def test_off_and_on_ignore_the_record_and_update_it(tmp_path):
     db = tmp_path / "edge-plm.db"
     devices, store = start(db)
-    devices.drive("ON")
+    devices.drive("ON", MAIN_RELAY)
     stop(devices, store)
     devices, store = start(db, "off")
-    assert devices.relay.is_on is False
+    assert devices.relays[MAIN_RELAY].is_on is False
     assert store.relay_state(MAIN_RELAY) is False  # the record follows what the start did
     stop(devices, store)
     devices, store = start(db, "last")
-    assert devices.relay.is_on is False
+    assert devices.relays[MAIN_RELAY].is_on is False
     stop(devices, store)
     devices, store = start(db, "on")
-    assert devices.relay.is_on is True and store.relay_state(MAIN_RELAY) is True
+    assert devices.relays[MAIN_RELAY].is_on is True and store.relay_state(MAIN_RELAY) is True
     stop(devices, store)
 
 
@@ -100,7 +100,7 @@ def test_restore_keys_by_relay_name(tmp_path):
     store = ReplayStore(db)
     devices = Devices.from_config(cfg, factory=MockFactory(), install_exit_handlers=False,
                                   state_store=store, extra_relays=fan)
-    assert (devices.relay.is_on, devices.relays["fan"].is_on) == (False, True)
+    assert (devices.relays[MAIN_RELAY].is_on, devices.relays["fan"].is_on) == (False, True)
     assert (store.relay_state(MAIN_RELAY), store.relay_state("fan")) == (False, True)
     stop(devices, store)
 
@@ -109,8 +109,8 @@ def test_a_failed_record_is_logged_and_the_relay_still_switches(tmp_path, caplog
     devices, store = start(tmp_path / "edge-plm.db")
     store.close()  # every write now fails
     with caplog.at_level(logging.ERROR, logger="edge_plm.device.relay"):
-        assert devices.drive("ON")
-    assert devices.relay.is_on is True and devices.relay.record_failures == 1
+        assert devices.drive("ON", MAIN_RELAY)
+    assert devices.relays[MAIN_RELAY].is_on is True and devices.relays[MAIN_RELAY].record_failures == 1
     assert "could not be recorded" in caplog.text
     devices.close()
 
@@ -118,7 +118,7 @@ def test_a_failed_record_is_logged_and_the_relay_still_switches(tmp_path, caplog
 def test_without_a_store_nothing_is_restored_or_recorded(tmp_path):
     devices = Devices.from_config(GpioConfig(pin_factory="mock", relay_restore="on"),
                                   factory=MockFactory(), install_exit_handlers=False)
-    assert devices.relay.is_on is False and devices.relay.on_change is None  # replays
+    assert devices.relays[MAIN_RELAY].is_on is False and devices.relays[MAIN_RELAY].on_change is None  # replays
     devices.close()
 
 
@@ -147,7 +147,7 @@ def test_a_v3_database_migrates_to_the_relay_state_table(tmp_path):
 CHILD = r"""
 import os, signal, sys
 from gpiozero.pins.mock import MockFactory
-from edge_plm.device import Devices
+from edge_plm.device import MAIN_RELAY, Devices
 from edge_plm.config.settings import GpioConfig
 from edge_plm.store import ReplayStore
 
@@ -158,7 +158,7 @@ devices = Devices.from_config(GpioConfig(pin_factory="mock", min_toggle_interval
                               state_store=store)
 
 def die():
-    print("pin", "ON" if devices.relay.is_on else "OFF", flush=True)
+    print("pin", "ON" if devices.relays[MAIN_RELAY].is_on else "OFF", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 def trace(sql):
@@ -168,7 +168,7 @@ def trace(sql):
         die()  # the record's row is written inside its transaction, not committed
 
 store.db.conn.set_trace_callback(trace)
-devices.drive("ON")
+devices.drive("ON", MAIN_RELAY)
 die()  # after-commit: the record is committed
 """
 
@@ -189,7 +189,7 @@ def test_kill_9_between_the_pin_write_and_its_record(tmp_path, point, last):
         copy = tmp_path / policy
         shutil.copytree(crashed, copy)  # the database and its -wal, as the crash left them
         devices, store = start(copy / "edge-plm.db", policy)
-        assert devices.relay.is_on is want, policy
+        assert devices.relays[MAIN_RELAY].is_on is want, policy
         assert store.relay_state(MAIN_RELAY) is want
         stop(devices, store)
 
@@ -226,7 +226,7 @@ def test_a_start_whose_record_fails_still_restores(tmp_path, caplog):
     the record, logs that the new state is not recorded, and the relay works."""
     db = tmp_path / "edge-plm.db"
     devices, store = start(db)
-    devices.drive("ON")
+    devices.drive("ON", MAIN_RELAY)
     stop(devices, store)
     store = ReplayStore(db)
 
@@ -238,7 +238,7 @@ def test_a_start_whose_record_fails_still_restores(tmp_path, caplog):
     with caplog.at_level(logging.ERROR, logger="edge_plm.device.relay"):
         devices = Devices.from_config(cfg, factory=MockFactory(), install_exit_handlers=False,
                                       state_store=store)
-    assert devices.relay.is_on is False and devices.relay.record_failures == 1  # OFF, unrecorded
+    assert devices.relays[MAIN_RELAY].is_on is False and devices.relays[MAIN_RELAY].record_failures == 1  # OFF, unrecorded
     assert "is OFF, but that state could not be recorded" in caplog.text
-    assert devices.drive("ON") and devices.relay.record_failures == 2
+    assert devices.drive("ON", MAIN_RELAY) and devices.relays[MAIN_RELAY].record_failures == 2
     stop(devices, store)

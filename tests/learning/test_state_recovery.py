@@ -124,7 +124,7 @@ def test_a_clean_stop_of_the_loop_checkpoints_the_pending_labels(db):
     rep.close()  # controller.stop: the pending labels become a version
     with ReplayStore(db) as s:
         assert state.unlearned_in_active(s, 0.2) == 0
-        assert status(s)["model"]["unlearned_labels"] == 0
+        assert status(s).model["unlearned_labels"] == 0
 
 
 def test_status_json_reports_unlearned_labels(store, db, tmp_path, monkeypatch):

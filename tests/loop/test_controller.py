@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_plm.device import MAIN_RELAY
 from edge_plm.loop.controller import InputFailure, text_utterance, wav_inputs
 
 from edge_plm.loop.replay import SessionLine, read_session, run_session
-from edge_plm.decide.policy import Action, SimulatedPerson
+from edge_plm.decide.policy import Action
+from edge_plm.loop.simulation import SimulatedPerson
 from edge_plm.config.settings import PolicyConfig, Settings
 from edge_plm.voice.asr import PocketSphinxASR
 from edge_plm.voice.audio import Utterance, write_wav
@@ -41,7 +43,7 @@ def teach(replay, n: int = 6) -> None:
 
 def flip(replay) -> None:
     """The person moves their (mock) toggle switch once."""
-    pin = replay.controller.devices.factory.pin(replay.controller.devices.switch.cfg.pin)
+    pin = replay.controller.devices.factory.pin(replay.controller.devices.switches[MAIN_RELAY].cfg.pin)
     pin.drive_low() if pin.state else pin.drive_high()
 
 
@@ -148,7 +150,7 @@ def run_case(tmp_path, policy, text, flip_after=None, before_on=False, refuse=Fa
         c = replay.controller
         replay.clock.advance(100.0)
         if before_on:
-            c.devices.relay.set(True, replay.clock())
+            c.devices.relays[MAIN_RELAY].set(True, replay.clock())
             replay.clock.advance(0.1 if refuse else 5.0)
         out = say(replay, text)
         led_during = c.devices.led.asking
@@ -159,7 +161,7 @@ def run_case(tmp_path, policy, text, flip_after=None, before_on=False, refuse=Fa
         replay.clock.advance(30.0)
         c.pump()
         r = row(replay, out.interaction_id)
-        return out, r, led_during, c.devices.relay.is_on, c.devices.led.asking
+        return out, r, led_during, c.devices.relays[MAIN_RELAY].is_on, c.devices.led.asking
     finally:
         replay.close()
 
@@ -262,10 +264,10 @@ def test_stop_returns_the_relay_to_its_safe_state(tmp_path):
     c = replay.controller
     replay.clock.advance(100.0)
     say(replay, ON)
-    assert c.devices.relay.is_on
+    assert c.devices.relays[MAIN_RELAY].is_on
     pin = c.devices.factory.pin(c.settings.gpio.relay_pin)
     replay.close()
-    assert c.devices.relay.closed and pin.state is False
+    assert c.devices.relays[MAIN_RELAY].closed and pin.state is False
 
 
 def test_keep_audio_writes_private_files(tmp_path):
@@ -323,7 +325,7 @@ def test_a_wording_left_alone_with_the_relay_off_and_on_is_learned_as_no_command
         replay.clock.advance(30.0)
         c.pump()
         assert row(replay, first.interaction_id).label is None
-        c.devices.relay.set(True, replay.clock())
+        c.devices.relays[MAIN_RELAY].set(True, replay.clock())
         replay.clock.advance(5.0)
         second = say(replay, "Toggle the light")
         replay.clock.advance(30.0)
@@ -331,6 +333,6 @@ def test_a_wording_left_alone_with_the_relay_off_and_on_is_learned_as_no_command
         r = row(replay, second.interaction_id)
         assert (r.label, r.label_source) == ("NOOP", "confirmed")
         assert row(replay, first.interaction_id).label is None  # the first stays as it was
-        assert c.devices.relay.is_on is True
+        assert c.devices.relays[MAIN_RELAY].is_on is True
     finally:
         replay.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from edge_plm.device import MAIN_RELAY
 from edge_plm.loop.controller import text_utterance
 
 from edge_plm.loop.replay import ReplayStorageError, SessionLine, read_session, run_session
@@ -77,7 +78,7 @@ def test_unstored_utterance_is_not_acted_on(tmp_path, caplog):
     out = c.handle(text_utterance("turn on the light"))
     assert not out.stored and out.interaction_id is None and out.action is None
     assert "disk is full" in out.error
-    assert not c.devices.relay.is_on and not c.devices.led.asking
+    assert not c.devices.relays[MAIN_RELAY].is_on and not c.devices.led.asking
     assert c.storage_failures == 1
     _no_tracebacks(caplog)
     replay.close()

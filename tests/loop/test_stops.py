@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from edge_plm.device import MAIN_RELAY
 from edge_plm.loop import stopping
 from edge_plm.loop.controller import text_utterance
 from edge_plm.learning.state import unlearned_in_active
@@ -71,7 +72,7 @@ def test_the_loop_drives_nothing_after_the_stop(tmp_path):
     try:
         n = controller.run([text_utterance("turn on the light"), text_utterance("turn on the light")],
                            flag)
-        relay_on = controller.devices.relay.is_on
+        relay_on = controller.devices.relays[MAIN_RELAY].is_on
         rows = replay.store.interactions(oldest_first=True)
     finally:
         controller.stop()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import sqlite_utils
 
+from edge_plm.device import MAIN_RELAY
 from edge_plm.loop.controller import text_utterance
 from edge_plm.decide.policy import Action, Decision, LabelSource, Policy, Prediction
 from edge_plm.loop.replay import (SessionError, SpokenAnswers, build_replay, read_session, run_session,
@@ -234,7 +235,7 @@ def _answer(loop, yes: bool):
 def test_a_spoken_yes_through_the_loop_switches_and_labels(loop):
     asked = _ask(loop)
     out = _answer(loop, True)
-    assert out.answer is True and out.action is Action.ON and loop.controller.devices.relay.is_on
+    assert out.answer is True and out.action is Action.ON and loop.controller.devices.relays[MAIN_RELAY].is_on
     assert not loop.controller.devices.led.asking
     loop.clock.advance(60.0)
     loop.controller.pump()
@@ -246,7 +247,7 @@ def test_a_spoken_yes_through_the_loop_switches_and_labels(loop):
 def test_a_spoken_no_through_the_loop_leaves_the_relay(loop):
     asked = _ask(loop)
     out = _answer(loop, False)
-    assert out.answer is False and out.action is None and not loop.controller.devices.relay.is_on
+    assert out.answer is False and out.action is None and not loop.controller.devices.relays[MAIN_RELAY].is_on
     loop.clock.advance(60.0)
     loop.controller.pump()
     row = loop.store.get(asked.interaction_id)
@@ -255,11 +256,11 @@ def test_a_spoken_no_through_the_loop_leaves_the_relay(loop):
 
 def test_off_to_on_through_the_loop_switches_off_and_labels_off(loop):
     c = loop.controller
-    c.devices.drive("ON", now=loop.clock())  # the light is on; "turn on the light" is asked
+    c.devices.drive("ON", MAIN_RELAY, now=loop.clock())  # the light is on; "turn on the light" is asked
     loop.clock.advance(30.0)
     asked = _ask(loop)
     out = c.handle(text_utterance("no off"))
-    assert out.answer is False and out.action is Action.OFF and not c.devices.relay.is_on
+    assert out.answer is False and out.action is Action.OFF and not c.devices.relays[MAIN_RELAY].is_on
     loop.clock.advance(60.0)
     c.pump()
     row = loop.store.get(asked.interaction_id)
@@ -275,7 +276,7 @@ def test_chatter_with_yes_or_no_outside_an_ask_window_is_never_a_spoken_label(lo
     _ask(loop)
     loop.clock.advance(PolicyConfig().ask_window_s + 1.0)  # the window has ended
     out = c.handle(text_utterance("yes"))
-    assert out.answer is None and out.action is None and not c.devices.relay.is_on
+    assert out.answer is None and out.action is None and not c.devices.relays[MAIN_RELAY].is_on
     loop.clock.advance(30.0)
     c.pump()
     assert all(row.label_source != "spoken" for row in loop.store.interactions())
