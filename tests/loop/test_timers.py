@@ -1,0 +1,159 @@
+"""Timed commands through the loop (docs/loop.md, "Timed commands"): set, run at their time,
+the way back, asks, the person's hand, voice cancel, a start after a power cut, kill -9."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sqlite3
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from edge_plm.config.settings import Settings
+from edge_plm.loop.controller import text_utterance
+from edge_plm.loop.replay import build_replay, flip_switch
+from edge_plm.store import ReplayStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from notified_service import notified_service, text_service_config  # noqa: E402
+
+
+@pytest.fixture
+def replay(tmp_path):
+    r = build_replay(Settings(), tmp_path / "edge-plm.db", seed=0)
+    r.controller.timed.follow(r.clock)  # simulated time runs the timers
+    yield r
+    r.close()
+
+
+def relay(r) -> bool:
+    return r.controller.devices.relays[r.controller.names[0]].is_on
+
+
+def test_in_twenty_minutes_acts_then_and_not_now(replay):
+    c = replay.controller
+    out = c.handle(text_utterance("turn on the lights in twenty minutes"))
+    assert out.decision.value == "act" and out.action is None and not relay(replay)
+    [t] = c.store.timers()
+    assert (t.action, t.kind, t.interaction_id) == ("ON", "at", out.interaction_id)
+    replay.clock.advance(1190)
+    c.pump()
+    assert not relay(replay) and c.store.timers()
+    replay.clock.advance(20)
+    c.pump()
+    assert relay(replay) and c.store.timer(t.id).status == "done"
+    assert c.store.get(out.interaction_id).label == "ON"  # learned as today: left alone
+
+
+def test_for_an_hour_acts_now_and_goes_back(replay):
+    c = replay.controller
+    out = c.handle(text_utterance("turn on the lights for an hour"))
+    assert out.action is not None and out.action.value == "ON" and relay(replay)
+    [t] = c.store.timers()
+    assert (t.action, t.kind) == ("OFF", "for")
+    replay.clock.advance(3601)
+    c.pump()
+    assert not relay(replay) and c.store.timer(t.id).status == "done"
+
+
+def test_a_time_it_cannot_read_is_asked_never_acted(replay):
+    c = replay.controller
+    out = c.handle(text_utterance("turn on the lights in a bit"))
+    assert out.decision.value == "ask" and not relay(replay) and not c.store.timers()
+
+
+def test_non_timed_command_unchanged(replay):
+    out = replay.controller.handle(text_utterance("turn on the lights"))
+    assert out.action is not None and relay(replay) and not replay.controller.store.timers(None)
+
+
+def test_the_hand_cancels_the_timer(replay):
+    c = replay.controller
+    c.handle(text_utterance("turn on the lights in twenty minutes"))
+    replay.clock.advance(60)
+    switch = c.devices.switches[c.names[0]]
+    flip_switch(switch, c.devices.factory.pin(switch.cfg.pin), replay.clock)
+    c.pump()
+    assert relay(replay) and not c.store.timers()
+    assert c.store.timers("cancelled")[0].note == "the person's switch"
+
+
+def test_cancel_by_voice(replay):
+    c = replay.controller
+    c.handle(text_utterance("turn the lamp on for an hour"))
+    c.handle(text_utterance("turn off the lights in twenty minutes"))
+    assert len(c.store.timers()) == 2
+    out = c.handle(text_utterance("cancel the lamp timer"))
+    assert out.interaction_id is None and out.error is None
+    [left] = c.store.timers()
+    assert "lights" in left.transcript
+    c.handle(text_utterance("cancel the timer"))
+    assert not c.store.timers()
+    assert c.store.count() == 2  # the cancels are no interactions
+
+
+def test_cancel_without_timers_is_an_utterance(replay):
+    out = replay.controller.handle(text_utterance("cancel the timer"))
+    assert out.interaction_id is not None
+
+
+def test_start_after_a_power_cut_runs_within_grace_drops_after(tmp_path, caplog):
+    db = tmp_path / "edge-plm.db"
+    now = time.time()
+    with ReplayStore(db) as store:
+        late = store.add_timer("main", "ON", "at", now - 60, "turn on the light in a minute")
+        old = store.add_timer("main", "OFF", "at", now - 3600, "turn off the light in an hour")
+    settings = Settings()
+    settings = replace(settings, timers=replace(settings.timers, grace_s=300.0))
+    with caplog.at_level(logging.WARNING):
+        r = build_replay(settings, db, seed=0)
+    try:
+        assert r.store.timer(old).status == "dropped" and "grace 300 s" in r.store.timer(old).note
+        assert "dropped" in caplog.text
+        r.controller.pump()
+        assert r.store.timer(late).status == "done" and relay(r)
+    finally:
+        r.close()
+
+
+@pytest.mark.slow
+def test_a_timer_survives_kill_9_and_runs_at_the_restart(tmp_path):
+    state = tmp_path / "state"
+    config = text_service_config(tmp_path / "config.toml", state)
+    db = state / "edge-plm.db"
+    with notified_service(config, tmp_path / "notify.sock") as (proc, sock):
+        assert sock.recv(64) == b"READY=1"
+        proc.stdin.write("turn on the light in five seconds\n")
+        proc.stdin.flush()
+        rows = _wait_rows(db, "SELECT id, status, due_ts FROM timers", 120)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    [(tid, status, due)] = rows
+    assert status == "pending"
+    time.sleep(max(0.0, due - time.time()) + 1.0)  # off past its time, within the grace window
+    with notified_service(config, tmp_path / "notify2.sock") as (proc, sock):
+        assert sock.recv(64) == b"READY=1"
+        done = _wait_rows(db, "SELECT id, status FROM timers WHERE status != 'pending'", 60)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert done == [(tid, "done")], out + err
+    assert f"timer {tid} ran: ON" in out
+
+
+def _wait_rows(db: Path, sql: str, timeout_s: float) -> list[tuple]:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                try:
+                    rows = conn.execute(sql).fetchall()
+                except sqlite3.OperationalError:  # the schema is still being made
+                    rows = []
+            if rows:
+                return rows
+        time.sleep(0.2)
+    raise AssertionError(f"no rows for {sql!r} within {timeout_s} s")
