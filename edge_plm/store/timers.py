@@ -43,6 +43,13 @@ class Timer:
 class TimerRows:
     """Setting, listing, running and cancelling timers."""
 
+    def has_timers(self) -> bool:
+        """The database has the timers table (a file older than schema v10 opened read-only
+        has not)."""
+        with self._lock:
+            return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                   "name = 'timers'").fetchone() is not None
+
     def add_timer(self, device: str, action: str, kind: str, due_ts: float, transcript: str,
                   interaction_id: int | None = None) -> int:
         """A new pending timer; returns its id."""
