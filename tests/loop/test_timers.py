@@ -157,3 +157,52 @@ def _wait_rows(db: Path, sql: str, timeout_s: float) -> list[tuple]:
                 return rows
         time.sleep(0.2)
     raise AssertionError(f"no rows for {sql!r} within {timeout_s} s")
+
+
+# --- replayed sessions with timed lines ---------------------------------------------------
+def _session(tmp_path, rows) -> Path:
+    import json  # noqa: PLC0415
+
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_timed_session_acts_at_the_wished_times(tmp_path):
+    from edge_plm.loop.replay import read_session, run_session  # noqa: PLC0415
+
+    lines = read_session(_session(tmp_path, [
+        {"text": "turn off the lights in twenty minutes", "label": "OFF", "delay": 1200},
+        {"text": "turn on the lights", "label": "ON"},
+        {"text": "turn the lamp off in five minutes", "label": "OFF", "delay": 300},
+        {"text": "turn on the lights for ten minutes", "label": "ON", "for": 600},
+        {"text": "what time is it", "label": "NOOP"}]))
+    r = build_replay(Settings(), None, seed=0)
+    try:
+        s = run_session(lines, r.controller, r.clock).summary()
+    finally:
+        r.close()
+    assert {k: s[k] for k in ("timed_lines", "timers_set", "timed_right", "acted_at_wrong_time",
+                              "timed_missed")} == {"timed_lines": 3, "timers_set": 3,
+                                                   "timed_right": 3, "acted_at_wrong_time": 0,
+                                                   "timed_missed": 0}
+
+
+def test_a_session_without_timed_lines_prints_the_old_keys(tmp_path):
+    from edge_plm.loop.replay import read_session, run_session  # noqa: PLC0415
+
+    lines = read_session(_session(tmp_path, [{"text": "turn on the lights", "label": "ON"}]))
+    r = build_replay(Settings(), None, seed=0)
+    try:
+        s = run_session(lines, r.controller, r.clock).summary()
+    finally:
+        r.close()
+    assert not {"timed_lines", "timers_set", "acted_at_wrong_time"} & set(s)
+
+
+@pytest.mark.parametrize("row", [{"delay": -1}, {"for": "an hour"}, {"delay": 5, "for": 5}])
+def test_bad_timing_is_refused(tmp_path, row):
+    from edge_plm.loop.replay import SessionError, read_session  # noqa: PLC0415
+
+    with pytest.raises(SessionError, match="s.jsonl:1"):
+        read_session(_session(tmp_path, [{"text": "lights on", "label": "ON", **row}]))
