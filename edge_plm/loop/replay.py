@@ -638,7 +638,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
                            talkback=tb)
     controller.timed.follow(clock)  # simulated time runs the timers (`loop/timed_replay.py`)
     bridge = start_bridge(settings, devices, status_path(db), controller.watchers,  # None unless [mqtt] is on
-                          model_version=lambda: controller.worker.version,
+                          model_version=lambda: controller.worker.version, timers=controller.timed.pending,
                           undo=undo_handler(controller.worker) if len(devices.names) == 1 else None)
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 

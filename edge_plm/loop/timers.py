@@ -177,6 +177,14 @@ class TimedCommands:
                              t.interaction_id)
         return ran
 
+    def pending(self) -> dict:
+        """The pending timers for Home Assistant's sensor: ``{"count", "timers": [{"id",
+        "device", "action", "kind", "due"}]}`` (at most 10 listed)."""
+        rows = self.store.timers("pending")
+        return {"count": len(rows), "timers": [
+            {"id": t.id, "device": t.device, "action": t.action, "kind": t.kind,
+             "due": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t.due_ts))} for t in rows[:10]]}
+
     def voice_cancel(self, text: str) -> list[int] | None:
         """"cancel the timer" / "cancel the fan timer" with timers pending: the ids cancelled
         (a device's name or alias: its timers; another word: the timers whose command holds
