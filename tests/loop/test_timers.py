@@ -206,3 +206,70 @@ def test_bad_timing_is_refused(tmp_path, row):
 
     with pytest.raises(SessionError, match="s.jsonl:1"):
         read_session(_session(tmp_path, [{"text": "lights on", "label": "ON", **row}]))
+
+
+# --- asks about timed commands ------------------------------------------------------------
+@pytest.fixture
+def asking(tmp_path):
+    s = Settings()
+    s = replace(s, policy=replace(s.policy, act_threshold=0.999, ask_threshold=0.3))
+    r = build_replay(s, tmp_path / "edge-plm.db", seed=0)
+    yield r
+    r.close()
+
+
+def _flip(r) -> None:
+    c = r.controller
+    switch = c.devices.switches[c.names[0]]
+    flip_switch(switch, c.devices.factory.pin(switch.cfg.pin), r.clock)
+    c.pump()
+
+
+def test_an_ask_left_alone_sets_no_timer_and_teaches_no_noop(asking):
+    c = asking.controller
+    out = c.handle(text_utterance("turn on the lights in twenty minutes"))
+    assert out.decision.value == "ask" and not c.store.timers()
+    asking.clock.advance(60)
+    c.pump()
+    assert c.store.get(out.interaction_id).label is None and not c.store.timers() and not relay(asking)
+
+
+def test_a_flip_on_an_ask_switches_now_and_sets_only_the_way_back(asking):
+    c = asking.controller
+    c.handle(text_utterance("turn on the lights in twenty minutes"))
+    asking.clock.advance(1)
+    _flip(asking)
+    assert relay(asking) and not c.store.timers()  # "at": the hand switched, no timer
+    asking.clock.advance(60)
+    c.pump()
+    c.handle(text_utterance("turn off the lights for ten minutes"))
+    asking.clock.advance(1)
+    _flip(asking)
+    [back] = c.store.timers()
+    assert not relay(asking) and (back.action, back.kind) == ("ON", "for")
+
+
+def test_a_spoken_yes_to_an_at_ask_sets_the_timer_instead_of_switching():
+    from edge_plm.decide.devices import DeviceResolution, Steps  # noqa: PLC0415
+    from edge_plm.decide.policy import Action, Decision, LabelSource, Resolution, Step  # noqa: PLC0415
+    from edge_plm.decide.when import read_time  # noqa: PLC0415
+    from edge_plm.learning.household import Household  # noqa: PLC0415
+    from edge_plm.loop.timers import TimedCommands  # noqa: PLC0415
+
+    class Store:
+        def __init__(self):
+            self.set = []
+
+        def add_timer(self, *args):
+            self.set.append(args)
+            return len(self.set)
+
+    store = Store()
+    timed = TimedCommands(Settings(), store, None, Household.of_one(), clock=lambda: 0.0, wall=lambda: 1000.0)
+    slot = read_time("turn on the lights in twenty minutes", 1000.0)
+    steps = Steps({"main": Step(Decision.ASK, None, True, 10.0, [])}, [])
+    assert timed.hold(7, slot, steps) is steps and timed.holds_answer(7)
+    yes = Resolution(7, Decision.ASK, Action.ON, LabelSource.SPOKEN, 5.0, "asked ON; person said yes")
+    [out] = timed.resolved([DeviceResolution("main", yes)])
+    assert out.resolution == yes
+    assert store.set == [("main", "ON", "at", 2200.0, "turn on the lights in twenty minutes", 7)]
