@@ -37,7 +37,7 @@ from edge_plm.decide.policy import Action, LabelSource
 from edge_plm.decide.when import TimeSlot, Unreadable, read_time
 from edge_plm.device import Devices
 from edge_plm.learning.household import Household
-from edge_plm.store import ReplayStore, Timer
+from edge_plm.store import ReplayStore, StorageError, Timer
 
 log = logging.getLogger("edge_plm.loop.timers")
 
@@ -142,6 +142,8 @@ class TimedCommands:
     # --- the person, the time -------------------------------------------------------------
     def hand(self, name: str) -> None:
         """The person switched device `name` by hand: its pending timers are cancelled."""
+        if not any(t.device == name for t in self.store.timers("pending")):
+            return  # no write for a flip with nothing pending
         ids = self.store.cancel_timers(device=name, note="the person's switch")
         if ids:
             log.info("timer%s %s cancelled: the person switched%s by hand", "s" * (len(ids) > 1),
@@ -154,8 +156,8 @@ class TimedCommands:
         dropped = []
         for t in self.store.due_timers(now - self.cfg.grace_s):
             late = now - t.due_ts
-            if self.store.finish_timer(t.id, "dropped", f"due {late:.0f} s before the start "
-                                       f"(grace {self.cfg.grace_s:.0f} s)"):
+            if self._finish(t, "dropped", f"due {late:.0f} s before the start "
+                            f"(grace {self.cfg.grace_s:.0f} s)"):
                 dropped.append(t)
                 log.warning("timer %d (%s %s, due %s) dropped: due %.0f s before the device "
                             "started, more than timers.grace_s = %.0f", t.id, t.action, t.device,
@@ -167,15 +169,24 @@ class TimedCommands:
         ran = []
         for t in self.store.due_timers(self.wall()):
             if t.device not in self.devices.relays:
-                self.store.finish_timer(t.id, "refused", f"no device named {t.device!r}")
+                self._finish(t, "refused", f"no device named {t.device!r}")
                 log.error("timer %d refused: no device named %r", t.id, t.device)
             elif self.devices.drive(t.action, t.device, now=self.clock()):
-                if self.store.finish_timer(t.id, "done", f"{t.action} at {_clock_text(self.wall())}"):
+                if self._finish(t, "done", f"{t.action} at {_clock_text(self.wall())}"):
                     ran.append(t)
                     log.info("timer %d ran: %s%s (due %s, set by #%s)", t.id, t.action,
                              self.household.of(t.device, " {}"), _clock_text(t.due_ts),
                              t.interaction_id)
         return ran
+
+    def _finish(self, t: Timer, status: str, note: str) -> bool:
+        """Timer `t` ends as `status`; a write that fails (disk full, read-only) is logged and
+        the timer stays pending (tried again at the next pump)."""
+        try:
+            return self.store.finish_timer(t.id, status, note)
+        except StorageError as exc:
+            log.error("timer %d: its end (%s) not stored: %s", t.id, status, exc)
+            return False
 
     def pending(self) -> dict:
         """The pending timers for Home Assistant's sensor: ``{"count", "timers": [{"id",

@@ -20,6 +20,7 @@ from edge_plm.store import ReplayStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from notified_service import notified_service, text_service_config  # noqa: E402
+from kit import FakeClock  # noqa: E402
 
 
 @pytest.fixture
@@ -265,7 +266,8 @@ def test_a_spoken_yes_to_an_at_ask_sets_the_timer_instead_of_switching():
             return len(self.set)
 
     store = Store()
-    timed = TimedCommands(Settings(), store, None, Household.of_one(), clock=lambda: 0.0, wall=lambda: 1000.0)
+    timed = TimedCommands(Settings(), store, None, Household.of_one(), clock=FakeClock(0.0),
+                          wall=FakeClock(1000.0))
     slot = read_time("turn on the lights in twenty minutes", 1000.0)
     steps = Steps({"main": Step(Decision.ASK, None, True, 10.0, [])}, [])
     assert timed.hold(7, slot, steps) is steps and timed.holds_answer(7)
