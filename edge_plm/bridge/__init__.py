@@ -26,13 +26,14 @@ log = logging.getLogger(__name__)
 def start_bridge(settings: Settings, devices: Devices, status_file: Path | None = None,
                  outcome_watchers: list[Callable[[LoopOutcome], None]] | None = None,
                  model_version: Callable[[], str | None] | None = None,
-                 undo: Callable[[], None] | None = None) -> MqttBridge | None:
+                 undo: Callable[[], None] | None = None,
+                 timers: Callable[[], dict] | None = None) -> MqttBridge | None:
     """The started `MqttBridge` of ``settings.mqtt`` for `devices`, or None (off, or it cannot
     be built: paho missing, an unreadable password file, a bad TLS file; said once). With
     `outcome_watchers` (the loop's `Controller.watchers`), the bridge adds itself there to
     publish the last decision of each utterance. `model_version`: the live model's version
     (the model-version sensor). `undo`: the *undo last lesson* button's action (None: no
-    button)."""
+    button). `timers`: the pending timers (the pending-timers sensor; None: no sensor)."""
     if not settings.mqtt.enabled:
         return None
     try:
@@ -41,7 +42,7 @@ def start_bridge(settings: Settings, devices: Devices, status_file: Path | None 
 
         topics = Topics.of(settings.mqtt, devices.names)
         bridge = MqttBridge(settings.mqtt, devices, topics, status_file=status_file,
-                            model_version=model_version, undo=undo).start()
+                            model_version=model_version, undo=undo, timers=timers).start()
         if outcome_watchers is not None:
             outcome_watchers.append(bridge.on_outcome)
         return bridge

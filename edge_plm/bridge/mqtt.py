@@ -167,13 +167,15 @@ class MqttBridge:
     def __init__(self, cfg: MqttConfig, devices: Any, topics: t.Topics,
                  status_file: Path | None = None, client: Any = None,
                  model_version: Callable[[], str | None] | None = None,
-                 undo: Callable[[], None] | None = None) -> None:
+                 undo: Callable[[], None] | None = None,
+                 timers: Callable[[], dict] | None = None) -> None:
         self.cfg = cfg
         self.devices = devices
         self.topics = topics
         self.status_file = status_file
         self.model_version = model_version  # the live model's version (the sensor), if known
         self.undo = undo  # the *undo last lesson* button's action (None: no button)
+        self.timers = timers  # the pending timers (the sensor's payload; None: no sensor)
         self.mac = t.mac_address()
         # the config topics this node published itself (its own state, beside the status
         # file): only those are ever blanked, never another node's
@@ -287,6 +289,7 @@ class MqttBridge:
         elif item[0] == "state" and self._connected.is_set():
             self._publish(self.topics.state(item[1]), t.state_payload(item[2]))
             self.last_state[item[1]] = (t.state_payload(item[2]), time.perf_counter())
+            self._publish_timers()  # a due timer may have switched it
         elif item[0] == "clear" and self._connected.is_set():
             log.info("mqtt: removing the entity of a device no longer configured (%s)", item[1])
             self._publish(item[1], "")
@@ -307,6 +310,8 @@ class MqttBridge:
         configs.update(tp.sensors(self.cfg.qos, self.mac))
         if self.undo is not None:
             configs[tp.undo_config] = tp.undo_discovery(self.cfg.qos, self.mac)
+        if self.timers is not None:
+            configs[tp.sensor_config("timers_pending")] = tp.timers_discovery(self.cfg.qos, self.mac)
         self.entities.add(configs)
         for topic, config in configs.items():
             self._publish(topic, t.discovery_payload(config))
@@ -330,6 +335,12 @@ class MqttBridge:
             self._publish(self.topics.model_version, version)
             self._version_sent = version
         self._publish(self.topics.asks, str(self._asks_today()))
+        self._publish_timers()
+
+    def _publish_timers(self) -> None:
+        """The pending timers (timed commands), when the loop gave them."""
+        if self.timers is not None:
+            self._publish(self.topics.timers, json.dumps(self.timers()))
 
     def _asks_today(self, ask: bool = False) -> int:
         today = time.strftime("%Y-%m-%d")

@@ -208,6 +208,16 @@ class Topics:
                 "entity_category": "diagnostic", "qos": qos, "icon": icon,
                 "device": self.device_block(mac), "origin": dict(ORIGIN), **extra}
 
+    @property
+    def timers(self) -> str:
+        return f"{self.base}/timers_pending"
+
+    def timers_discovery(self, qos: int, mac: str | None = None) -> dict:
+        """The pending-timers sensor: the count, the timers as attributes (timed commands)."""
+        return self.sensor_discovery("timers_pending", "pending timers", "mdi:timer-outline", qos, mac,
+                                     value_template="{{ value_json.count }}",
+                                     json_attributes_topic=self.timers)
+
     def sensors(self, qos: int, mac: str | None = None) -> dict[str, dict]:
         """Every sensor's config topic -> its discovery config."""
         return {self.decision_config: self.decision_discovery(qos, mac),

@@ -37,6 +37,7 @@ from edge_plm.cli import doctor_cmd  # noqa: F401, E402
 from edge_plm.cli import config_cmd  # noqa: F401, E402
 from edge_plm.cli import run_cmd  # noqa: F401, E402
 from edge_plm.cli import data_cmd  # noqa: F401, E402
+from edge_plm.cli import timers_cmd  # noqa: F401, E402
 from edge_plm.cli import model_cmd  # noqa: F401, E402
 from edge_plm.cli.common import (OneLineFormatter, debug_enabled, describe, enable_debug, ignore_interrupts,  # noqa: E402
                                  one_line, quiet_logging)

@@ -29,6 +29,7 @@ from edge_plm.commands.rows import all_rows, export_csv, export_jsonl, labels_of
 from edge_plm.commands.stats import learning_curve, stats
 from edge_plm.commands.status import Status, status
 from edge_plm.commands.times import short_time
+from edge_plm.commands.timers import timer_line, timers_of
 from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, ConfigOpt, DbOpt,
                                  ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
                                  console, database_path, exists_refused, fail, fmt_bytes, fmt_conf, fmt_ms, grid,
@@ -43,12 +44,13 @@ if TYPE_CHECKING:
     from edge_plm.commands.labelling import Relabelled
 
 
-def did(row) -> str:
-    """What the device did: ``act ON``, ``ask``, ``ignore``, or ``error``."""
+def did(row, timed: bool = False) -> str:
+    """What the device did: ``act ON``, ``ask``, ``ignore``, or ``error`` (``timed``: the
+    command set a timer instead of driving the relay now: ``act (timer)``)."""
     if row.error is not None:
         return "error"
     if row.decision == "act":
-        return f"act {row.action}" if row.action else "act (refused)"
+        return f"act {row.action}" if row.action else ("act (timer)" if timed else "act (refused)")
     return row.decision or "-"
 
 
@@ -143,6 +145,10 @@ def _data_status(s: Status) -> list[tuple[str, str]]:
         rows.append(("devices", "; ".join(
             f"{shown(d['name'])}" + (f" ({', '.join(map(shown, d['aliases']))})" if d["aliases"] else "")
             + f": relay pin {d['relay_pin']} {relay(d)}, switch pin {d['switch_pin']}" for d in devs)))
+    timers = s.get("timers") or []
+    rows.append(("timers", "; ".join(f"#{t['id']} {shown(t['device'])} {t['action']} due "
+                                     f"{short_time(t['due_ts'])}" for t in timers)
+                 if timers else "none pending"))
     return rows
 
 
@@ -164,7 +170,7 @@ def _line(r) -> str:
     return text + f" | {fmt_ms(r.latency_total_ms)} ms"
 
 
-def _log_table(rows, devices: dict | None = None):
+def _log_table(rows, devices: dict | None = None, timers: dict | None = None):
     from rich.table import Table  # noqa: PLC0415
 
     from edge_plm.commands.device_inspection import short  # noqa: PLC0415
@@ -183,7 +189,7 @@ def _log_table(rows, devices: dict | None = None):
         cells = [str(r.id), short_time(r.ts),
                  f"[red]{shown(r.error)}[/]" if r.error else shown(r.transcript),
                  f"{r.prediction} {fmt_conf(r.confidence)}" if r.prediction else "-",
-                 did(r), f"[red]{lab}[/]" if wrong else lab, fmt_ms(r.latency_total_ms)]
+                 did(r, r.id in (timers or {})), f"[red]{lab}[/]" if wrong else lab, fmt_ms(r.latency_total_ms)]
         if devices:
             cells.insert(6, shown(short(devices[r.id])) if r.id in devices else "-")
         table.add_row(*cells)
@@ -215,21 +221,28 @@ def log_command(
         last = max_id(store)  # before the query: a row added meanwhile is not missed
         rows = log_rows(store, limit=limit or None, label=wanted, since=t_since)
         devices = outcomes_of(store, rows)
+        timers = timers_of(store, [r.id for r in rows])  # what timed commands set, and how it ended
         if follow:
             _follow(store, rows, last, wanted, interval, max_polls, as_json)
         elif as_json:
-            print_json([_record(r, devices) for r in rows])
+            print_json([_record(r, devices, timers) for r in rows])
         elif not rows:
             typer.echo("no interactions" + (" matching the filters" if wanted or since else " yet"))
         else:
-            console().print(_log_table(rows, devices))
+            console().print(_log_table(rows, devices, timers))
+            for iid, ts in timers.items():
+                for t in ts:
+                    typer.echo(timer_line(iid, t))
 
 
-def _record(r, devices: dict) -> dict:
-    """`record`, plus ``devices`` for an interaction of several devices."""
+def _record(r, devices: dict, timers: dict | None = None) -> dict:
+    """`record`, plus ``devices`` for an interaction of several devices and ``timers`` for one
+    that set timers."""
     out = record(r)
     if r.id in devices:
         out["devices"] = device_record(devices[r.id])
+    if timers and r.id in timers:
+        out["timers"] = timers[r.id]
     return out
 
 

@@ -163,6 +163,7 @@ class Status:
 def status(store: ReplayStore, settings: Any = None) -> Status:
     """What `edge-plm status` shows."""
     from edge_plm.commands import device_inspection  # noqa: PLC0415
+    from edge_plm.commands.timers import timer_records  # noqa: PLC0415
     n = store.count()
     labelled = store.count(labeled=True)
     errors = store.count(error=True)
@@ -202,6 +203,7 @@ def status(store: ReplayStore, settings: Any = None) -> Status:
         "gpio": {"pin_factory": getattr(getattr(settings, "gpio", None), "pin_factory", None)},
         "config": getattr(settings, "source", None),
         "devices": device_inspection.status_devices(store, settings),
+        "timers": timer_records(store),  # pending timed commands (docs/contracts.md)
     }
     out["labels"].pop("none", None)
     if last:

@@ -229,6 +229,20 @@ class TalkbackConfig:
 
 
 @dataclass
+class TimersConfig:
+    """``[timers]``: timed commands ("turn off the lights in twenty minutes"; docs/loop.md,
+    "Timed commands")."""
+
+    enabled: bool = setting(True, "read a time in a command and act at that time (off: a "
+                                  "command with a time is decided as one without)")
+    grace_s: float = setting(300.0, "a timer that fell due while the device was off runs at "
+                                    "start if it is at most this late, else it is dropped and "
+                                    "logged (0..86400)")
+    max_delay_s: float = setting(86400.0, "a time further ahead than this is not a timer: the "
+                                          "command is asked about (60..604800)")
+
+
+@dataclass
 class MqttConfig:
     """``[mqtt]``: the optional bridge to a home hub (Home Assistant's MQTT discovery;
     `edge_plm.bridge`). Off by default; ``paho-mqtt`` (the ``mqtt`` extra) is imported only
@@ -273,6 +287,7 @@ class Settings:
     devices: list[DeviceConfig] = field(default_factory=list)
     talkback: TalkbackConfig = field(default_factory=TalkbackConfig)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
+    timers: TimersConfig = field(default_factory=TimersConfig)
     source: str = "<defaults>"  # where these settings came from
 
 
@@ -381,7 +396,16 @@ def problems(s: Settings) -> list[str]:
     for step in (_audio_problems, _asr_problems, _gpio_problems, _policy_problems, _model_problems,
                  _device_problems):
         out += step(s)
-    return out + _talkback_problems(s) + mqtt_problems(s)
+    return out + _talkback_problems(s) + mqtt_problems(s) + _timers_problems(s)
+
+
+def _timers_problems(s: Settings) -> list[str]:
+    t, out = s.timers, _Problems()
+    out.need(math.isfinite(t.grace_s) and 0 <= t.grace_s <= 86400,
+             f"timers.grace_s must be in 0..86400, got {t.grace_s}")
+    out.need(math.isfinite(t.max_delay_s) and 60 <= t.max_delay_s <= 604800,
+             f"timers.max_delay_s must be in 60..604800, got {t.max_delay_s}")
+    return out
 
 
 #: The speech output backends (`edge_plm.voice.speech.BACKENDS`; plain names, no import).

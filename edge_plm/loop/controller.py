@@ -35,6 +35,7 @@ from edge_plm.loop.household_ear import HouseholdEar
 from edge_plm.loop.recorder import Recorder, keep_audio
 from edge_plm.loop.records import Latency, Outcome, Rejected, Stopwatch, storage_failure
 from edge_plm.loop.stopping import StopFlag
+from edge_plm.loop.timers import TimedCommands, Unreadable, command_text
 from edge_plm.store import ReplayStore
 from edge_plm.voice.asr import AsrBackend, AsrError, TextASR, Transcript
 from edge_plm.voice.audio import AudioError, Utterance, WavSource
@@ -152,6 +153,10 @@ class Controller:
         self.recorder = Recorder(settings, store, self.worker, self.household, clock, wall)
         self.dialogue = Dialogue(settings, devices, self.policies, self.household, clock,
                                  talkback, self.worker.predict, self.recorder)
+        # timed commands ("in twenty minutes", "for an hour"): docs/loop.md, "Timed commands"
+        self.timed = TimedCommands(settings, store, devices, self.household, clock, wall)
+        self.dialogue.on_hand, self.dialogue.holds_answer = self.timed.hand, self.timed.holds_answer
+        self.timed.start()
         self._lock = threading.RLock()
         self._stopped = False
         self.stop_flag: threading.Event | StopFlag = threading.Event()  # `run`'s stop flag
@@ -223,16 +228,22 @@ class Controller:
         answered = self.dialogue.spoken_answer(text, utt, watch, self.stop_flag.is_set())
         if answered is not None:
             return answered
+        if self.timed.voice_cancel(text) is not None:  # "cancel the fan timer": no row, no model
+            return Outcome(None, text, watch.stop())
+        slot = self.timed.read(text)  # a time: the model predicts on the command without it
         with watch.stage("model"):
-            predicted = self.worker.predict_all(text)  # one snapshot: predictions and version
+            predicted = self.worker.predict_all(command_text(slot, text))  # one snapshot
         preds = predicted.devices
         lead = device_outcomes.lead_device(preds)
         iid = self.recorder.prediction(text, transcript, preds, lead, predicted.version, watch)
         unsure = transcript.fluency is not None and transcript.fluency < self.settings.asr.min_fluency
+        unsure = unsure or isinstance(slot, Unreadable)  # a time it cannot read: asked, never acted
         steps, now = self.dialogue.decide(iid, text, preds, unsure_hearing=unsure)
         self.recorder.open_texts[iid] = text
+        held = self.timed.hold(iid, slot, steps)  # "in twenty minutes": a timer, not the relay
         with watch.stage("actuator"):
-            driven = self.dialogue.act_or_ask(iid, steps, now, self.stop_flag.is_set())
+            driven = self.dialogue.act_or_ask(iid, held, now, self.stop_flag.is_set())
+        self.timed.after_drive(iid, slot, driven)  # "for an hour": the way back
         if driven and utt.endpoint_at is not None:
             watch.after_speech = utt.tail_ms + (time.perf_counter() - utt.endpoint_at) * 1e3
         # the relay first: what this input closed is labelled (and learned) after it
@@ -271,6 +282,7 @@ class Controller:
             if self._stopped:
                 return []
             resolved = self.dialogue.switch_and_time()
+            self.timed.run_due()
             self._resolve_all(resolved)
             self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
             self._follow_ear()
@@ -285,7 +297,7 @@ class Controller:
     def _resolve_all(self, resolutions: list[DeviceResolution]) -> None:
         """Label (the database, then the learner) or observe each resolved interaction
         (`Recorder.resolve_all`)."""
-        self.recorder.resolve_all(self.policies, resolutions)
+        self.recorder.resolve_all(self.policies, self.timed.resolved(resolutions))
 
     def label_time(self, ts: float) -> float:
         """The wall-clock time of loop-clock time ``ts`` (when a label was given)."""

@@ -57,6 +57,10 @@ class Dialogue:
         # resolved before an input's relay step, labelled after it (a spoken answer adds to it)
         self.deferred: list[DeviceResolution] = []
         self.closed = False  # `close`d: the loop stopped, the switches are no longer read
+        # told each device whose switch the person used (timed commands: the hand wins)
+        self.on_hand: Callable[[str], None] = lambda name: None
+        # True for an ask whose spoken yes sets a timer instead of switching now
+        self.holds_answer: Callable[[object], bool] = lambda key: False
 
     # --- the person's switches and the time -------------------------------------------------
     def switch_and_time(self) -> list[DeviceResolution]:
@@ -72,6 +76,7 @@ class Dialogue:
                          self.names.of(name, " of {!r}"), "ON" if flip.desired else "OFF")
                 resolved += self.policies.on_flip(name, flip.desired, flip.ts, remote=flip.remote)
                 self.manual(name, flip.desired, flip.ts)
+                self.on_hand(name)
         resolved += self.policies.tick(now)
         for name, desired in list(self.pending_manual.items()):
             if now >= self.devices.relays[name].next_allowed(now):
@@ -186,7 +191,7 @@ class Dialogue:
             if not any(o.decision is Decision.ASK and o.answer is None for o in self.policies.open.values()):
                 self.devices.done()  # nothing left in doubt: every signal out, the buzzer too
         with watch.stage("actuator"):
-            if wanted is not None and not stopping:
+            if wanted is not None and not stopping and not self.holds_answer(o.key):
                 if self.devices.drive(wanted.value, name, now=now):
                     driven = wanted
                 else:

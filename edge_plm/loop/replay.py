@@ -23,6 +23,7 @@ import numpy as np
 
 from edge_plm.bridge import start_bridge, stop_bridge
 from edge_plm.loop.undo import undo_handler
+from edge_plm.loop.timed_replay import follow_line, summary_keys, timing_of, wants_now
 from edge_plm.bridge.status import status_path
 from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_inputs
 from edge_plm.device import Devices
@@ -76,6 +77,8 @@ class SessionLine:
     # to stay as they are)
     devices: tuple[str, ...] | None = None
     answer: str | None = None  # "voice": the person answers an ask by voice (else the switch)
+    delay: float | None = None  # the wish is for this many seconds later ("in twenty minutes")
+    hold: float | None = None  # "for": the wish now, the relay back this many seconds later
 
 
 #: How a session line's person answers an ask (``"answer"``): by voice or (default) the switch.
@@ -113,7 +116,8 @@ def read_session(path: str | Path) -> list[SessionLine]:
                                    f'{", ".join(ANSWER_WAYS)}, got {answer!r}')
             lines.append(SessionLine(None if label is None else Action(label), text,
                                      (path.parent / audio) if audio else None,
-                                     _devices_of(path, no, row.get("device")), answer))
+                                     _devices_of(path, no, row.get("device")), answer,
+                                     *timing_of(row, f"{path}:{no}", SessionError)))
     except JsonlError as exc:
         raise SessionError(str(exc)) from exc
     if not lines:
@@ -274,6 +278,7 @@ class SessionResult:
     own_voice_dropped: int = 0  # utterances dropped as the device's own voice
     answers: list[tuple[int, bool, bool | None]] = field(default_factory=list)  # (line, said, heard)
     several: bool = False  # several devices: the summary adds per-device counts
+    timed: list = field(default_factory=list)  # timed lines' results (`loop/timed_replay.py`)
 
     def summary(self) -> dict:
         """The ``edge-plm replay --json`` object (docs/contracts.md), exact keys and types;
@@ -297,6 +302,7 @@ class SessionResult:
             # talk-back replays only: a replay without voice answers prints what it always did
             **({"spoken_answers": self.spoken_answers, "answer_errors": self.answer_errors,
                 "own_voice_dropped": self.own_voice_dropped} if self.talkback else {}),
+            **summary_keys(self.timed),  # sessions with timed lines only
         }
         if self.several and any(r.wants is not None for r in self.lines):
             out["acted_wrong_device"] = sum(r.acted_wrong_device for r in self.lines)
@@ -384,10 +390,10 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         if line.answer == "voice" and any(r.decision is Decision.ASK
                                           for r in (outcome.devices or {}).values()):
             _answer_by_voice(wants, controller, clock, answer_ep, answerer, result)
-        after = {n: devices.relays[n].is_on for n in names}
+        after, said_at = {n: devices.relays[n].is_on for n in names}, clock()
         flips = 0
-        for n in names if wants is not None else ():
-            for flip in person.react(wants[n], before[n], after[n], clock()):
+        for n in names if wants is not None else ():  # a delayed wish: nothing yet (wants_now)
+            for flip in person.react(wants_now(line, wants)[n], before[n], after[n], clock()):
                 clock.set(max(clock(), flip.at))
                 switch = devices.switches[n]
                 flip_switch(switch, devices.factory.pin(switch.cfg.pin), clock)
@@ -400,6 +406,8 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
                     log.warning("line %d: after the simulated flip%s the relay is %s, the person "
                                 "wanted %s", i + 1, controller.household.of(n, " of {!r}"),
                                 devices.relays[n].is_on, flip.desired)
+        result.timed += filter(None, [follow_line(i, line, wants, outcome, controller, clock, said_at,
+                                                  before, after, lambda n: _hand(controller, n, clock))])
         first = names[0]
         wished = {n: w.state for n, w in (wants or {}).items() if w.state is not None}
         already = bool(wished) and all(before[n] == state for n, state in wished.items())
@@ -408,6 +416,13 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         if progress:
             progress()
     return _finish(result, controller, clock, gap)
+
+
+def _hand(controller: Controller, name: str, clock: SimClock) -> None:
+    """The simulated person switches device `name` by hand (a timed line's wish, at its time)."""
+    switch = controller.devices.switches[name]
+    flip_switch(switch, controller.devices.factory.pin(switch.cfg.pin), clock)
+    controller.pump()
 
 
 def _finish(result: SessionResult, controller: Controller, clock: SimClock, gap: float) -> SessionResult:
@@ -624,8 +639,9 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
         tb.warm()
     controller = open_loop(settings, store, learner, devices, asr, clock=clock, wall=wall,
                            talkback=tb)
+    controller.timed.follow(clock)  # simulated time runs the timers (`loop/timed_replay.py`)
     bridge = start_bridge(settings, devices, status_path(db), controller.watchers,  # None unless [mqtt] is on
-                          model_version=lambda: controller.worker.version,
+                          model_version=lambda: controller.worker.version, timers=controller.timed.pending,
                           undo=undo_handler(controller.worker, controller.household))
     return Replay(controller, clock, store, Endpointer.from_config(settings.audio), tmp, bridge)
 

@@ -199,6 +199,7 @@ def _start_up(settings, store: ReplayStore, stop: StopFlag, parts: Opened, audio
                                    status_path(settings.paths.database_path()),
                                    parts.controller.watchers,
                                    model_version=lambda: parts.controller.worker.version,
+                                   timers=parts.controller.timed.pending,
                                    undo=undo_handler(parts.controller.worker, parts.controller.household))
 
 

@@ -225,6 +225,27 @@ def _tombstones(db: sqlite_utils.Database) -> None:
                [secrets.token_hex(32)])
 
 
+def _timers(db: sqlite_utils.Database) -> None:
+    """``timers``: the pending actions of timed commands ("in twenty minutes", "for an hour";
+    `edge_plm.store.timers`), kept after they ran, were cancelled or dropped."""
+    db.execute("""
+        CREATE TABLE IF NOT EXISTS timers (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            interaction_id INTEGER,          -- interactions.id of the command (deleted with it)
+            device TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('ON', 'OFF')),
+            kind TEXT NOT NULL CHECK (kind IN ('at', 'for', 'until')),
+            due_ts REAL NOT NULL,
+            created_ts REAL NOT NULL,
+            transcript TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'done', 'cancelled', 'dropped', 'refused')),
+            done_ts REAL,
+            note TEXT
+        )""")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_timers_status_due ON timers(status, due_ts)")
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
@@ -236,6 +257,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (7, "label_source may be 'remote' (a home hub's command, MQTT)", _remote_source),
     (8, "checkpoint paths relative to the database; forget_owed (forget's journal)", _own_files),
     (9, "forgotten: keyed digests of forgotten transcripts (model import checks them)", _tombstones),
+    (10, "timers: the pending actions of timed commands", _timers),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -153,3 +153,25 @@ def test_the_undo_button_relabels_the_last_lesson(tmp_path, broker, ha):
                               == ACTIONS.index("NOOP"))
     finally:
         r.close()
+
+
+def test_home_assistant_shows_the_pending_timers(tmp_path, broker, ha):
+    """Timed commands (issue 48): a diagnostic sensor with the pending timers' count, the
+    timers as its attributes; a timer set by voice reaches it, and its run empties it."""
+    from edge_plm.loop.controller import text_utterance  # noqa: PLC0415
+
+    s = board(broker.port, "timer-pi")
+    tp = Topics.of(s.mqtt, ["main"])
+    r = make_replay(tmp_path / "t.db", settings=s)
+    try:
+        assert r.bridge.wait_connected(10) and ha.wait_for(tp.status, b"online")
+        sensor = json.loads(ha.wait(lambda h: h.last.get(tp.sensor_config("timers_pending"))))
+        assert sensor["state_topic"] == tp.timers and sensor["entity_category"] == "diagnostic"
+        r.controller.handle(text_utterance("turn on the lights in twenty minutes"))
+        assert ha.wait(lambda h: json.loads(h.last.get(tp.timers, b'{"count": 0}'))["count"] == 1)
+        assert json.loads(ha.last[tp.timers])["timers"][0]["action"] == "ON"
+        r.clock.advance(1201)
+        r.controller.pump()
+        assert ha.wait(lambda h: json.loads(h.last.get(tp.timers))["count"] == 0)
+    finally:
+        r.close()
