@@ -145,7 +145,7 @@ def _data_status(s: Status) -> list[tuple[str, str]]:
         rows.append(("devices", "; ".join(
             f"{shown(d['name'])}" + (f" ({', '.join(map(shown, d['aliases']))})" if d["aliases"] else "")
             + f": relay pin {d['relay_pin']} {relay(d)}, switch pin {d['switch_pin']}" for d in devs)))
-    timers = s.get("timers") or []
+    timers = s.timers
     rows.append(("timers", "; ".join(f"#{t['id']} {shown(t['device'])} {t['action']} due "
                                      f"{short_time(t['due_ts'])}" for t in timers)
                  if timers else "none pending"))

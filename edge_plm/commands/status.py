@@ -150,13 +150,15 @@ class Status:
     gpio: dict[str, Any]  # pin_factory
     config: str | None  # the config file read
     devices: list[dict[str, Any]]  # the configured devices (`device_inspection.status_devices`)
+    timers: list[dict[str, Any]]  # pending timed commands (`commands.timers.timer_records`)
     bridge: dict[str, Any] | None = None  # [mqtt] on: the bridge's last report (else no key)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"database": self.database, "model": self.model, "holdout": self.holdout,
                "interactions": self.interactions, "labels": self.labels,
                "label_sources": self.label_sources, "last_interaction": self.last_interaction,
-               "asr": self.asr, "gpio": self.gpio, "config": self.config, "devices": self.devices}
+               "asr": self.asr, "gpio": self.gpio, "config": self.config, "devices": self.devices,
+               "timers": self.timers}
         return out if self.bridge is None else out | {"bridge": self.bridge}
 
 
