@@ -151,11 +151,11 @@ class Controller:
         self.clock = clock  # the loop's clock (policy windows, the switch, talk-back)
         self.wall = wall  # wall-clock time stored with rows and labels
         self.recorder = Recorder(settings, store, self.worker, self.household, clock, wall)
-        self.dialogue = Dialogue(settings, devices, self.policies, self.household, clock,
-                                 talkback, self.worker.predict, self.recorder)
         # timed commands ("in twenty minutes", "for an hour"): docs/loop.md, "Timed commands"
         self.timed = TimedCommands(settings, store, devices, self.household, clock, wall)
-        self.dialogue.on_hand, self.dialogue.holds_answer = self.timed.hand, self.timed.holds_answer
+        self.dialogue = Dialogue(settings, devices, self.policies, self.household, clock,
+                                 talkback, self.worker.predict, self.recorder,
+                                 on_hand=self.timed.hand, holds_answer=self.timed.holds_answer)
         self.timed.start()
         self._lock = threading.RLock()
         self._stopped = False

@@ -40,11 +40,15 @@ class Dialogue:
     """Flips, windows, asks and answers for the devices `names` (their `policies`, relays and
     switches in `devices`). ``talkback``: None when off. ``predict(text)``: the model's first
     device's action for a short utterance that may be an answer. ``recorder``: where a spoken
-    yes's action is stored."""
+    yes's action is stored. ``on_hand(name)``: told each device whose switch the person used;
+    ``holds_answer(key)``: True for an ask whose spoken yes sets a timer instead of switching
+    now (both from `loop.timers.TimedCommands`; by default nothing is timed)."""
 
     def __init__(self, settings: Settings, devices: Devices, policies: DevicePolicies,
                  names: Household, clock: Clock, talkback: Talkback | None,
-                 predict: Callable[[str], SwitchPrediction], recorder: Recorder) -> None:
+                 predict: Callable[[str], SwitchPrediction], recorder: Recorder, *,
+                 on_hand: Callable[[str], None] = lambda name: None,
+                 holds_answer: Callable[[int], bool] = lambda key: False) -> None:
         self.settings = settings
         self.devices = devices
         self.policies = policies
@@ -57,10 +61,8 @@ class Dialogue:
         # resolved before an input's relay step, labelled after it (a spoken answer adds to it)
         self.deferred: list[DeviceResolution] = []
         self.closed = False  # `close`d: the loop stopped, the switches are no longer read
-        # told each device whose switch the person used (timed commands: the hand wins)
-        self.on_hand: Callable[[str], None] = lambda name: None
-        # True for an ask whose spoken yes sets a timer instead of switching now
-        self.holds_answer: Callable[[object], bool] = lambda key: False
+        self.on_hand = on_hand  # timed commands: the hand wins
+        self.holds_answer = holds_answer
 
     # --- the person's switches and the time -------------------------------------------------
     def switch_and_time(self) -> list[DeviceResolution]:
