@@ -45,9 +45,9 @@ HOUSEHOLD_WEIGHT = 3
 # A heard transcript counts at most this many times however often it was labelled: a phrase the
 # ear already hears well cannot snowball into the only thing it hears.
 MAX_REPEATS = 2
-# Frames for a device name: what a person says to a switch, so that a new name is heard at once.
 #: Every TIMED_EVERY-th ON/OFF command sentence of the ear's text gets a time phrase (the weight of
-#: time phrases in the LM: 6 measured best of 3, 6 and 12, BENCHMARKS.md "Timed commands").
+#: time phrases in the LM). Measured 3, 6 and 12: 12 read fewer spoken times, 3 two more than 6 but
+#: with two more wrong actions on spoken crowd commands (docs/benchmarks-log.md §23).
 TIMED_EVERY = 6
 _MINUTES = ("two", "five", "ten", "fifteen", "twenty", "twenty five", "thirty", "forty", "forty five", "ninety")
 _HOURS = ("two", "three", "four", "five", "six", "eight")
@@ -55,6 +55,7 @@ _SECONDS = ("ten", "twenty", "thirty", "forty five")
 _CLOCK = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 #: The devices a cancel sentence names (the voice rule takes any words before "timer").
 _TIMER_NAMES = ("light", "lights", "lamp", "fan", "heater", "plug")
+# Frames for a device name: what a person says to a switch, so that a new name is heard at once.
 NAME_FRAMES = ("turn on the {n}", "turn off the {n}", "turn the {n} on", "turn the {n} off",
                "switch on the {n}", "switch off the {n}", "{n} on", "{n} off")
 
