@@ -227,20 +227,25 @@ def repack(src: Path) -> bytes:
     return buf.getvalue()
 
 
-def ear_sentences(files: list[Path]) -> list[str]:
+def ear_sentences(files: list[Path], timed_every: int | None = None) -> list[str]:
     """The ear's LM text: every clean line (not an ASR rendering: the ear must not learn its own
     mishearings) of the starting model's training and validation files, in file order, whose
-    words the bundled dictionary can pronounce (edge_plm/voice/ear_lm.py)."""
-    from edge_plm.voice.ear_lm import sentence
+    words the bundled dictionary can pronounce (edge_plm/voice/ear_lm.py); then every
+    `timed_every`-th (default ``TIMED_EVERY``) of its ON/OFF lines with a time phrase of our own
+    grammar, and the "cancel the timer" sentences (``timed_sentences``): the time phrases of timed
+    commands, which no line of the data has."""
+    from edge_plm.voice.ear_lm import TIMED_EVERY, sentence, timed_sentences
 
-    out = []
+    out, commands = [], []
     for path in files:
         for r in read(path):
             if not r.get("source", "").endswith(".asr"):
                 s = sentence(r["text"])
                 if s:
                     out.append(s)
-    return out
+                    if r.get("label") in ("ON", "OFF"):
+                        commands.append(s)
+    return out + timed_sentences(commands, TIMED_EVERY if timed_every is None else timed_every)
 
 
 def build_ear(train: Path, val: Path) -> dict:

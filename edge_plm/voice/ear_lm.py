@@ -14,6 +14,13 @@ aliases in a few command frames, and the command transcripts the household itsel
 `build_arpa` over the shipped sentences (``switch-en.ear.txt.gz``) plus those gives the
 household's LM; the recogniser swaps it in between utterances (``PocketSphinxASR.use_lm``).
 
+Timed commands ("turn off the lights in twenty minutes", edge_plm/decide/when.py) are spoken
+with time phrases the starting model's text never has: `time_phrases` writes them from a small
+grammar (numbers as words, as the recogniser writes them), and `timed_sentences` joins them to
+every `TIMED_EVERY`-th of the starting model's ON/OFF command sentences, before or after the
+command, plus the voice rule's "cancel the timer" sentences (`cancel_sentences`,
+edge_plm/loop/timers.py). The build script adds them to the shipped sentences.
+
 Everything here is a pure function of its inputs: the same sentences give the same bytes.
 """
 
@@ -38,6 +45,16 @@ HOUSEHOLD_WEIGHT = 3
 # A heard transcript counts at most this many times however often it was labelled: a phrase the
 # ear already hears well cannot snowball into the only thing it hears.
 MAX_REPEATS = 2
+#: Every TIMED_EVERY-th ON/OFF command sentence of the ear's text gets a time phrase (the weight of
+#: time phrases in the LM). Measured 3, 6 and 12: 12 read fewer spoken times, 3 two more than 6 but
+#: with two more wrong actions on spoken crowd commands (docs/benchmarks-log.md §23).
+TIMED_EVERY = 6
+_MINUTES = ("two", "five", "ten", "fifteen", "twenty", "twenty five", "thirty", "forty", "forty five", "ninety")
+_HOURS = ("two", "three", "four", "five", "six", "eight")
+_SECONDS = ("ten", "twenty", "thirty", "forty five")
+_CLOCK = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+#: The devices a cancel sentence names (the voice rule takes any words before "timer").
+_TIMER_NAMES = ("light", "lights", "lamp", "fan", "heater", "plug")
 # Frames for a device name: what a person says to a switch, so that a new name is heard at once.
 NAME_FRAMES = ("turn on the {n}", "turn off the {n}", "turn the {n} on", "turn the {n} off",
                "switch on the {n}", "switch off the {n}", "{n} on", "{n} off")
@@ -122,6 +139,49 @@ def write_sentences(sentences: list[str], path: Path) -> None:
     path.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
 
 
+def time_phrases() -> list[str]:
+    """The spoken time phrases the ear learns, in a fixed order: durations after "in" / "for",
+    clock times after "at" / "until" / "till" (the forms `read_time` reads)."""
+    out: list[str] = []
+    for lead in ("in", "for"):
+        out += [f"{lead} {m} minutes" for m in _MINUTES]
+        out += [f"{lead} {h} hours" for h in _HOURS]
+        out += [f"{lead} {p}" for p in ("an hour", "half an hour", "a quarter of an hour", "an hour and a half",
+                                         "one minute", "one hour")]
+    out += [f"in {s} seconds" for s in _SECONDS]
+    for h in _CLOCK:
+        out += [f"at {h}", f"at {h} o'clock", f"at {h} thirty", f"at {h} fifteen", f"at {h} forty five",
+                f"at quarter past {h}", f"at half past {h}", f"at quarter to {h}", f"until {h}",
+                f"until {h} o'clock", f"until {h} thirty", f"till {h}"]
+    out += [f"{lead} {h} in the {part}" for lead in ("at", "until") for h in ("six", "seven", "eight", "nine")
+            for part in ("morning", "evening")]
+    out += ["at noon", "at midnight", "until noon", "until midnight"]
+    return out
+
+
+def cancel_sentences() -> list[str]:
+    """What cancels timers by voice (the words of edge_plm/loop/timers.py's CANCEL rule)."""
+    out = []
+    for verb in ("cancel", "stop", "delete", "clear"):
+        out += [f"{verb} the timer", f"{verb} the timers", f"{verb} all the timers", f"{verb} my timer"]
+        out += [f"{verb} the {n} timer" for n in _TIMER_NAMES]
+    return out
+
+
+def timed_sentences(commands: list[str], every: int = TIMED_EVERY) -> list[str]:
+    """Every `every`-th sentence of `commands` (the ear's ON/OFF command sentences, in order)
+    with a time phrase of `time_phrases`, in turn, after the command for two of three and
+    before it for the third; then `cancel_sentences`. Deterministic: no randomness."""
+    phrases = time_phrases()
+    out = []
+    for i, command in enumerate(commands[::every]):
+        phrase = phrases[i % len(phrases)]
+        s = sentence(f"{phrase} {command}" if i % 3 == 2 else f"{command} {phrase}")
+        if s:
+            out.append(s)
+    return out + [s for s in map(sentence, cancel_sentences()) if s]
+
+
 def household_sentences(names: Iterable[str], heard: Iterable[str]) -> list[str]:
     """The household's own sentences, in a fixed order: every device name and alias in
     `NAME_FRAMES`, then each labelled command transcript of `heard` (at most `MAX_REPEATS`
@@ -142,5 +202,6 @@ def household_sentences(names: Iterable[str], heard: Iterable[str]) -> list[str]
     return out
 
 
-__all__ = ["EAR_LM", "EAR_SENTENCES", "EarLmError", "build_arpa", "dictionary_words", "ear_words", "fluency",
-           "household_sentences", "read_sentences", "sentence", "unknown_words", "write_sentences"]
+__all__ = ["EAR_LM", "EAR_SENTENCES", "TIMED_EVERY", "EarLmError", "build_arpa", "cancel_sentences",
+           "dictionary_words", "ear_words", "fluency", "household_sentences", "read_sentences", "sentence",
+           "time_phrases", "timed_sentences", "unknown_words", "write_sentences"]

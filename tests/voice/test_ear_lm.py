@@ -16,8 +16,9 @@ from edge_plm.config.settings import DeviceConfig, Settings
 from edge_plm.loop.household_ear import (HouseholdEar, hand_over, keep_cepstral_mean, make_household_ear,
                                          restore_cepstral_mean)
 from edge_plm.voice.asr import PocketSphinxASR, make_asr
-from edge_plm.voice.ear_lm import (EAR_LM, EAR_SENTENCES, HOUSEHOLD_WEIGHT, MAX_REPEATS, build_arpa,
-                                   household_sentences, read_sentences, sentence, unknown_words)
+from edge_plm.voice.ear_lm import (EAR_LM, EAR_SENTENCES, HOUSEHOLD_WEIGHT, MAX_REPEATS, TIMED_EVERY, build_arpa,
+                                   cancel_sentences, household_sentences, read_sentences, sentence, time_phrases,
+                                   timed_sentences, unknown_words)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -58,6 +59,38 @@ def test_the_model_card_gives_the_ear_lms_size_and_hash():
     card = (REPO / "models" / "README.md").read_text()
     assert f"<!-- ear-bytes -->{EAR_LM.stat().st_size:,}" in card
     assert hashlib.sha256(EAR_LM.read_bytes()).hexdigest() in card
+
+
+def test_the_ears_time_phrases_are_read_by_read_time_and_ride_on_its_commands():
+    from edge_plm.decide.when import TimeSlot, read_time
+    from edge_plm.loop.timers import CANCEL
+
+    now = 1_800_000_000.0
+    for phrase in time_phrases():
+        slot = read_time(f"turn off the lamp {phrase}", now)
+        assert isinstance(slot, TimeSlot) and slot.phrase == phrase and sentence(phrase) == phrase
+    assert all(CANCEL.match(c) and sentence(c) == c for c in cancel_sentences())
+    commands = ["turn on the lamp", "x", "turn off the fan", "x", "lights on", "x", "lamp off", "x"]
+    p = time_phrases()
+    assert timed_sentences(commands, every=2) == [f"turn on the lamp {p[0]}", f"turn off the fan {p[1]}",
+                                                  f"{p[2]} lights on", f"lamp off {p[3]}", *cancel_sentences()]
+    shipped = read_sentences()
+    assert any(s.endswith(" in twenty minutes") for s in shipped) and "cancel the timer" in shipped
+    assert sum(1 for s in shipped if read_time(s, now) is not None) >= 300 and TIMED_EVERY >= 1
+
+
+def test_a_spoken_timed_command_is_heard_with_its_time():
+    """The ear's LM carries time phrases: flite's "turn off the lights in twenty minutes" is read
+    as the written line is (with the starting model's LM alone: "turn all what and twenty minute and")."""
+    from spoken_answers import speak
+
+    from edge_plm.decide.when import TimeSlot, read_time
+
+    now = 1_800_000_000.0
+    heard = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM).transcribe(
+        speak("turn off the lights in twenty minutes", "flite:slt")).text
+    slot = read_time(heard, now)
+    assert isinstance(slot, TimeSlot) and (slot.kind, slot.due) == ("at", now + 1200), heard
 
 
 def test_household_sentences_frame_names_cap_repeats_and_skip_unknown_words():
