@@ -20,7 +20,7 @@ from enum import Enum
 from types import MappingProxyType
 
 from edge_plm import actions
-from edge_plm.config.settings import PolicyConfig, policy_problems
+from edge_plm.config.settings import PolicyConfig
 from edge_plm.decide.left_alone import LeftAlone
 
 
@@ -181,7 +181,7 @@ class Policy:
     ignore, so the question (a blink) would tell the person nothing and the device nothing."""
 
     def __init__(self, cfg: PolicyConfig, spoken_answers: bool = False) -> None:
-        found = policy_problems(cfg)  # the checks of `config check`: one rule for both
+        found = cfg.problems()  # the checks of `config check`: one rule for both
         if found:
             raise ValueError("; ".join(found))
         self.cfg = cfg

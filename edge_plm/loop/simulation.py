@@ -1,12 +1,18 @@
 """The replays' simulated person (``edge-plm replay``, `edge_plm.loop.replay.run_session`,
-benchmarks): the flips a real person would make after the device acted, asked or ignored.
-A simulation aid, beside the mock pins the replays drive, not part of the policy."""
+benchmarks): the flips a real person would make after the device acted, asked or ignored,
+and their hand on a mock switch (`flip_switch`). A simulation aid, beside the mock pins the
+replays drive, not part of the policy."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from edge_plm.decide.policy import Action
+
+if TYPE_CHECKING:
+    from edge_plm.device.person_switch import PersonSwitch
+    from edge_plm.loop.sim_clock import SimClock
 
 
 @dataclass(frozen=True)
@@ -47,4 +53,17 @@ class SimulatedPerson:
         return [SimulatedFlip(now + self.reaction_s, target)]
 
 
-__all__ = ["SimulatedFlip", "SimulatedPerson"]
+def flip_switch(switch: PersonSwitch, factory_pin: Any, clock: SimClock) -> None:
+    """Move the person's (mock) switch once, on its MockFactory pin `factory_pin`, as a hand
+    would: the real PersonSwitch reacts."""
+    if switch.cfg.mode == "momentary":
+        factory_pin.drive_low() if switch.cfg.pull_up else factory_pin.drive_high()
+        clock.advance(0.2)
+        factory_pin.drive_high() if switch.cfg.pull_up else factory_pin.drive_low()
+    elif factory_pin.state:
+        factory_pin.drive_low()
+    else:
+        factory_pin.drive_high()
+
+
+__all__ = ["SimulatedFlip", "SimulatedPerson", "flip_switch"]

@@ -124,11 +124,9 @@ class Endpointer:
     @classmethod
     def from_config(cls, audio_config, sample_rate: int | None = None) -> Endpointer:
         """Build from `settings.AudioConfig` (optionally at a capture rate other than its own);
-        `AudioError` for what `config check` refuses (`settings.audio_problems`)."""
-        from edge_plm.config.settings import audio_problems  # noqa: PLC0415
-
+        `AudioError` for what `config check` refuses (`AudioConfig.problems`)."""
         c = audio_config
-        found = [p for p in audio_problems(c) if not p.startswith("audio.source")]
+        found = [p for p in c.problems() if not p.startswith("audio.source")]
         if found:
             raise AudioError("; ".join(found))
         return cls(sample_rate=sample_rate or c.sample_rate, block_ms=c.block_ms,

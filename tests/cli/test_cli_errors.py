@@ -266,7 +266,7 @@ def test_every_error_a_person_sees_is_an_edge_plm_error():
     from edge_plm.errors import EdgePlmError
 
     errors = _package_errors()
-    assert {"edge_plm.loop.replay.SessionError", "edge_plm.plm.checkpoint.CheckpointError",
+    assert {"edge_plm.loop.session_file.SessionError", "edge_plm.plm.checkpoint.CheckpointError",
             "edge_plm.voice.asr_base.AsrError", "edge_plm.store.base.StoreError"} <= set(errors)
     assert NOT_FOR_A_PERSON <= set(errors)  # an exclusion that no longer exists comes off the list
     assert sorted(n for n, cls in errors.items()
