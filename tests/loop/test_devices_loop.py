@@ -266,3 +266,44 @@ def test_a_rebuild_from_the_database_relearns_what_each_devices_switch_taught(tm
         assert lr.unlearned() == 0
     finally:
         replay.close()
+
+
+def test_everything_switches_every_device_of_three(tmp_path):
+    """ "turn everything off" / "all on": one command for every device (switch/naming.py)."""
+    replay = make_replay(tmp_path / "d.db", settings=house())
+    try:
+        out = replay.controller.handle(text_utterance("turn everything on"))
+        assert {n: r.action for n, r in out.devices.items()} == dict.fromkeys(("lamp", "fan", "heater"), Action.ON)
+        assert relays(replay) == {"lamp": True, "fan": True, "heater": True}
+        settle(replay)
+        replay.controller.handle(text_utterance("switch everything off"))
+        assert relays(replay) == {"lamp": False, "fan": False, "heater": False}
+    finally:
+        replay.close()
+
+
+def test_a_household_word_for_all_is_learned_from_the_switches(tmp_path):
+    """A word for "all" the shipped model does not know ("the whole house") is taught by the
+    owner's switches (every device's switch answers the asks, `DeviceEvidence`) and then
+    addresses every device, while a device's name still addresses that device alone."""
+    replay = make_replay(tmp_path / "d.db", settings=house())
+    every = ("lamp", "fan", "heater")
+    lines = [SessionLine(Action.ON, "turn on the lamp", devices=("lamp",)),
+             SessionLine(Action.ON, "turn on the fan", devices=("fan",)),
+             SessionLine(Action.ON, "turn on the heater", devices=("heater",)),
+             SessionLine(Action.OFF, "whole house off", devices=every),
+             SessionLine(Action.ON, "whole house on", devices=every),
+             SessionLine(Action.OFF, "the whole house off", devices=every)]
+    try:
+        result = run_session(lines, replay.controller, replay.clock)
+        assert not result.lines[3].acted  # not known yet: asked about, the switches answer
+        assert result.summary()["acted_wrong"] == 0
+        settle(replay)
+        out = replay.controller.handle(text_utterance("whole house on please"))  # new wording
+        assert {n: (r.decision, r.prediction) for n, r in out.devices.items()} == dict.fromkeys(
+            every, (Decision.ASK, "ON"))  # every device addressed; the action still young: asked
+        settle(replay)
+        out = replay.controller.handle(text_utterance("turn on the fan"))  # a name still names one
+        assert [n for n, r in out.devices.items() if r.decision is not Decision.IGNORE] == ["fan"]
+    finally:
+        replay.close()
