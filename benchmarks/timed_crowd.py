@@ -10,7 +10,7 @@ the device as it was before timers). The starting model was trained on switch-de
 action part reads seen wording; what this measures is the time: acted at the time wished, at a
 wrong time, or not at all.
 
-    python3 benchmarks/timed_crowd.py [--data ../shared/data] [--lines 60] [--seed 48]
+    python3 benchmarks/timed_crowd.py [--data DEV_DATA_DIR] [--lines 60] [--seed 48]
 
 Prints a markdown table; writes benchmarks/results/timed-crowd.json.
 """
@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import describe, header, markdown_table, write_result  # noqa: E402
+from benchinfo import DEFAULT_DATA, describe, header, markdown_table, shown, write_result  # noqa: E402
 
 #: (phrase, seconds, key): the time phrases added to the commands, in turn
 PHRASES = [("in twenty minutes", 1200, "delay"), ("in five minutes", 300, "delay"),
@@ -66,7 +66,7 @@ def replay(path: Path, db: Path, config: Path | None) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="../shared/data", help="folder with switch-dev-train.jsonl")
+    ap.add_argument("--data", default=str(DEFAULT_DATA), help="the dev data folder (switch-dev-train.jsonl)")
     ap.add_argument("--lines", type=int, default=60)
     ap.add_argument("--seed", type=int, default=48)
     args = ap.parse_args()
@@ -80,7 +80,7 @@ def main() -> None:
         for name, config in (("timers on", None), ("timers off", off)):
             out = replay(path, tmp_dir / f"{name.replace(' ', '-')}.db", config)
             results[name] = {k: out.get(k) for k in KEYS}
-    payload = {**header(), "args": vars(args), "results": results}
+    payload = {**header(), "args": {**vars(args), "data": shown(args.data)}, "results": results}
     print(describe(payload))
     print(markdown_table(["run", *KEYS], [[name, *r.values()] for name, r in results.items()]))
     write_result("timed-crowd", payload)
