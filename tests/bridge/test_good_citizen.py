@@ -13,26 +13,12 @@ import pytest
 
 from edge_plm.bridge.topics import Topics
 from edge_plm.config.settings import MqttConfig, Settings
-from _mqtt_util import MOSQUITTO, Broker, HomeAssistant, wait_until
+from _mqtt_util import MOSQUITTO, wait_until
 from kit import make_replay
 
 pytest.importorskip("paho.mqtt.client", reason="paho-mqtt (the mqtt extra) is not installed")
 pytestmark = pytest.mark.skipif(MOSQUITTO is None, reason="the mosquitto broker is not installed "
                                                           "(apt-get install mosquitto)")
-
-
-@pytest.fixture()
-def broker(tmp_path):
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture()
-def ha(broker):
-    client = HomeAssistant(broker.port)
-    yield client
-    client.close()
 
 
 def board(port: int, node_id: str = "") -> Settings:

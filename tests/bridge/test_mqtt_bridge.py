@@ -31,20 +31,6 @@ CLI = [sys.executable, "-c", "from edge_plm.cli import main; main()"]
 BASE = "edge-plm/test"
 
 
-@pytest.fixture()
-def broker(tmp_path):
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture()
-def ha(broker):
-    client = HomeAssistant(broker.port)
-    yield client
-    client.close()
-
-
 def mqtt_settings(port: int, interval_ms: int = 0, **mqtt) -> Settings:
     s = Settings()
     s = replace(s, mqtt=MqttConfig(enabled=True, host="127.0.0.1", port=port, base=BASE, **mqtt),
