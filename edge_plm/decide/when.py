@@ -138,8 +138,9 @@ def _duration(words: list[str], bare: bool) -> tuple[int, float] | None:
             return num[0], num[1] * 60.0
         return None
     n, seconds = first
-    if words[n:n + 3] == ["and", "a", "half"]:
-        unit = seconds / max(1, _number(words)[1] if _number(words) else 1)
+    if words[n:n + 3] == ["and", "a", "half"]:  # half of one unit: "two hours and a half"
+        count = _number(words)
+        unit = seconds / max(1, count[1]) if count else seconds  # "an hour": one unit
         return n + 3, seconds + unit / 2
     if words[n:n + 1] == ["and"] and (more := _amount(words[n + 1:])) is not None:
         return n + 1 + more[0], seconds + more[1]
