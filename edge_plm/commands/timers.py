@@ -20,14 +20,14 @@ def timer_record(t: Timer) -> dict[str, Any]:
 def timer_records(store: ReplayStore, status: str | None = "pending") -> list[dict[str, Any]]:
     """The timers with `status` (None: all), soonest due first; [] for a database made before
     timers existed (schema < 10, opened read-only)."""
-    if not _has_timers(store):
+    if not store.has_timers():
         return []
     return [timer_record(t) for t in store.timers(status)]
 
 
 def timers_of(store: ReplayStore, ids: list[int]) -> dict[int, list[dict[str, Any]]]:
     """The timers each interaction of `ids` set (`log`: a new key ``timers`` on those rows)."""
-    if not _has_timers(store):
+    if not store.has_timers():
         return {}
     return {i: [timer_record(t) for t in ts] for i, ts in store.timers_of(ids).items()}
 
@@ -51,10 +51,6 @@ def cancel_timers(store: ReplayStore, ids: list[int], every: bool) -> list[int]:
         if missing:
             raise UserError(f"no pending timer with id {missing[0]} (`edge-plm timers` lists them)")
     return store.cancel_timers(None if every else ids, note="edge-plm timers cancel")
-
-
-def _has_timers(store: ReplayStore) -> bool:
-    return store.has_timers()
 
 
 __all__ = ["cancel_timers", "timer_line", "timer_record", "timer_records", "timers_of"]

@@ -33,12 +33,6 @@ class Timer:
     done_ts: float | None
     note: str | None
 
-    def as_dict(self) -> dict:
-        return {"id": self.id, "interaction_id": self.interaction_id, "device": self.device,
-                "action": self.action, "kind": self.kind, "due": self.due_ts,
-                "created": self.created_ts, "transcript": self.transcript, "status": self.status,
-                "done": self.done_ts, "note": self.note}
-
 
 class TimerRows:
     """Setting, listing, running and cancelling timers."""
