@@ -1,5 +1,6 @@
-"""The deciding sections: ``[policy]`` (act, ask or ignore, and the windows) and ``[timers]``
-(timed commands), each with its checks (`problems`)."""
+"""The deciding sections: ``[policy]`` (act, ask or ignore, and the windows), ``[timers]``
+(timed commands) and ``[kinds]`` (dim, brighten, a level, questions), each with its checks
+(`problems`)."""
 
 from __future__ import annotations
 
@@ -61,4 +62,33 @@ class TimersConfig:
                  f"timers.grace_s must be in 0..86400, got {t.grace_s}")
         out.need(math.isfinite(t.max_delay_s) and 60 <= t.max_delay_s <= 604800,
                  f"timers.max_delay_s must be in 60..604800, got {t.max_delay_s}")
+        return out
+
+
+@dataclass
+class KindsConfig:
+    """``[kinds]``: the actions beyond on and off the kind head reads (docs/loop.md, "Dimmers
+    and questions"). Dimming needs a ``kind = "dimmer"`` device; questions need nothing."""
+
+    dimmers: bool = setting(True, "dim, brighten and set the level of ``kind = \"dimmer\"`` "
+                                  "devices by voice (a household without a dimmer never reads it)")
+    questions: bool = setting(True, "answer \"is the heater on?\": aloud with talk-back, else on "
+                                    "the LED; never moves a relay")
+    act_threshold: float = setting(0.80, "the kind head's confidence at or above which a dimmer "
+                                         "moves or a question is answered")
+    ask_threshold: float = setting(0.50, "a dim/brighten/level call between this and act_threshold "
+                                         "is asked about (the dimmer's knob answers); the switch "
+                                         "model never switches that dimmer on it")
+    teach_window_s: float = setting(10.0, "a turn of a dimmer's knob (or a brightness from the home "
+                                          "hub) this soon after an utterance teaches its kind")
+
+    def problems(self) -> list[str]:
+        """The [kinds] checks."""
+        k, out = self, Problems()
+        out.need(all(math.isfinite(v) for v in (k.act_threshold, k.ask_threshold, k.teach_window_s)),
+                 "kinds: thresholds and windows must be finite numbers")
+        out.need(0.0 <= k.ask_threshold <= k.act_threshold <= 1.0,
+                 "kinds: need 0 <= ask_threshold <= act_threshold <= 1, got ask_threshold "
+                 f"{k.ask_threshold}, act_threshold {k.act_threshold}")
+        out.need(0 < k.teach_window_s <= 600, f"kinds.teach_window_s must be in (0, 600], got {k.teach_window_s}")
         return out

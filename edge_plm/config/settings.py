@@ -11,7 +11,7 @@ A key's one-line help is its field's ``metadata["help"]`` (`edge_plm.config.keys
 
 Each section lives with its checks (its `problems` method) in the module of its group:
 `paths.py` ([paths]), `voice.py` ([audio], [asr], [talkback]), `pins.py` ([gpio],
-[[devices]]), `deciding.py` ([policy], [timers]), `model.py` ([model]) and `mqtt.py` ([mqtt]).
+[[devices]]), `deciding.py` ([policy], [timers], [kinds]), `model.py` ([model]) and `mqtt.py` ([mqtt]).
 This module reads the file into `Settings` and runs every check (`problems`); the sections'
 names are importable from here too.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_plm.config.deciding import PolicyConfig, TimersConfig
+from edge_plm.config.deciding import KindsConfig, PolicyConfig, TimersConfig
 from edge_plm.config.keys import help_of, setting
 from edge_plm.config.model import ModelConfig
 from edge_plm.config.mqtt import MqttConfig, topic_id
@@ -60,6 +60,7 @@ class Settings:
     talkback: TalkbackConfig = field(default_factory=TalkbackConfig)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
     timers: TimersConfig = field(default_factory=TimersConfig)
+    kinds: KindsConfig = field(default_factory=KindsConfig)
     source: str = "<defaults>"  # where these settings came from
 
 
@@ -160,7 +161,7 @@ def problems(s: Settings) -> list[str]:
         out += section.problems()
     out += devices_problems(s.devices, s.gpio)
     return (out + s.talkback.problems() + s.mqtt.problems([d.name for d in device_configs(s)])
-            + s.timers.problems())
+            + s.timers.problems() + s.kinds.problems())
 
 
 def _non_finite(s: Settings) -> list[str]:
@@ -214,5 +215,5 @@ def read_config_text(path: Path) -> str:
 
 __all__ = ["DEFAULT_DEVICE", "EAR_LMS", "GPIO_PINS", "RELAY_RESTORE", "SPEECH_BACKENDS", "AsrConfig", "AudioConfig",
            "ConfigError", "DeviceConfig", "GpioConfig", "ModelConfig", "MqttConfig", "PathsConfig", "PolicyConfig",
-           "Settings", "TalkbackConfig", "TimersConfig", "candidate_paths", "default_state_dir", "device_configs",
+           "KindsConfig", "Settings", "TalkbackConfig", "TimersConfig", "candidate_paths", "default_state_dir", "device_configs",
            "help_of", "load", "parse", "problems", "read_config_text", "setting", "topic_id", "validate"]

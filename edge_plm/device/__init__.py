@@ -107,6 +107,12 @@ class Devices:
         if self.buzzer is not None:
             self.buzzer.done()
 
+    def show(self, device: str | None, on: bool) -> None:
+        """Answer a question without a voice: `device`'s own LED if it has one, else the shared
+        LED, lit for "on", two short blinks for "off" (`StatusLed.show`)."""
+        led = self.leds.get(device) if device is not None else None
+        (led or self.led).show(on)
+
     @classmethod
     def from_config(
         cls,

@@ -11,6 +11,7 @@ a person who is not looking at the device.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 import logging
 from typing import Protocol
 
@@ -32,6 +33,10 @@ class StatusIndicator(Protocol):
     def close(self) -> None: ...
 
 
+#: How long the LED stays lit to answer "on" to a question (`StatusLed.show`).
+ANSWER_ON_S = 2.0
+
+
 class StatusLed:
     """A gpiozero LED that blinks (``on_time``/``off_time`` seconds) while asking."""
 
@@ -42,6 +47,7 @@ class StatusLed:
         self._led = LED(pin, initial_value=False, pin_factory=pin_factory)
         self._on_time, self._off_time = on_time, off_time
         self._asking = False
+        self.shown: deque[bool] = deque(maxlen=100)  # the latest answers `show` gave, in order
 
     @property
     def asking(self) -> bool:
@@ -68,6 +74,16 @@ class StatusLed:
     def mark_asking(self) -> None:
         """Record that something is asked without lighting this LED (a device's own LED does)."""
         self._asking = True
+
+    def show(self, on: bool) -> None:
+        """Answer a question without a voice (`edge_plm.loop.kinds`): lit steadily for
+        ``ANSWER_ON_S`` when the answer is "on", two short blinks when it is "off" (in the
+        background; an ask's blink afterwards replaces it)."""
+        self.shown.append(bool(on))
+        if on:
+            self._led.blink(on_time=ANSWER_ON_S, off_time=0.05, n=1, background=True)
+        else:
+            self._led.blink(on_time=0.15, off_time=0.15, n=2, background=True)
 
     def done(self) -> None:
         """Stop blinking; LED off."""
@@ -96,6 +112,9 @@ class NoLed:
 
     def mark_asking(self) -> None:
         self._asking = True
+
+    def show(self, on: bool) -> None:
+        log.info("answer: %s (no status LED configured)", "on" if on else "off")
 
     def done(self) -> None:
         self._asking = False

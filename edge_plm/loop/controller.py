@@ -32,6 +32,7 @@ from edge_plm.learning.worker import LearnerWorker
 from edge_plm.loop import outcomes as device_outcomes
 from edge_plm.loop.dialogue import Dialogue
 from edge_plm.loop.household_ear import HouseholdEar
+from edge_plm.loop.kinds import KindActions
 from edge_plm.loop.recorder import Recorder, keep_audio
 from edge_plm.loop.records import Latency, Outcome, Rejected, Stopwatch, storage_failure
 from edge_plm.loop.stopping import StopFlag
@@ -44,6 +45,7 @@ from edge_plm.voice.stream import stream_recording
 from edge_plm.voice.transcript import cap_transcript
 
 if TYPE_CHECKING:
+    from edge_plm.switch.kinds import KindHead
     from edge_plm.voice.talkback import Talkback
 
 log = logging.getLogger(__name__)
@@ -132,7 +134,8 @@ class Controller:
                  devices: Devices, asr: AsrBackend | None, clock: Clock = time.monotonic,
                  wall: Clock = time.time, worker: LearnerWorker | None = None,
                  talkback: Talkback | None = None, background: bool = False,
-                 ear: HouseholdEar | None = None) -> None:
+                 ear: HouseholdEar | None = None,
+                 load_head: Callable[[], KindHead] | None = None) -> None:
         self.settings = settings
         self.store = store
         self.learner = learner
@@ -157,6 +160,9 @@ class Controller:
                                  talkback, self.worker.predict, self.recorder,
                                  on_hand=self.timed.hand, holds_answer=self.timed.holds_answer)
         self.timed.start()
+        # dimmers and questions (the kind head; docs/loop.md, "Dimmers and questions")
+        self.kinds = KindActions(settings, store, devices, self.household, clock, wall, talkback,
+                                 load_head, self._addressed)
         self._lock = threading.RLock()
         self._stopped = False
         self.stop_flag: threading.Event | StopFlag = threading.Event()  # `run`'s stop flag
@@ -231,24 +237,39 @@ class Controller:
         if self.timed.voice_cancel(text) is not None:  # "cancel the fan timer": no row, no model
             return Outcome(None, text, watch.stop())
         slot = self.timed.read(text)  # a time: the model predicts on the command without it
+        command = command_text(slot, text)
+        levels = self.kinds.levels()  # the dimmers before this utterance (what a turn teaches)
         with watch.stage("model"):
-            predicted = self.worker.predict_all(command_text(slot, text))  # one snapshot
+            predicted = self.worker.predict_all(command)  # one snapshot
+            call = self.kinds.read(command)  # dim / brighten / a level / a question, or None
         preds = predicted.devices
         lead = device_outcomes.lead_device(preds)
         iid = self.recorder.prediction(text, transcript, preds, lead, predicted.version, watch)
         unsure = transcript.fluency is not None and transcript.fluency < self.settings.asr.min_fluency
         unsure = unsure or isinstance(slot, Unreadable)  # a time it cannot read: asked, never acted
-        steps, now = self.dialogue.decide(iid, text, preds, unsure_hearing=unsure)
+        steps, now = self.dialogue.decide(iid, text, preds, unsure_hearing=unsure,
+                                          held=call.reason if call is not None else None)
         self.recorder.open_texts[iid] = text
         held = self.timed.hold(iid, slot, steps)  # "in twenty minutes": a timer, not the relay
         with watch.stage("actuator"):
             driven = self.dialogue.act_or_ask(iid, held, now, self.stop_flag.is_set())
+            moved = (not self.stop_flag.is_set()) and self.kinds.carry_out(iid, command, call, now)
+        self.kinds.heard(iid, command, now, levels)
         self.timed.after_drive(iid, slot, driven)  # "for an hour": the way back
-        if driven and utt.endpoint_at is not None:
+        if (driven or moved) and utt.endpoint_at is not None:
             watch.after_speech = utt.tail_ms + (time.perf_counter() - utt.endpoint_at) * 1e3
         # the relay first: what this input closed is labelled (and learned) after it
         self._resolve_all(self.dialogue.take_deferred() + steps.closed)
         return self.recorder.decision(iid, utt, text, preds, lead, steps, driven, watch.stop())
+
+    def _addressed(self, text: str) -> tuple[str, ...]:
+        """The devices the published model reads as addressed by `text` (several devices; the
+        kind head's calls)."""
+        model = self.worker.predictor.model
+        a = model.address(text, list(self.household.devices))
+        if a.unnamed:
+            return ()
+        return tuple(d.name for d, share in zip(self.household.devices, a.shares) if share > 0)
 
     def _listen(self, utt: Utterance) -> AsrBackend:
         """The ASR for this utterance (the text source's own for text); rejects empty audio."""
@@ -283,6 +304,7 @@ class Controller:
                 return []
             resolved = self.dialogue.switch_and_time()
             self.timed.run_due()
+            self.kinds.pump()  # a turn of a dimmer's knob teaches the utterance before it
             self._resolve_all(resolved)
             self.worker.poll()  # rows deleted by `forget` leave the model within 1 s
             self._follow_ear()

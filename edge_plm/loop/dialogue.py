@@ -118,12 +118,14 @@ class Dialogue:
 
     # --- an utterance ---------------------------------------------------------------------
     def decide(self, iid: int, text: str, preds: dict[str, SwitchPrediction],
-               unsure_hearing: bool = False) -> tuple[Steps, float]:
+               unsure_hearing: bool = False, held: str | None = None) -> tuple[Steps, float]:
         """Each device's policy step for this utterance (closing the previous interaction: its
         ask light goes out now, its labels are stored and learned after the relay), and when.
-        `unsure_hearing`: the ear doubted the words (asks instead of acting)."""
+        `unsure_hearing`: the ear doubted the words (asks instead of acting). `held`: why the
+        switch model's prediction is not used (a dim command, a question: `loop.kinds`): the
+        utterance is ignored and never learned as an on / off command, like junk."""
         now = self.clock()
-        junk = too_little_content(text, min_letters=self.settings.policy.min_content_letters)
+        junk = held or too_little_content(text, min_letters=self.settings.policy.min_content_letters)
         predictions = device_outcomes.policy_predictions(preds, junk, unsure_hearing)
         relays = {n: self.devices.relays[n].is_on for n in self.names.names}
         steps = self.policies.on_utterance(iid, predictions, relays, now, text)

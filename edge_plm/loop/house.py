@@ -52,8 +52,10 @@ def open_loop(settings: Settings, store: ReplayStore, learner: Learner, devices:
     learning on its own thread, as the service runs (replays learn inline: reproducible)."""
     ear = make_household_ear(settings, asr, synchronous=not background,
                              private=private_dir(store.checkpoints_home()))
+    from edge_plm.switch.kinds import load_shipped  # noqa: PLC0415 - read only when the household uses it
+
     return Controller(settings, store, learner, devices, asr, clock=clock, wall=wall,
-                      talkback=talkback, background=background, ear=ear)
+                      talkback=talkback, background=background, ear=ear, load_head=load_shipped)
 
 
 __all__ = ["open_learner", "open_loop"]

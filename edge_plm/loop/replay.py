@@ -29,6 +29,7 @@ from edge_plm.device import Devices
 from edge_plm.learning.learner import LearnerConfig
 from edge_plm.loop.controller import Controller, Outcome, text_utterance, wav_inputs
 from edge_plm.loop.house import open_learner, open_loop
+from edge_plm.loop.kind_replay import follow_kind_line
 from edge_plm.loop.replay_score import LineResult, SessionResult
 from edge_plm.loop.session_file import (ANSWER_WAYS, SessionError, SessionLine, check_devices, read_session,
                                         session_devices, uses_talkback, wanted_actions)
@@ -83,12 +84,14 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         clock.advance(gap)
         controller.pump()
         before = {n: devices.relays[n].is_on for n in names}
+        levels = controller.kinds.levels()
         outcome = _handle_line(line, controller, endpointer, i, len(lines))
         wants = wanted_actions(line, names)
         if line.answer == "voice" and any(r.decision is Decision.ASK
                                           for r in (outcome.devices or {}).values()):
             answer_by_voice(wants, controller, clock, answer_ep, answerer, result)
         after, said_at = {n: devices.relays[n].is_on for n in names}, clock()
+        levels_after = controller.kinds.levels()
         flips = 0
         for n in names if wants is not None else ():  # a delayed wish: nothing yet (wants_now)
             for flip in person.react(wants_now(line, wants)[n], before[n], after[n], clock()):
@@ -104,6 +107,9 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
                     log.warning("line %d: after the simulated flip%s the relay is %s, the person "
                                 "wanted %s", i + 1, controller.household.of(n, " of {!r}"),
                                 devices.relays[n].is_on, flip.desired)
+        kind = follow_kind_line(i, line, outcome, controller, (before, after), (levels, levels_after), clock())
+        if kind is not None:
+            result.kinds.append(kind)
         result.timed += filter(None, [follow_line(i, line, wants, outcome, controller, clock, said_at,
                                                   before, after, lambda n: _hand(controller, n, clock))])
         first = names[0]
@@ -139,6 +145,7 @@ def _tally(result: SessionResult, controller: Controller) -> SessionResult:
     result.rollbacks = sum(e.status == "rolled_back" for e in controller.learner.events)
     if controller.talkback is not None:
         result.own_voice_dropped = controller.talkback.dropped
+    result.kind_labels = controller.kinds.labels
     return result
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from edge_plm.decide.policy import Action, Decision
 from edge_plm.learning.evaluation import percentiles
 from edge_plm.loop.records import Outcome
+from edge_plm.loop import kind_replay
 from edge_plm.loop.timed_replay import summary_keys
 
 
@@ -102,6 +103,8 @@ class SessionResult:
     answers: list[tuple[int, bool, bool | None]] = field(default_factory=list)  # (line, said, heard)
     several: bool = False  # several devices: the summary adds per-device counts
     timed: list = field(default_factory=list)  # timed lines' results (`loop/timed_replay.py`)
+    kinds: list = field(default_factory=list)  # dimmer and question lines (`loop/kind_replay.py`)
+    kind_labels: int = 0  # kind labels the session taught
 
     def summary(self) -> dict:
         """The ``edge-plm replay --json`` object (docs/contracts.md), exact keys and types;
@@ -126,6 +129,7 @@ class SessionResult:
             **({"spoken_answers": self.spoken_answers, "answer_errors": self.answer_errors,
                 "own_voice_dropped": self.own_voice_dropped} if self.talkback else {}),
             **summary_keys(self.timed),  # sessions with timed lines only
+            **kind_replay.summary_keys(self.kinds, self.kind_labels),  # ... dimmer / question lines only
         }
         if self.several and any(r.wants is not None for r in self.lines):
             out["acted_wrong_device"] = sum(r.acted_wrong_device for r in self.lines)

@@ -1,6 +1,7 @@
 """The session file of ``edge-plm replay`` / ``demo`` (docs/contracts.md): one JSON object a
 line, what was said (``"text"`` or ``"audio"``) and what the person wanted (``"label"``), with
-the optional ``"device"``, ``"answer"`` and ``"delay"`` / ``"for"`` keys (`timed_replay.timing_of`).
+the optional ``"device"``, ``"answer"``, ``"delay"`` / ``"for"`` keys (`timed_replay.timing_of`)
+and ``"kind"`` / ``"level"`` (a dimmer or question line, `kind_replay.kind_of`).
 
 `read_session` reads and checks the lines; `check_devices`, `session_devices` and
 `wanted_actions` fit them to the devices a replay runs with.
@@ -16,6 +17,7 @@ from edge_plm.decide.policy import Action
 from edge_plm.errors import EdgePlmError
 from edge_plm.jsonl import JsonlError, label_of, read_objects
 from edge_plm.learning.household import several
+from edge_plm.loop.kind_replay import kind_of
 from edge_plm.loop.timed_replay import timing_of
 
 
@@ -38,6 +40,8 @@ class SessionLine:
     answer: str | None = None  # "voice": the person answers an ask by voice (else the switch)
     delay: float | None = None  # the wish is for this many seconds later ("in twenty minutes")
     hold: float | None = None  # "for": the wish now, the relay back this many seconds later
+    kind: str | None = None  # DIM / BRIGHTEN / LEVEL / QUERY (`loop/kind_replay.py`)
+    level: float | None = None  # LEVEL: the level the person wants (0..1)
 
 
 #: How a session line's person answers an ask (``"answer"``): by voice or (default) the switch.
@@ -73,10 +77,14 @@ def read_session(path: str | Path) -> list[SessionLine]:
             if answer is not None and answer not in ANSWER_WAYS:
                 raise SessionError(f'{path}:{no}: "answer" must be one of '
                                    f'{", ".join(ANSWER_WAYS)}, got {answer!r}')
-            lines.append(SessionLine(None if label is None else Action(label), text,
-                                     (path.parent / audio) if audio else None,
+            kind, level = kind_of(row, f"{path}:{no}", SessionError)
+            if kind is not None and label not in (None, "NOOP"):
+                raise SessionError(f'{path}:{no}: a "kind" line wants no relay moved: its '
+                                   f'"label" is NOOP or absent, got {label!r}')
+            wish = Action(label) if label is not None else (Action.NOOP if kind else None)
+            lines.append(SessionLine(wish, text, (path.parent / audio) if audio else None,
                                      _devices_of(path, no, row.get("device")), answer,
-                                     *timing_of(row, f"{path}:{no}", SessionError)))
+                                     *timing_of(row, f"{path}:{no}", SessionError), kind, level))
     except JsonlError as exc:
         raise SessionError(str(exc)) from exc
     if not lines:

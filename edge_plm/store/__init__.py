@@ -24,6 +24,7 @@ from edge_plm.store.interactions import InteractionRows
 from edge_plm.store.labels import LabelRows
 from edge_plm.store.model_versions import ModelVersionRows
 from edge_plm.store.relays import RelayRows
+from edge_plm.store.kinds import KIND_LABEL_SOURCES, KindRow, KindRows
 from edge_plm.store.timers import TIMER_STATUSES, Timer, TimerRows
 from edge_plm.store.records import (ACTIONS, DECISIONS, INTERACTION_FIELDS, LABEL_SOURCES, LABELS,
                                     MODEL_STATUSES, Interaction, ModelVersion, clean_text,
@@ -36,12 +37,12 @@ __all__ = [
     "NotFoundError", "ReplayStore", "SchemaError", "StorageError", "StoreError", "clean_text",
     "copy_checkpoints", "copy_database", "file_schema_version", "is_busy", "is_storage_failure", "migrate",
     "passes_quick_check", "private_dir", "quiet_unwritable", "read_only_fs", "retry_busy",
-    "ro_uri", "row_to_interaction", "schema_version", "TIMER_STATUSES", "Timer",
+    "ro_uri", "row_to_interaction", "schema_version", "TIMER_STATUSES", "Timer", "KIND_LABEL_SOURCES", "KindRow",
 ]
 
 
 class ReplayStore(InteractionRows, LabelRows, ModelVersionRows, RelayRows, DeviceRows, TimerRows,
-                  StoreConnection):
+                  KindRows, StoreConnection):
     """The replay buffer at `path`. Thread-safe; one instance per process is enough.
 
     Opening, writing and closing: `StoreConnection`; the queries by job: `InteractionRows`,

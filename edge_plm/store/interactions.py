@@ -222,6 +222,7 @@ class InteractionRows:
             self.db["interactions"].delete_where(f"id IN ({_marks(ids)})", ids)
             self.db.execute(f"DELETE FROM interaction_devices WHERE interaction_id IN ({_marks(ids)})", ids)
             self.db.execute(f"DELETE FROM timers WHERE interaction_id IN ({_marks(ids)})", ids)
+            self.db.execute(f"DELETE FROM kinds WHERE interaction_id IN ({_marks(ids)})", ids)
             self.db.execute(
                 "INSERT INTO meta (key, value) VALUES ('forget_seq', '1') ON CONFLICT(key) "
                 "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")

@@ -246,6 +246,24 @@ def _timers(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_timers_status_due ON timers(status, due_ts)")
 
 
+def _kinds(db: sqlite_utils.Database) -> None:
+    """``kinds``: what the kind head (dim, brighten, a level, a question) called and did per
+    interaction, and the person's kind label (`edge_plm.store.kinds`); no text of its own."""
+    db.execute("""
+        CREATE TABLE IF NOT EXISTS kinds (
+            interaction_id INTEGER PRIMARY KEY,  -- interactions.id (deleted with it)
+            device TEXT,
+            predicted TEXT,
+            confidence REAL,
+            done TEXT,
+            level_before REAL,
+            level_after REAL,
+            label TEXT,
+            label_source TEXT,
+            label_ts REAL
+        )""")
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
@@ -258,6 +276,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (8, "checkpoint paths relative to the database; forget_owed (forget's journal)", _own_files),
     (9, "forgotten: keyed digests of forgotten transcripts (model import checks them)", _tombstones),
     (10, "timers: the pending actions of timed commands", _timers),
+    (11, "kinds: dim, brighten, level and question calls and labels", _kinds),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -11,6 +11,7 @@ learns from its own voice), and `Talkback.answer` for a transcript heard while a
 from __future__ import annotations
 
 import logging
+from collections import deque
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +59,7 @@ class Talkback:
         self._chime = chime()
         self._grammar = None  # GrammarAnswers, created at the first answer (or `warm`)
         self.asks = 0
+        self.told: deque[str] = deque(maxlen=100)  # the latest answers `tell` said, in order
         self.answers = 0
         self.unclear_answers = 0  # short non-answers during an ask (`unclear`)
         self.ask_start_ms: list[float] = []  # call to playback started, per question (bounded)
@@ -102,6 +104,14 @@ class Talkback:
             return 0.0
         now = self.clock() if now is None else now
         samples = self._chime if self.cfg.chime else self._samples(confirmation_text(action, device_name))
+        return self._say(samples, now) if len(samples) else 0.0
+
+    def tell(self, text: str, now: float | None = None) -> float:
+        """Say `text` (an answer to a question: "The heater is on."); returns the seconds it
+        plays (0: nothing said). Synthesised once per text (the prompt cache)."""
+        now = self.clock() if now is None else now
+        samples = self._samples(text)
+        self.told.append(text)
         return self._say(samples, now) if len(samples) else 0.0
 
     def _samples(self, text: str) -> np.ndarray:

@@ -1,0 +1,104 @@
+"""What to do with the kind head's reading of an utterance (pure: no devices, no store).
+
+The kind head (`edge_plm.switch.kinds`) reads DIM, BRIGHTEN, LEVEL (a dimmer) and QUERY (a
+question) beside the switch model's ON / OFF / NOOP. `call_for` turns its prediction into a
+`KindCall` the loop carries out, or None (the switch model decides, exactly as without the
+head):
+
+- DIM / BRIGHTEN / LEVEL are read only in a household with a dimmer (``[kinds] dimmers``).
+  At or above ``act_threshold`` the addressed dimmers move (a LEVEL whose level the words do
+  not name is asked about); between ``ask_threshold`` and it, they are asked about (the
+  dimmer's own knob answers). A call about devices none of which is a dimmer does nothing:
+  a relay is never switched by a dim or brighten command. In every case the switch model's
+  ON / OFF for that utterance is held (never acted on, never learned as a command).
+- QUERY at or above ``act_threshold`` (``[kinds] questions``) is answered from the devices'
+  states: aloud with talk-back, else on the LED; never moves a relay.
+- Below the thresholds: None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edge_plm.actions import LEVEL_KINDS
+
+#: What the loop does with a call.
+ACT, ASK, HOLD = "act", "ask", "hold"
+
+
+@dataclass(frozen=True)
+class KindCall:
+    """One utterance's call: the kind, the head's confidence, what to do (`ACT`, `ASK`, or
+    `HOLD`: nothing, the switch model held), the devices it is for and a level the words name."""
+
+    kind: str
+    confidence: float
+    what: str
+    devices: tuple[str, ...]
+    level: float | None = None
+
+    @property
+    def reason(self) -> str:
+        """Why the switch model's prediction is held (the policy's log line)."""
+        return "a question" if self.kind == "QUERY" else f"a {self.kind.lower()} command"
+
+
+@dataclass(frozen=True)
+class KindRules:
+    """The thresholds and switches of ``[kinds]`` a call needs."""
+
+    act_threshold: float
+    ask_threshold: float
+    dimmers: bool
+    questions: bool
+
+
+def call_for(kind: str, confidence: float, rules: KindRules, addressed: tuple[str, ...],
+             dimmers: tuple[str, ...], level: float | None) -> KindCall | None:
+    """The call for a head prediction `kind` at `confidence`; `addressed`: the devices the words
+    address (every device for a question naming none); `dimmers`: the household's dimmers, in
+    order; `level`: the level the words name (`edge_plm.decide.level.read_level`)."""
+    if kind == "QUERY":
+        if rules.questions and confidence >= rules.act_threshold:
+            return KindCall(kind, confidence, ACT, addressed)
+        return None
+    if kind not in LEVEL_KINDS or not (rules.dimmers and dimmers) or confidence < rules.ask_threshold:
+        return None
+    targets = tuple(d for d in addressed if d in dimmers)
+    if not targets:
+        return KindCall(kind, confidence, HOLD, ())  # a relay is never dimmed
+    sure = confidence >= rules.act_threshold and (kind != "LEVEL" or level is not None)
+    return KindCall(kind, confidence, ACT if sure else ASK, targets, level)
+
+
+def label_for(level_before: float, level_after: float, named_level: bool) -> str:
+    """The kind a person's turn of a dimmer teaches for the utterance just before: the level
+    the words name -> LEVEL; else the direction from the level before the utterance to where
+    the person left it (up: BRIGHTEN, down: DIM; back where it was: PLAIN, not a dim command)."""
+    if named_level:
+        return "LEVEL"
+    if abs(level_after - level_before) < 1e-6:
+        return "PLAIN"
+    return "BRIGHTEN" if level_after > level_before else "DIM"
+
+
+def answer_text(states: dict[str, float | bool], asked: tuple[str, ...], several: bool) -> str:
+    """The spoken answer to a question about `asked` (every device: "what's on?"), from
+    `states` (a relay: on / off; a dimmer: its level, 0 = off). One device is "it"; about
+    several devices the answer names those that are on ("Everything is off." when none is)."""
+    def phrase(name: str) -> str:
+        s = states[name]
+        who = f"the {name}" if several else "it"
+        if isinstance(s, bool) or s in (0, 1):
+            return f"{who} is {'on' if s else 'off'}"
+        return f"{who} is at {round(float(s) * 100)} percent"
+
+    names = [n for n in asked if n in states]
+    if not names:
+        return "I don't know that device."
+    if len(names) > 1:
+        names = [n for n in names if states[n]]
+        if not names:
+            return "Everything is off."
+    text = " and ".join(phrase(n) for n in names)
+    return text[0].upper() + text[1:] + "."
