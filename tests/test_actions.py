@@ -84,3 +84,13 @@ def test_session_lines_may_leave_the_label_out(tmp_path):
     path.write_text('{"text": "lights on", "label": "MAYBE"}\n')
     with pytest.raises(SessionError, match=r"s\.jsonl:1: \"label\" must be one of"):
         read_session(path)
+
+
+def test_kind_registry_sits_beside_the_actions():
+    # the kind head's classes (edge_plm/switch/kinds.py); the switch model's three are untouched
+    assert actions.KINDS == ("PLAIN", "DIM", "BRIGHTEN", "LEVEL", "QUERY")
+    assert actions.PLAIN == "PLAIN" and actions.LEVEL_KINDS == ("DIM", "BRIGHTEN", "LEVEL")
+    assert [(k.name, k.step) for k in actions.KIND_REGISTRY] == [("DIM", -1), ("BRIGHTEN", 1), ("LEVEL", 0),
+                                                                  ("QUERY", None)]
+    assert actions.KIND_INDEX == {k: i for i, k in enumerate(actions.KINDS)}
+    assert actions.ACTIONS == ("ON", "OFF", "NOOP") and actions.N_ACTIONS == 3
