@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Dimmers and questions (issue 48): a household of a dimmable lamp and a fan on a relay,
+replayed from the shipped starting model and the shipped kind head through `edge-plm replay`'s
+own path (`build_replay` + `run_session`: gpiozero MockFactory pins, a PWM lamp with a rotary
+encoder, the SQLite buffer, online learning of both the switch model and the kind head).
+
+Sessions (written for this benchmark, never read to write the kind head's templates or the
+starting model's text; benchmarks/data/dimmer/):
+  dimmer-crowd  59 lines in a crowd worker's words: dim / brighten / a level / questions, on / off
+                of the lamp and the fan, and chatter;
+  dimmer-ha     37 lines in Home Assistant's phrasing ("set the living room lamp brightness to
+                fifty percent", "decrease the brightness of ...");
+  dimmer-mixed  32 short, casual lines ("dimmer", "more light", "did i leave the fan on").
+The simulated person (`edge_plm/loop/kind_replay.py`) looks at the lamp after each dim,
+brighten or level line and turns its knob where the device did not do what they wanted; for
+on / off lines they flip the device's own switch as in every replay.
+
+Each session is run twice: with the kind head (the device as shipped) and without it
+(``[kinds] dimmers = false, questions = false``: dim commands go to the switch model alone, as
+before issue 48). Metrics: dim / brighten lines acted right (the lamp moved the wanted way, no
+relay moved), level lines right, wrong (a relay moved, the lamp went the other way or off), and
+relays moved by a dim / brighten / question line; questions answered; on / off lines acted
+wrong.
+
+    python3 benchmarks/bench_dimmer.py [--tag TAG]
+
+Prints a markdown table; writes benchmarks/results/dimmer[-<tag>].json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchinfo import header, markdown_table, write_result  # noqa: E402
+
+from edge_plm.config.settings import load  # noqa: E402
+from edge_plm.loop.replay import build_replay, read_session, run_session  # noqa: E402
+
+HERE = Path(__file__).resolve().parent / "data" / "dimmer"
+SESSIONS = ("dimmer-crowd", "dimmer-ha", "dimmer-mixed")
+
+
+def run(name: str, head: bool) -> dict:
+    settings = load(HERE / "household.toml")
+    if not head:
+        settings = replace(settings, kinds=replace(settings.kinds, dimmers=False, questions=False))
+    lines = read_session(HERE / f"{name}.jsonl")
+    rep = build_replay(settings, None, epoch=1.8e9)
+    try:
+        res = run_session(lines, rep.controller, rep.clock)
+        summary = res.summary()
+        by_kind: dict[str, dict[str, int]] = {}
+        for k in res.kinds:
+            c = by_kind.setdefault(k.kind, dict.fromkeys(("lines", "right", "asked", "wrong", "missed",
+                                                           "relays_moved"), 0))
+            c["lines"] += 1
+            c["right"] += k.right
+            c["asked"] += k.asked
+            c["wrong"] += k.wrong
+            c["missed"] += k.missed
+            c["relays_moved"] += k.relays_moved
+        plain = [r for r in res.lines if lines[r.index].kind is None]
+        return {"summary": summary, "kinds": by_kind,
+                "onoff_acted_wrong": sum(r.acted_wrong for r in plain),
+                "onoff_acted": sum(r.acted for r in plain)}
+    finally:
+        rep.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+    out = {**header(), "sessions": {}}
+    rows = []
+    for name in SESSIONS:
+        for head in (True, False):
+            r = run(name, head)
+            out["sessions"][f"{name}{'' if head else '-without-head'}"] = r
+            k = r["kinds"]
+
+            def tot(kinds, key, k=k):
+                return sum(k.get(x, {}).get(key, 0) for x in kinds)
+            rows.append([name, "head" if head else "switch model only",
+                         f"{tot(('DIM', 'BRIGHTEN'), 'right')}/{tot(('DIM', 'BRIGHTEN'), 'lines')}",
+                         f"{tot(('LEVEL',), 'right')}/{tot(('LEVEL',), 'lines')}",
+                         tot(("DIM", "BRIGHTEN", "LEVEL"), "wrong"),
+                         tot(("DIM", "BRIGHTEN", "LEVEL", "QUERY"), "relays_moved"),
+                         f"{tot(('QUERY',), 'right')}/{tot(('QUERY',), 'lines')}",
+                         f"{r['onoff_acted_wrong']}/{r['onoff_acted']}"])
+    print(markdown_table(["session", "device", "dim/brighten right", "level right", "dimmer lines wrong",
+                          "relays moved by them", "questions answered", "on/off acted wrong"], rows))
+    path = write_result("dimmer" + (f"-{args.tag}" if args.tag else ""), out)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
