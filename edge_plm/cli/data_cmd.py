@@ -29,6 +29,7 @@ from edge_plm.commands.rows import all_rows, export_csv, export_jsonl, labels_of
 from edge_plm.commands.stats import learning_curve, stats
 from edge_plm.commands.status import Status, status
 from edge_plm.commands.times import short_time
+from edge_plm.commands.kinds import kind_line, kinds_of
 from edge_plm.commands.timers import timer_line, timers_of
 from edge_plm.cli.common import (EXPECTED_ERRORS, RESTART_NOTE, ConfigOpt, DbOpt,
                                  ExportFormat, ForceOpt, JsonOpt, Label, LabelFilter, SinceOpt,
@@ -222,10 +223,11 @@ def log_command(
         rows = log_rows(store, limit=limit or None, label=wanted, since=t_since)
         devices = outcomes_of(store, rows)
         timers = timers_of(store, [r.id for r in rows])  # what timed commands set, and how it ended
+        kinds = kinds_of(store, [r.id for r in rows])  # dimmers and questions
         if follow:
             _follow(store, rows, last, wanted, interval, max_polls, as_json)
         elif as_json:
-            print_json([_record(r, devices, timers) for r in rows])
+            print_json([_record(r, devices, timers, kinds) for r in rows])
         elif not rows:
             typer.echo("no interactions" + (" matching the filters" if wanted or since else " yet"))
         else:
@@ -233,16 +235,21 @@ def log_command(
             for iid, ts in timers.items():
                 for t in ts:
                     typer.echo(timer_line(iid, t))
+            for iid, k in kinds.items():
+                typer.echo(kind_line(iid, k))
 
 
-def _record(r, devices: dict, timers: dict | None = None) -> dict:
-    """`record`, plus ``devices`` for an interaction of several devices and ``timers`` for one
-    that set timers."""
+def _record(r, devices: dict, timers: dict | None = None, kinds: dict | None = None) -> dict:
+    """`record`, plus ``devices`` for an interaction of several devices, ``timers`` for one
+    that set timers and ``kind`` for one the kind head called or was taught (a dimmer, a
+    question)."""
     out = record(r)
     if r.id in devices:
         out["devices"] = device_record(devices[r.id])
     if timers and r.id in timers:
         out["timers"] = timers[r.id]
+    if kinds and r.id in kinds:
+        out["kind"] = kinds[r.id]
     return out
 
 
