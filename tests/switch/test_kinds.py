@@ -151,13 +151,13 @@ def test_refinement_gradient_matches_finite_differences():
 
 
 def test_shipped_head_quality_floor_on_the_crowd_file(shipped):
-    # measured 2026-12: balanced accuracy .906, ECE .043 (benchmarks/results/kind-head.json);
+    # measured: balanced accuracy .931, ECE .037 (benchmarks/results/kind-head.json);
     # the floor is a little below, so that a collapse fails
     rows = [json.loads(line) for line in CROWD.read_text(encoding="utf-8").splitlines() if line.strip()]
     P = np.array([list(shipped.predict(r["text"]).distribution.values()) for r in rows])
     labels = np.array([KIND_INDEX[r["kind"]] for r in rows])
     report = K.calibration_report(P, labels)
-    assert report["balanced_accuracy"] >= 0.85
+    assert report["balanced_accuracy"] >= 0.88
     assert report["ece"] <= 0.08
     for name in ("DIM", "BRIGHTEN", "LEVEL", "QUERY"):
         assert report["kinds"][name]["accuracy"] >= 0.8, name
