@@ -11,8 +11,11 @@ head):
   dimmer's own knob answers). A call about devices none of which is a dimmer does nothing:
   a relay is never switched by a dim or brighten command. In every case the switch model's
   ON / OFF for that utterance is held (never acted on, never learned as a command).
-- QUERY at or above ``act_threshold`` (``[kinds] questions``) is answered from the devices'
-  states: aloud with talk-back, else on the LED; never moves a relay.
+- QUERY at or above ``act_threshold`` (``[kinds] questions``) whose words are about the
+  devices (`about_devices`: a state word or a device's name) is answered from the devices'
+  states: aloud with talk-back, else on the LED; never moves a relay. The head alone reads
+  "how far is the airport" as a question (docs/benchmarks-log.md): an answer at chatter is
+  what a person notices most, so a question must name what it asks about.
 - Below the thresholds: None.
 """
 
@@ -21,6 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edge_plm.actions import LEVEL_KINDS
+
+#: Words that ask about a device's state ("is the heater on", "what's running").
+STATE_WORDS = frozenset({"on", "off", "running", "lit", "dimmed", "bright", "brightness", "level"})
 
 #: What the loop does with a call.
 ACT, ASK, HOLD = "act", "ask", "hold"
@@ -53,13 +59,20 @@ class KindRules:
     questions: bool
 
 
+def about_devices(words: list[str], name_words: set[str]) -> bool:
+    """A question's words are about the devices: a state word (`STATE_WORDS`) or a word of a
+    device's name or alias (`name_words`)."""
+    return any(w in STATE_WORDS or w in name_words for w in words)
+
+
 def call_for(kind: str, confidence: float, rules: KindRules, addressed: tuple[str, ...],
-             dimmers: tuple[str, ...], level: float | None) -> KindCall | None:
+             dimmers: tuple[str, ...], level: float | None, about: bool = True) -> KindCall | None:
     """The call for a head prediction `kind` at `confidence`; `addressed`: the devices the words
     address (every device for a question naming none); `dimmers`: the household's dimmers, in
-    order; `level`: the level the words name (`edge_plm.decide.level.read_level`)."""
+    order; `level`: the level the words name (`edge_plm.decide.level.read_level`); `about`: a
+    question's words are about the devices (`about_devices`)."""
     if kind == "QUERY":
-        if rules.questions and confidence >= rules.act_threshold:
+        if rules.questions and about and confidence >= rules.act_threshold:
             return KindCall(kind, confidence, ACT, addressed)
         return None
     if kind not in LEVEL_KINDS or not (rules.dimmers and dimmers) or confidence < rules.ask_threshold:

@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING
 
 from edge_plm.actions import LEVEL_KINDS, PLAIN
 from edge_plm.config.settings import Settings
-from edge_plm.decide.kinds import ACT, ASK, KindCall, KindRules, answer_text, call_for, label_for
+from edge_plm.decide.kinds import (ACT, ASK, KindCall, KindRules, about_devices, answer_text, call_for,
+                                   label_for)
 from edge_plm.decide.level import read_level
 from edge_plm.device import Devices
 from edge_plm.learning.household import Household
 from edge_plm.store import ReplayStore
+from edge_plm.switch.tokenizer import normalize
 
 if TYPE_CHECKING:
     from edge_plm.switch.kinds import KindHead
@@ -75,6 +77,8 @@ class KindActions:
         self.load_head = load_head
         self.address = address or (lambda text: household.names)
         self.dimmers = tuple(n for n in household.names if devices.is_dimmer(n))
+        self.name_words = {w for d in household.devices for p in (d.name, *d.aliases)
+                           for w in normalize(p).split()}
         self.head: KindHead | None = None
         self.recent: deque[Heard] = deque(maxlen=8)
         self.asking: dict[str, float] = {}  # dimmer -> when its ask's signal goes out
@@ -105,7 +109,8 @@ class KindActions:
             return None
         level = read_level(text) if p.kind in LEVEL_KINDS else None
         addressed = self._addressed(text, p.kind)
-        return call_for(p.kind, p.confidence, self.rules, addressed, self.dimmers, level)
+        about = p.kind != "QUERY" or about_devices(normalize(text).split(), self.name_words)
+        return call_for(p.kind, p.confidence, self.rules, addressed, self.dimmers, level, about)
 
     def _addressed(self, text: str, kind: str) -> tuple[str, ...]:
         """The devices the words address; naming none: every device for a question, the first

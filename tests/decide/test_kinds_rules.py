@@ -3,7 +3,7 @@ question is answered; what a turn of the knob teaches; the spoken answer."""
 
 from __future__ import annotations
 
-from edge_plm.decide.kinds import ACT, ASK, HOLD, KindRules, answer_text, call_for, label_for
+from edge_plm.decide.kinds import ACT, ASK, HOLD, KindRules, about_devices, answer_text, call_for, label_for
 
 RULES = KindRules(act_threshold=0.8, ask_threshold=0.5, dimmers=True, questions=True)
 
@@ -59,3 +59,12 @@ def test_spoken_answers():
     assert answer_text({"lamp": 0.0, "fan": False}, ("lamp", "fan"), True) == "Everything is off."
     assert answer_text({"main": True}, ("main",), False) == "It is on."
     assert answer_text(states, ("garage",), True) == "I don't know that device."
+
+
+def test_a_question_must_be_about_the_devices():
+    names = {"fan", "lamp", "big", "light"}
+    assert about_devices("is the fan still going".split(), names)
+    assert about_devices("whats on".split(), names)
+    assert not about_devices("how far is the airport".split(), names)
+    assert not about_devices("how are you doing".split(), names)
+    assert call_for("QUERY", 0.99, RULES, ("fan",), (), None, about=False) is None
