@@ -4,7 +4,8 @@
 extra, is not even imported) or cannot be set up (logged once; the device works without it).
 The bridge consumes relay changes (`Relay.watchers`) and feeds remote toggles to the person's
 switches (`PersonSwitch.remote`); a dimmer is a light whose brightness commands set its level
-and are queued as remote `LevelChange` events (`Devices.remote_level`, `edge_plm.bridge.lights`); topics and payloads: `edge_plm.bridge.topics`, docs/contracts.md.
+and are queued as remote `LevelChange` events (`Devices.remote_level`, `edge_plm.bridge.lights`);
+topics and payloads: `edge_plm.bridge.topics`, docs/contracts.md.
 """
 
 from __future__ import annotations

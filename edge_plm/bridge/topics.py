@@ -347,6 +347,6 @@ def discovery_payload(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-__all__ = ["BRIGHTNESS_SCALE", "MAX_COMMAND_BYTES", "ON_COMMAND_TYPE", "OFF", "OFFLINE", "ON", "ONLINE", "ORIGIN", "LoopOutcome", "Topics",
-           "board_suffix", "brightness_level", "brightness_payload", "command_state", "decision_payload", "discovery_payload", "mac_address",
-           "node_id", "shown", "state_payload"]
+__all__ = ["BRIGHTNESS_SCALE", "MAX_COMMAND_BYTES", "ON_COMMAND_TYPE", "OFF", "OFFLINE", "ON", "ONLINE", "ORIGIN",
+           "LoopOutcome", "Topics", "board_suffix", "brightness_level", "brightness_payload", "command_state",
+           "decision_payload", "discovery_payload", "mac_address", "node_id", "shown", "state_payload"]
