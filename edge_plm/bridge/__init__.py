@@ -3,7 +3,9 @@
 `start_bridge` is all the loop calls: None when ``[mqtt]`` is off (``paho-mqtt``, the ``mqtt``
 extra, is not even imported) or cannot be set up (logged once; the device works without it).
 The bridge consumes relay changes (`Relay.watchers`) and feeds remote toggles to the person's
-switches (`PersonSwitch.remote`); topics and payloads: `edge_plm.bridge.topics`, docs/contracts.md.
+switches (`PersonSwitch.remote`); a dimmer is a light whose brightness commands set its level
+and are queued as remote `LevelChange` events (`Devices.remote_level`, `edge_plm.bridge.lights`);
+topics and payloads: `edge_plm.bridge.topics`, docs/contracts.md.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def start_bridge(settings: Settings, devices: Devices, status_file: Path | None 
         from edge_plm.bridge.mqtt import MqttBridge  # noqa: PLC0415 - imports paho
         from edge_plm.bridge.topics import Topics  # noqa: PLC0415
 
-        topics = Topics.of(settings.mqtt, devices.names)
+        topics = Topics.of(settings.mqtt, devices.names,
+                           dimmers=[n for n in devices.names if devices.is_dimmer(n)])
         bridge = MqttBridge(settings.mqtt, devices, topics, status_file=status_file,
                             model_version=model_version, undo=undo, timers=timers).start()
         if outcome_watchers is not None:

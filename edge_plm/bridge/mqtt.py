@@ -1,4 +1,5 @@
-"""The MQTT bridge: the board's relays as Home Assistant switches (paho-mqtt 2.x).
+"""The MQTT bridge: the board's relays as Home Assistant switches, its dimmers as lights
+(paho-mqtt 2.x; a dimmer's brightness: `edge_plm.bridge.lights`).
 
 Never in the way of the loop:
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_plm.bridge import topics as t
+from edge_plm.bridge.lights import Lights
 from edge_plm.bridge.status import write_status
 from edge_plm.config.settings import MqttConfig
 
@@ -200,6 +202,7 @@ class MqttBridge:
         self.commands = 0  # commands handed to the loop
         self.announced = 0  # discovery + state rounds published (one per connection)
         self.last_state: dict[str, tuple[str, float]] = {}  # device id -> (payload, perf time)
+        self.lights = Lights(devices, topics, self._outbox.put, self._ignore)  # the dimmers
 
     @property
     def connected(self) -> bool:
@@ -211,6 +214,7 @@ class MqttBridge:
             watcher = self._watcher(device_id)
             self._watchers[name] = watcher
             self.devices.relays[name].watchers.append(watcher)
+        self.lights.watch()
         self._report(False, None)
         self._thread.start()
         return self
@@ -222,6 +226,7 @@ class MqttBridge:
                 self.devices.relays[name].watchers.remove(watcher)
             except ValueError:
                 pass
+        self.lights.unwatch()
         self._stopping.set()
         self._outbox.put((_STOP,))
         self._thread.join(timeout)
@@ -290,6 +295,10 @@ class MqttBridge:
             self._publish(self.topics.state(item[1]), t.state_payload(item[2]))
             self.last_state[item[1]] = (t.state_payload(item[2]), time.perf_counter())
             self._publish_timers()  # a due timer may have switched it
+        elif item[0] == "brightness" and self._connected.is_set():
+            message = self.lights.state(item[1], item[2])
+            if message is not None:
+                self._publish(*message)
         elif item[0] == "clear" and self._connected.is_set():
             log.info("mqtt: removing the entity of a device no longer configured (%s)", item[1])
             self._publish(item[1], "")
@@ -326,6 +335,8 @@ class MqttBridge:
             on = self.devices.relays[name].is_on
             self._publish(tp.state(device_id), t.state_payload(on))
             self.last_state[device_id] = (t.state_payload(on), time.perf_counter())
+        for topic, payload in self.lights.states():
+            self._publish(topic, payload)
         self.announced += 1
 
     def _publish_sensors(self) -> None:
@@ -374,6 +385,8 @@ class MqttBridge:
                           f"{reason_code}; retrying")
             return
         client.subscribe([(self.topics.commands, self.cfg.qos), (self.topics.configs, self.cfg.qos),
+                          (self.topics.light_configs, self.cfg.qos),
+                          (self.topics.brightness_commands, self.cfg.qos),
                           (self.topics.hub_status, self.cfg.qos)]
                          + ([(self.topics.undo_press, self.cfg.qos)] if self.undo else []))
         self._connected.set()
@@ -411,11 +424,15 @@ class MqttBridge:
             return
         config_of = self.topics.config_device(topic)
         if config_of is not None:
-            # only an entity this node published itself is removed (never another node's)
-            if (retained and payload and config_of not in self.topics.devices
-                    and self.entities.published(topic)):
+            # only an entity this node published itself is removed (never another node's); a
+            # device now of the other kind (relay <-> dimmer) loses its old entity
+            current = config_of in self.topics.devices and topic == self.topics.config(config_of)
+            if retained and payload and not current and self.entities.published(topic):
                 self._outbox.put(("clear", topic))
             return
+        light_of = self.topics.brightness_device(topic)
+        if light_of is not None:
+            return self.lights.command(topic, light_of, payload, retained)
         device_id = self.topics.command_device(topic)
         if device_id is None:
             return self._ignore(topic, payload, "not a command topic of this board")

@@ -5,6 +5,10 @@
   discovery ``<discovery_prefix>/switch/<node_id>/<device>/config`` (retained JSON), state
   ``<base>/<device>/state`` (retained ``ON`` / ``OFF``), command ``<base>/<device>/set``
   (``ON`` / ``OFF``, exact and case-sensitive, as Home Assistant sends them);
+- a dimmer (``kind = "dimmer"``) is discovered as a ``light`` instead
+  (``<discovery_prefix>/light/<node_id>/<device>/config``), with the same state and command
+  topics and its brightness: state ``<base>/<device>/brightness`` (retained, ``1``..``100``: the
+  level it is or would be lit at), command ``<base>/<device>/brightness/set`` (``0``..``100``);
 - the last decision: ``<base>/last_decision`` (retained JSON; the transcript only with
   ``mqtt.publish_transcripts``), discovered as a ``sensor``.
 
@@ -48,6 +52,11 @@ ON, OFF = "ON", "OFF"
 PRESS = "PRESS"  # a button's press (Home Assistant's default payload_press)
 #: the longest command payload looked at (``OFF``); anything longer is junk, unread
 MAX_COMMAND_BYTES = 16
+#: a dimmer's brightness in its topics: 0..BRIGHTNESS_SCALE (a percentage of full level)
+BRIGHTNESS_SCALE = 100
+#: Home Assistant turns a light on with a brightness command alone (never ``ON`` after a
+#: brightness change: that ``ON`` would reach the person's switch as a flip)
+ON_COMMAND_TYPE = "brightness"
 
 
 MACHINE_ID = Path("/etc/machine-id")
@@ -91,14 +100,16 @@ class Topics:
     prefix: str  # Home Assistant's discovery prefix
     node: str
     devices: dict[str, str]  # topic id -> device name, in configuration order
+    lights: frozenset[str] = frozenset()  # the topic ids of the dimmers (discovered as lights)
 
     @classmethod
     def of(cls, cfg: MqttConfig, names: Sequence[str], hostname: str | None = None,
-           suffix: str | None = None) -> Topics:
-        """``mqtt.node_id``, else `node_id` (`hostname`, `suffix`: tests)."""
+           suffix: str | None = None, dimmers: Sequence[str] = ()) -> Topics:
+        """``mqtt.node_id``, else `node_id` (`hostname`, `suffix`: tests). `dimmers`: the
+        names (of `names`) that are dimmers."""
         node = cfg.node_id or node_id(hostname, suffix)
         return cls(cfg.base or f"edge-plm/{node}", cfg.discovery_prefix, node,
-                   {topic_id(n): n for n in names})
+                   {topic_id(n): n for n in names}, frozenset(topic_id(n) for n in dimmers))
 
     @property
     def status(self) -> str:
@@ -113,6 +124,16 @@ class Topics:
     def configs(self) -> str:
         """The subscription for the board's retained switch configs (to clear removed ones)."""
         return f"{self.prefix}/switch/{self.node}/+/config"
+
+    @property
+    def light_configs(self) -> str:
+        """The subscription for the board's retained light configs (to clear removed ones)."""
+        return f"{self.prefix}/light/{self.node}/+/config"
+
+    @property
+    def brightness_commands(self) -> str:
+        """The subscription for every dimmer's brightness command topic."""
+        return f"{self.base}/+/brightness/set"
 
     @property
     def hub_status(self) -> str:
@@ -161,8 +182,18 @@ class Topics:
     def command(self, device_id: str) -> str:
         return f"{self.base}/{device_id}/set"
 
+    def component(self, device_id: str) -> str:
+        """Its Home Assistant entity: ``light`` for a dimmer, else ``switch``."""
+        return "light" if device_id in self.lights else "switch"
+
     def config(self, device_id: str) -> str:
-        return f"{self.prefix}/switch/{self.node}/{device_id}/config"
+        return f"{self.prefix}/{self.component(device_id)}/{self.node}/{device_id}/config"
+
+    def brightness_state(self, device_id: str) -> str:
+        return f"{self.base}/{device_id}/brightness"
+
+    def brightness_command(self, device_id: str) -> str:
+        return f"{self.base}/{device_id}/brightness/set"
 
     def id_of(self, name: str) -> str:
         return topic_id(name)
@@ -181,7 +212,9 @@ class Topics:
         return f"{domain}.edge_plm_{self.node.replace('-', '_')}_{key.replace('-', '_')}"
 
     def discovery(self, device_id: str, qos: int, mac: str | None = None) -> dict:
-        """The retained discovery config of one device's switch entity."""
+        """The retained discovery config of one device's entity: a switch, or a dimmer's light."""
+        if device_id in self.lights:
+            return self.light_discovery(device_id, qos, mac)
         return {"name": self.devices[device_id], "unique_id": f"edge-plm-{self.node}-{device_id}",
                 "default_entity_id": self.entity_id("switch", device_id),
                 "state_topic": self.state(device_id), "command_topic": self.command(device_id),
@@ -189,6 +222,20 @@ class Topics:
                 "payload_not_available": OFFLINE, "payload_on": ON, "payload_off": OFF,
                 "state_on": ON, "state_off": OFF, "optimistic": False, "retain": False,
                 "qos": qos, "device": self.device_block(mac), "origin": dict(ORIGIN)}
+
+    def light_discovery(self, device_id: str, qos: int, mac: str | None = None) -> dict:
+        """A dimmer's light entity (Home Assistant's default schema): on / off as a switch's,
+        and its brightness, 0..100."""
+        return {"name": self.devices[device_id], "unique_id": f"edge-plm-{self.node}-{device_id}",
+                "default_entity_id": self.entity_id("light", device_id), "schema": "default",
+                "state_topic": self.state(device_id), "command_topic": self.command(device_id),
+                "brightness_state_topic": self.brightness_state(device_id),
+                "brightness_command_topic": self.brightness_command(device_id),
+                "brightness_scale": BRIGHTNESS_SCALE, "on_command_type": ON_COMMAND_TYPE,
+                "availability_topic": self.status, "payload_available": ONLINE,
+                "payload_not_available": OFFLINE, "payload_on": ON, "payload_off": OFF,
+                "optimistic": False, "retain": False, "qos": qos, "device": self.device_block(mac),
+                "origin": dict(ORIGIN)}
 
     def decision_discovery(self, qos: int, mac: str | None = None) -> dict:
         """The retained discovery config of the last-decision sensor (a diagnostic)."""
@@ -235,13 +282,22 @@ class Topics:
         device_id = rest[: -len("/set")]
         return device_id if "/" not in device_id else None
 
-    def config_device(self, topic: str) -> str | None:
-        """The device id of one of the board's switch config topics (else None)."""
-        start = f"{self.prefix}/switch/{self.node}/"
-        if not (topic.startswith(start) and topic.endswith("/config")):
+    def brightness_device(self, topic: str) -> str | None:
+        """The device id a brightness command topic is for (None: not one of this board's)."""
+        head, sep, rest = topic.partition(self.base + "/")
+        if head or not sep or not rest.endswith("/brightness/set"):
             return None
-        device_id = topic[len(start): -len("/config")]
+        device_id = rest[: -len("/brightness/set")]
         return device_id if device_id and "/" not in device_id else None
+
+    def config_device(self, topic: str) -> str | None:
+        """The device id of one of the board's switch or light config topics (else None)."""
+        for component in ("switch", "light"):
+            start = f"{self.prefix}/{component}/{self.node}/"
+            if topic.startswith(start) and topic.endswith("/config"):
+                device_id = topic[len(start): -len("/config")]
+                return device_id if device_id and "/" not in device_id else None
+        return None
 
 
 def command_state(payload: bytes) -> bool | None:
@@ -249,6 +305,24 @@ def command_state(payload: bytes) -> bool | None:
     if len(payload) > MAX_COMMAND_BYTES:
         return None
     return {b"ON": True, b"OFF": False}.get(bytes(payload))
+
+
+def brightness_level(payload: bytes) -> float | None:
+    """A brightness command, ``0``..``100`` (ASCII digits, a decimal part allowed: ``37.5``)
+    -> the level 0..1 (0: off); anything else (a sign, spaces, JSON, out of range, longer than
+    16 bytes): None."""
+    if not payload or len(payload) > MAX_COMMAND_BYTES:
+        return None
+    whole, dot, part = bytes(payload).partition(b".")
+    if not whole.isdigit() or not whole.isascii() or (dot and not (part.isdigit() and part.isascii())):
+        return None
+    value = float(payload)
+    return value / BRIGHTNESS_SCALE if value <= BRIGHTNESS_SCALE else None
+
+
+def brightness_payload(level: float) -> str:
+    """A lit level as its brightness state, ``1``..``100`` (never 0: off is the state topic's)."""
+    return str(min(BRIGHTNESS_SCALE, max(1, round(level * BRIGHTNESS_SCALE))))
 
 
 def shown(payload: bytes, limit: int = 24) -> str:
@@ -273,6 +347,6 @@ def discovery_payload(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-__all__ = ["MAX_COMMAND_BYTES", "OFF", "OFFLINE", "ON", "ONLINE", "ORIGIN", "LoopOutcome", "Topics",
-           "board_suffix", "command_state", "decision_payload", "discovery_payload", "mac_address",
-           "node_id", "shown", "state_payload"]
+__all__ = ["BRIGHTNESS_SCALE", "MAX_COMMAND_BYTES", "ON_COMMAND_TYPE", "OFF", "OFFLINE", "ON", "ONLINE", "ORIGIN",
+           "LoopOutcome", "Topics", "board_suffix", "brightness_level", "brightness_payload", "command_state",
+           "decision_payload", "discovery_payload", "mac_address", "node_id", "shown", "state_payload"]

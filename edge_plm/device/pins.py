@@ -12,6 +12,8 @@ Names:
     WARNING that says so and why; without it (the service) raise `PinFactoryError`, because a
     relay service that silently switches nothing is broken.
   - ``"mock"``: always ``MockFactory`` (simulated pins; nothing is switched).
+  - ``pwm=True`` (a dimmer is configured): the mock factory's pins can do PWM
+    (``MockPWMPin``); without it they are gpiozero's plain ``MockPin``, as always.
   - any other name registered under gpiozero's ``gpiozero_pin_factories`` entry point
     (``lgpio``, ``rpigpio``, ``pigpio``, ``native``, ...): that factory, or `PinFactoryError`.
 """
@@ -25,7 +27,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 
 from gpiozero import Factory
-from gpiozero.pins.mock import MockFactory
+from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from edge_plm.errors import EdgePlmError
 
@@ -64,7 +66,7 @@ def _load_named(name: str) -> Factory:
 
 
 def make_pin_factory(name: str = "auto", mock_fallback: bool = True,
-                     environ: Mapping[str, str] | None = None) -> tuple[Factory, str]:
+                     environ: Mapping[str, str] | None = None, pwm: bool = False) -> tuple[Factory, str]:
     """Return ``(factory, description)`` for the configured factory `name`.
 
     The description is one human-readable line for logs and ``edge-plm doctor``
@@ -76,8 +78,9 @@ def make_pin_factory(name: str = "auto", mock_fallback: bool = True,
     origin = "configured"
     if key == "auto" and env:
         key, origin = env, f"{ENV_VAR}={env}"
+    mock = (lambda: MockFactory(pin_class=MockPWMPin)) if pwm else MockFactory
     if key == "mock":
-        return MockFactory(), f"mock ({origin}: simulated pins, nothing is switched)"
+        return mock(), f"mock ({origin}: simulated pins, nothing is switched)"
     if key != "auto":
         return _load_named(key), f"{key} (real GPIO, {origin})"
     failures: list[str] = []
@@ -98,4 +101,4 @@ def make_pin_factory(name: str = "auto", mock_fallback: bool = True,
         "no GPIO hardware found, using gpiozero MockFactory: the relay will NOT switch "
         "anything (tried %s)", reason,
     )
-    return MockFactory(), f"mock (no GPIO hardware found; tried {', '.join(AUTO_ORDER)})"
+    return mock(), f"mock (no GPIO hardware found; tried {', '.join(AUTO_ORDER)})"

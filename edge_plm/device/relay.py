@@ -71,12 +71,7 @@ class Relay:
         self._interval_s = cfg.min_toggle_interval_ms / 1000.0
         self._last_toggle: float | None = None
         self._lock = threading.Lock()
-        self._device = DigitalOutputDevice(
-            cfg.pin,
-            active_high=cfg.active_high,
-            initial_value=cfg.safe_state,
-            pin_factory=pin_factory,
-        )
+        self._device = self._make_output(pin_factory)
         self._closed = False
         #: called with the new state after each change `set` makes (see the module docstring)
         self.on_change: Callable[[bool], None] | None = None
@@ -85,6 +80,26 @@ class Relay:
         self.record_failures = 0
         if install_exit_handlers:
             _register_for_exit(self)
+
+    def _make_output(self, pin_factory: Factory) -> DigitalOutputDevice:
+        """The output device, in the safe state (a `Dimmer` makes a PWM output)."""
+        return DigitalOutputDevice(self.cfg.pin, active_high=self.cfg.active_high,
+                                   initial_value=self.cfg.safe_state, pin_factory=pin_factory)
+
+    def _drive(self, on: bool) -> None:
+        """Write `on` to the output (caller holds the lock; a `Dimmer` lights its level)."""
+        self._device.value = bool(on)
+
+    def _refused(self, on: bool, now: float) -> bool:
+        """True (and a WARNING) when a toggle to `on` at `now` is inside the rate limit
+        (caller holds the lock)."""
+        if self._last_toggle is not None and now - self._last_toggle < self._interval_s:
+            log.warning(
+                "relay toggle to %s refused: previous toggle %.3f s ago (< %.3f s rate limit)",
+                "ON" if on else "OFF", now - self._last_toggle, self._interval_s,
+            )
+            return True
+        return False
 
     @property
     def is_on(self) -> bool:
@@ -119,13 +134,9 @@ class Relay:
                 raise RelayClosed("relay is closed; cannot switch it")
             if self.is_on == bool(on):
                 return True
-            if self._last_toggle is not None and now - self._last_toggle < self._interval_s:
-                log.warning(
-                    "relay toggle to %s refused: previous toggle %.3f s ago (< %.3f s rate limit)",
-                    "ON" if on else "OFF", now - self._last_toggle, self._interval_s,
-                )
+            if self._refused(bool(on), now):
                 return False
-            self._device.value = bool(on)
+            self._drive(bool(on))
             self._last_toggle = now
             log.info("relay -> %s", "ON" if on else "OFF")
             self._record(bool(on))
@@ -164,7 +175,7 @@ class Relay:
                 return
             self._closed = True
             try:
-                self._device.value = self.cfg.safe_state
+                self._drive(self.cfg.safe_state)
             finally:
                 self._device.close()
             log.info("relay closed in safe state %s", "ON" if self.cfg.safe_state else "OFF")

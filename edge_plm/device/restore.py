@@ -13,6 +13,11 @@ power loss) between the pin write and its record therefore loses only that last 
 start restores the state recorded before it, a state the relay really was in, and with ``"off"``
 or ``"on"`` the record does not matter at all. `Relay.close` (a stop) is not recorded, so a clean
 stop followed by a start restores the state the relay had before the stop.
+
+A dimmer (`edge_plm.device.dimmer.Dimmer`, a relay on a PWM output) is restored the same way:
+its on / off is recorded and restored as a relay's. Its level is not recorded: a dimmer
+restored ON is lit at full level (1.0, its lit level after a start), the level of a lamp
+switched on at the wall; a level change while lit is not a change of state and writes nothing.
 """
 
 from __future__ import annotations
