@@ -141,6 +141,11 @@ class LevelControl:
         return tuple(self.cfg.encoder_pins) if self._encoder is not None else (self.cfg.up_pin, self.cfg.down_pin)
 
     @property
+    def step(self) -> float:
+        """What one press of the up / down buttons moves the level by."""
+        return self._dimmer.level_step
+
+    @property
     def detent(self) -> float:
         """What one encoder detent moves the level by."""
         return self._dimmer.level_step * DETENT_SHARE

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from edge_plm.actions import KINDS, PLAIN
+from edge_plm.loop.simulation import turn_knob
 
 if TYPE_CHECKING:
     from edge_plm.loop.controller import Controller, Outcome
@@ -102,7 +103,11 @@ def follow_kind_line(i: int, line, outcome: Outcome, controller: Controller,
     wrong = moved or others or (changed and not went_right)
     asked = not right and not wrong and done == "asked"
     if not right and abs(dimmer.level - want) > 1e-9:
-        devices.turn(target, want, now)  # the person's own knob: what teaches the device
+        control = devices.controls.get(target)
+        if control is not None:  # the person's own knob: what teaches the device
+            turn_knob(control, devices.factory, dimmer.level, want)
+        else:  # no knob: they set it from the home hub's app
+            devices.remote_level(target, want, now)
         controller.pump()
     return KindLine(i, kind, right, asked, wrong, moved)
 

@@ -225,7 +225,7 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     `talkback`: the controller asks out loud (``settings.talkback``'s speech backend, played
     nowhere) and takes spoken answers (`edge_plm.voice.talkback`); `uses_talkback` says when.
     """
-    from gpiozero.pins.mock import MockFactory  # noqa: PLC0415
+    from gpiozero.pins.mock import MockFactory, MockPWMPin  # noqa: PLC0415
 
     tmp = None
     if db is None:
@@ -244,7 +244,9 @@ def build_replay(settings: Settings, db: str | Path | None, seed: int | None = N
     store = ReplayStore(db, clock=wall)
     try:
         learner = open_learner(settings, store, cfg=learner_cfg, clock=wall)
-        devices = Devices.from_config(settings.gpio, clock=clock, factory=MockFactory(),
+        dimmers = any(d.kind == "dimmer" for d in settings.devices)  # PWM pins only where needed
+        factory = MockFactory(pin_class=MockPWMPin) if dimmers else MockFactory()
+        devices = Devices.from_config(settings.gpio, clock=clock, factory=factory,
                                       install_exit_handlers=False, devices=settings.devices)
     except BaseException:
         store.close()

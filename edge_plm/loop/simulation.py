@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from edge_plm.decide.policy import Action
 
 if TYPE_CHECKING:
+    from edge_plm.device.level_control import LevelControl
     from edge_plm.device.person_switch import PersonSwitch
     from edge_plm.loop.sim_clock import SimClock
 
@@ -66,4 +67,28 @@ def flip_switch(switch: PersonSwitch, factory_pin: Any, clock: SimClock) -> None
         factory_pin.drive_high()
 
 
-__all__ = ["SimulatedFlip", "SimulatedPerson", "flip_switch"]
+def turn_knob(control: LevelControl, factory: Any, level: float, want: float) -> int:
+    """The person turns a dimmer's own control (on its MockFactory pins) from `level` toward
+    `want`, as a hand would: a rotary encoder by whole detents (each a full quadrature cycle,
+    A leading B clockwise, as a KY-040 pulled up), up / down buttons by whole presses; the real
+    `LevelControl` moves the light and records the changes. Returns the detents or presses."""
+    if control.kind == "encoder":
+        a, b = control.pins
+        n = round((want - level) / control.detent)
+        first, second = (a, b) if n > 0 else (b, a)
+        for _ in range(abs(n)):
+            factory.pin(first).drive_low()
+            factory.pin(second).drive_low()
+            factory.pin(first).drive_high()
+            factory.pin(second).drive_high()
+        return abs(n)
+    up, down = control.pins
+    n = round((want - level) / control.step)
+    for _ in range(abs(n)):
+        pin = factory.pin(up if n > 0 else down)
+        pin.drive_low()
+        pin.drive_high()
+    return abs(n)
+
+
+__all__ = ["SimulatedFlip", "SimulatedPerson", "flip_switch", "turn_knob"]
