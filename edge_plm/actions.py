@@ -11,7 +11,8 @@
 
 The first registry (``REGISTRY``) is the switch model's. An action is a class of the switch
 model (its position in `ACTIONS` is its class index), a reserved token of the tokenizer, a label
-in the replay buffer and in labelled JSON-lines files, and a relay state: ON drives the relay on, OFF drives it off, NOOP leaves it as it is.
+in the replay buffer and in labelled JSON-lines files, and a relay state: ON drives the relay
+on, OFF drives it off, NOOP leaves it as it is.
 Everything else (tokenizer, switch network, store constraints, JSONL reader, policy, settings,
 evaluation) reads this module, so adding an action is one line here.
 

@@ -33,6 +33,7 @@ from edge_plm.decide.kinds import (ACT, ASK, KindCall, KindRules, about_devices,
 from edge_plm.decide.level import read_level
 from edge_plm.device import Devices
 from edge_plm.learning.household import Household
+from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ReplayStore
 from edge_plm.switch.tokenizer import normalize
 
@@ -85,7 +86,10 @@ class KindActions:
         self.labels = 0  # kind labels taught in this run
         self._forget_seq = store.forget_seq()
         if self.reads and load_head is not None:
-            self.head = self._rebuilt()
+            try:
+                self.head = self._rebuilt()
+            except (CheckpointError, OSError) as exc:  # the loop runs on as before the head
+                log.error("the kind head could not be loaded (%s): no dimming or answers by voice", exc)
 
     @property
     def reads(self) -> bool:

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_plm.actions import KIND_INDEX, KINDS, N_KINDS
+from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.plm.warmstart import NegativeInputError, check_nonnegative
 from edge_plm.switch.solution import row_means
 from edge_plm.switch.tokenizer import normalize
@@ -45,7 +46,7 @@ KIND_FORMAT = 1
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "models" / "switch-en.kinds.npz"
 
 
-class KindFormatError(ValueError):
+class KindFormatError(CheckpointError):
     """Kind-head arrays of another format, or damaged."""
 
 
