@@ -85,7 +85,8 @@ knock the lights down a bit|drop the brightness|drop the {name} a bit|dial down 
 i'd like it a bit darker|i want the lights dimmer|dimmer|a little dimmer|less light|less light in the {area}
 the light is hurting my eyes|way too bright in here|can we dim the {name}|the {area} is too bright
 could it be darker in here|turn the lights lower|dim the {area} lights|bring the brightness down a notch
-it's a bit bright|too much light in here|make the {area} darker|dimmer lights in the {area}|darken the {area}""".replace("\n", "|").split("|")
+it's a bit bright|too much light in here|make the {area} darker|dimmer lights in the {area}|darken the {area}"""
+DIM = DIM.replace("\n", "|").split("|")
 BRIGHTEN = """brighten the {name}|brighten {name}|brighten up the {area}|brighten the lights in the {area}|brighten it
 brighten it up a bit|turn up the {name}|turn the {name} up|turn the {name} up a bit|turn the lights up in the {area}
 turn up the light in the {area}|turn up the brightness|turn the brightness up in the {area}|raise the {name}
@@ -123,7 +124,8 @@ did i switch the {dev} off|did someone leave the {dev} on|can you check if the {
 tell me if the {dev} is on|is the {dev} running|what's the status of the {dev}|what state is the {dev} in
 is the {dev} on right now|is the {dev} off yet|how many lights are on|do i have any lights on|is there a light on in the {area}
 is the {area} light on|is my {dev} on|are my lights off|was the {dev} left on|is the {dev} still running
-has the {dev} been switched off|is the {dev} working|tell me what's on|what's on in the {area}|anything left on""".replace("\n", "|").split("|")
+has the {dev} been switched off|is the {dev} working|tell me what's on|what's on in the {area}|anything left on"""
+QUERY = QUERY.replace("\n", "|").split("|")
 PLAIN = """turn up the volume|turn the volume down|turn down the music|turn it up louder|lower the volume
 raise the volume in the {area}|turn up the heat|turn down the heating|lower the temperature|make it warmer
 make it cooler in the {area}|turn the thermostat up|lower the blinds|raise the blinds in the {area}|open the curtains
