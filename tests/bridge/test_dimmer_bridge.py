@@ -174,3 +174,31 @@ def test_a_device_that_becomes_a_dimmer_loses_its_switch_entity(broker, ha, tmp_
     finally:
         stop_bridge(bridge)
         devices.close()
+
+
+def test_a_brightness_from_home_assistant_right_after_an_utterance_teaches_its_kind(broker, ha, tmp_path):
+    """The whole path on the real broker: an utterance the kind head does not call, then Home
+    Assistant dims the lamp; the loop's pump labels the utterance DIM (source ``remote``) and
+    the head learns it."""
+    from edge_plm.loop.controller import text_utterance
+    from edge_plm.loop.replay import build_replay
+    from edge_plm.switch.kinds import load_shipped
+
+    s = board(broker.port, [LAMP, FAN])
+    rep = build_replay(s, tmp_path / "t.db", epoch=1.8e9)
+    try:
+        assert rep.bridge is not None and rep.bridge.wait_connected(10)
+        tp = Topics.of(s.mqtt, ["lamp", "fan"], dimmers=["lamp"])
+        assert ha.wait_for(tp.status, b"online")
+        rep.controller.devices.set_level("lamp", 1.0)
+        text = "make it cosy in here"
+        out = rep.controller.handle(text_utterance(text))
+        ha.send(tp.brightness_command("lamp"), "50")
+        assert wait_until(lambda: duty(rep.controller.devices, "lamp") == 0.5)
+        rep.controller.pump()
+        row = rep.store.kind(out.interaction_id)
+        assert (row.label, row.label_source) == ("DIM", "remote")
+        assert (rep.controller.kinds.head.predict(text).distribution["DIM"]
+                > load_shipped().predict(text).distribution["DIM"])
+    finally:
+        rep.close()
