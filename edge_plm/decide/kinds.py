@@ -12,8 +12,9 @@ head):
   a relay is never switched by a dim or brighten command. In every case the switch model's
   ON / OFF for that utterance is held (never acted on, never learned as a command).
 - QUERY at or above ``act_threshold`` (``[kinds] questions``) whose words are about the
-  devices (`about_devices`: a state word or a device's name) is answered from the devices'
-  states: aloud with talk-back, else on the LED; never moves a relay. The head alone reads
+  devices (`about_devices`: a state word or a device's name) and that the switch model would
+  not act on ("fan on please" is a command: the head alone reads it as "is the fan on") is
+  answered from the devices' states: aloud with talk-back, else on the LED; never moves a relay. The head alone reads
   "how far is the airport" as a question (docs/benchmarks-log.md): an answer at chatter is
   what a person notices most, so a question must name what it asks about.
 - Below the thresholds: None.
@@ -66,13 +67,15 @@ def about_devices(words: list[str], name_words: set[str]) -> bool:
 
 
 def call_for(kind: str, confidence: float, rules: KindRules, addressed: tuple[str, ...],
-             dimmers: tuple[str, ...], level: float | None, about: bool = True) -> KindCall | None:
+             dimmers: tuple[str, ...], level: float | None, about: bool = True,
+             commanded: bool = False) -> KindCall | None:
     """The call for a head prediction `kind` at `confidence`; `addressed`: the devices the words
     address (every device for a question naming none); `dimmers`: the household's dimmers, in
     order; `level`: the level the words name (`edge_plm.decide.level.read_level`); `about`: a
-    question's words are about the devices (`about_devices`)."""
+    question's words are about the devices (`about_devices`); `commanded`: the switch model
+    would act on the words (then they are a command, not a question: "fan on please")."""
     if kind == "QUERY":
-        if rules.questions and about and confidence >= rules.act_threshold:
+        if rules.questions and about and not commanded and confidence >= rules.act_threshold:
             return KindCall(kind, confidence, ACT, addressed)
         return None
     if kind not in LEVEL_KINDS or not (rules.dimmers and dimmers) or confidence < rules.ask_threshold:

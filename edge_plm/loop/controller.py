@@ -241,8 +241,8 @@ class Controller:
         levels = self.kinds.levels()  # the dimmers before this utterance (what a turn teaches)
         with watch.stage("model"):
             predicted = self.worker.predict_all(command)  # one snapshot
-            call = self.kinds.read(command)  # dim / brighten / a level / a question, or None
-        preds = predicted.devices
+            preds = predicted.devices
+            call = self.kinds.read(command, preds)  # dim / brighten / a level / a question, or None
         lead = device_outcomes.lead_device(preds)
         iid = self.recorder.prediction(text, transcript, preds, lead, predicted.version, watch)
         unsure = transcript.fluency is not None and transcript.fluency < self.settings.asr.min_fluency

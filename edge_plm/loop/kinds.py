@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,7 @@ from edge_plm.switch.tokenizer import normalize
 
 if TYPE_CHECKING:
     from edge_plm.switch.kinds import KindHead
+    from edge_plm.switch.model import SwitchPrediction
     from edge_plm.voice.talkback import Talkback
 
 log = logging.getLogger("edge_plm.loop.kinds")
@@ -73,6 +74,7 @@ class KindActions:
         self.cfg = settings.kinds
         self.rules = KindRules(self.cfg.act_threshold, self.cfg.ask_threshold, self.cfg.dimmers,
                                self.cfg.questions)
+        self.act_threshold = settings.policy.act_threshold  # the switch model would act from here
         self.store, self.devices, self.household = store, devices, household
         self.clock, self.wall, self.talkback = clock, wall, talkback
         self.load_head = load_head
@@ -104,8 +106,9 @@ class KindActions:
         return head
 
     # --- an utterance ---------------------------------------------------------------------
-    def read(self, text: str) -> KindCall | None:
-        """The call for `text` (the command without a time phrase), or None."""
+    def read(self, text: str, preds: Mapping[str, SwitchPrediction]) -> KindCall | None:
+        """The call for `text` (the command without a time phrase; `preds`: the switch model's
+        per device), or None."""
         if self.head is None:
             return None
         p = self.head.predict(text)
@@ -114,7 +117,8 @@ class KindActions:
         level = read_level(text) if p.kind in LEVEL_KINDS else None
         addressed = self._addressed(text, p.kind)
         about = p.kind != "QUERY" or about_devices(normalize(text).split(), self.name_words)
-        return call_for(p.kind, p.confidence, self.rules, addressed, self.dimmers, level, about)
+        commanded = any(q.action != "NOOP" and q.confidence >= self.act_threshold for q in preds.values())
+        return call_for(p.kind, p.confidence, self.rules, addressed, self.dimmers, level, about, commanded)
 
     def _addressed(self, text: str, kind: str) -> tuple[str, ...]:
         """The devices the words address; naming none: every device for a question, the first

@@ -68,3 +68,8 @@ def test_a_question_must_be_about_the_devices():
     assert not about_devices("how far is the airport".split(), names)
     assert not about_devices("how are you doing".split(), names)
     assert call_for("QUERY", 0.99, RULES, ("fan",), (), None, about=False) is None
+
+
+def test_words_the_switch_model_would_act_on_are_a_command_not_a_question():
+    assert call_for("QUERY", 0.99, RULES, ("fan",), (), None, commanded=True) is None
+    assert call_for("DIM", 0.99, RULES, ("lamp",), ("lamp",), None, commanded=True).what == ACT
