@@ -225,7 +225,7 @@ class KindActions:
         if h is None:
             return 0
         label = label_for(h.before[change.device], change.after, read_level(h.text) is not None)
-        source = "remote" if getattr(change, "source", "control") == "remote" else "control"
+        source = change.source  # "control" (its knob) or "remote" (the home hub)
         old = self.store.label_kind(h.iid, label, source, self.wall(), change.device)
         if old == label:
             return 0

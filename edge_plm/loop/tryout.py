@@ -265,8 +265,12 @@ class FileSession:
         if row.decision is not None:
             self._decided.add(row.id)
         conf = f" {row.confidence:.2f}" if row.confidence is not None else ""
+        prediction = row.prediction
+        kind = store.kind(row.id) if store.has_kinds() else None
+        if kind is not None and kind.done is not None:  # a dimmer or a question (the kind head)
+            prediction, conf, did = kind.predicted, f" {kind.confidence:.2f}", kind.did()
         self.print(f"[{n}/{len(self.paths)}] {name}: #{row.id} heard {row.transcript!r} -> "
-                   f"{row.prediction}{conf}: {did}")
+                   f"{prediction}{conf}: {did}")
 
     def _did(self, row) -> str:
         """What the device did with the utterance of `row`: with several devices, which

@@ -35,6 +35,15 @@ class KindRow:
     label_source: str | None
     label_ts: float | None
 
+    def did(self) -> str:
+        """What the loop did with the call, in words ("dimmed lamp 100% -> 75%")."""
+        where = f" {self.device}" if self.device else ""
+        if self.done in ("dimmed", "brightened", "levelled") and self.level_after is not None:
+            return f"{self.done}{where} {self.level_before:.0%} -> {self.level_after:.0%}"
+        return {"asked": f"ask about{where} (LED blinks): turn its knob the way you want it",
+                "answered": "answered (aloud with talk-back, else on the LED)",
+                "held": "nothing (not a dimmer): no relay moves"}.get(self.done or "", self.done or "nothing")
+
 
 class KindRows:
     """Recording the kind head's calls and the person's kind labels."""
