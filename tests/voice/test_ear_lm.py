@@ -134,6 +134,11 @@ def test_the_shipped_kind_templates_are_what_the_kind_build_writes():
     assert {k for k, _ in templates} == {"DIM", "BRIGHTEN", "LEVEL"}
     assert not any("{area}" in t or "{dev}" in t for _, t in templates)
     assert [f"{k}\t{t}" for k, t in templates] == build.ear_templates()
+    import hashlib
+
+    card = (REPO / "models" / "README.md").read_text()
+    assert f"<!-- kinds-ear-bytes -->{KIND_TEMPLATES.stat().st_size:,} bytes" in card
+    assert hashlib.sha256(KIND_TEMPLATES.read_bytes()).hexdigest() in card
 
 
 def test_kind_labelled_transcripts_join_the_household_ear(tmp_path):
