@@ -1,8 +1,8 @@
 """Build the shipped kind head `edge_plm/data/models/switch-en.kinds.npz` (edge_plm/switch/kinds.py,
 docs/method.md "The kind head") in one command, from the repository root:
 
-    python models/build_kinds_en.py            # writes the npz
-    python models/build_kinds_en.py --check    # exit 1 if the committed npz differs from a rebuild
+    python models/build_kinds_en.py            # writes the npz and the ear's templates
+    python models/build_kinds_en.py --check    # exit 1 if either committed file differs from a rebuild
 
 Data (all in this repository; nothing read from switch-dev-test or any other test file; no other
 public corpus):
@@ -31,11 +31,18 @@ starting model's own split (switch-en-val.jsonl is validation). The head fitted 
 split gives the validation logits, on which the temperature is fitted (and the benchmark's
 held-out figures are measured: benchmarks/kind_head.py). The shipped head is then fitted on
 every line (training and validation) with the same recipe, and carries that temperature.
+
+The ear's templates, `edge_plm/data/models/switch-en.kinds.txt.gz`: the DIM, BRIGHTEN and LEVEL
+templates above that name no area and no other device, as written (``{name}``: a dimmer's name,
+``{pct}``: a level in words), one ``KIND<TAB>template`` a line, in list order, gzip without a time
+stamp. A household with a dimmer fills them with its dimmers' names and hears them
+(edge_plm/voice/ear_lm.py `dimmer_sentences`).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 import sys
@@ -46,6 +53,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "models" / "data"
 TARGET = ROOT / "edge_plm" / "data" / "models" / "switch-en.kinds.npz"
+EAR_TARGET = TARGET.with_name("switch-en.kinds.txt.gz")  # the templates the ear fills (module docstring)
 CROWD = ROOT / "benchmarks" / "data" / "kinds" / "crowd-kinds.jsonl"
 sys.path.insert(0, str(DATA))
 sys.path.insert(0, str(ROOT))
@@ -272,19 +280,37 @@ def build() -> tuple[bytes, dict]:
     return K.npz_bytes(head.to_arrays()), summary
 
 
+def ear_templates() -> list[str]:
+    """``KIND<TAB>template`` of every DIM, BRIGHTEN and LEVEL template without an area or another
+    device's slot, in list order (the household's ear fills ``{name}`` and ``{pct}``)."""
+    return [f"{k}\t{t}" for k in ("DIM", "BRIGHTEN", "LEVEL") for t in TEMPLATES[k]
+            if "{area}" not in t and "{dev}" not in t]
+
+
+def ear_bytes() -> bytes:
+    """The ear's template file: `ear_templates`, gzip at level 9 with no time stamp or name."""
+    return gzip.compress("".join(t + "\n" for t in ear_templates()).encode("utf-8"), compresslevel=9, mtime=0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed npz differs from a rebuild")
     ap.add_argument("--out", type=Path, default=TARGET)
+    ap.add_argument("--ear-out", type=Path, default=EAR_TARGET)
     args = ap.parse_args(argv)
     blob, summary = build()
+    ear = ear_bytes()
     if args.check:
         same = args.out.is_file() and args.out.read_bytes() == blob
+        ear_same = args.ear_out.is_file() and args.ear_out.read_bytes() == ear
         print(json.dumps({"file": args.out.name, "identical": same}))
-        return 0 if same else 1
+        print(json.dumps({"file": args.ear_out.name, "identical": ear_same}))
+        return 0 if same and ear_same else 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(blob)
+    args.ear_out.write_bytes(ear)
     print(json.dumps({**summary, "file": args.out.name, "bytes": len(blob)}))
+    print(json.dumps({"file": args.ear_out.name, "templates": len(ear_templates()), "bytes": len(ear)}))
     return 0
 
 

@@ -314,7 +314,8 @@ class Controller:
         """Let the ear's LM follow the household's labelled words (after the relay, never
         before it; `HouseholdEar.follow` looks at most every half minute)."""
         if self.ear is not None:
-            self.ear.follow(self.clock(), self.store.person_labelled_commands, self.worker.predictor.model)
+            self.ear.follow(self.clock(), self.store.person_labelled_commands, self.worker.predictor.model,
+                            self.store.kind_labels)
 
     def _resolve_all(self, resolutions: list[DeviceResolution]) -> None:
         """Label (the database, then the learner) or observe each resolved interaction

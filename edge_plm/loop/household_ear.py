@@ -2,14 +2,18 @@
 
 The shipped ear LM (edge_plm/voice/ear_lm.py) knows the starting model's commands and chatter.
 This keeps a household LM beside it: the shipped sentences plus the household's own
-(`ear_lm.household_sentences`): the configured device names and aliases, and the transcripts
-the person labelled ON or OFF themselves that the live switch model has learned.
+(`ear_lm.household_sentences`): the configured device names and aliases, dim / brighten / level
+phrasings of each dimmer's names (`ear_lm.dimmer_sentences`: a household with no dimmer holds
+none), the transcripts the person labelled ON or OFF themselves that the live switch model has
+learned, and the transcripts a dimmer's knob (or the home hub's brightness) taught a kind other
+than PLAIN (`ReplayStore.kind_labels`).
 
 - **Versioned with the switch model.** The heard sentences are the person-labelled command
   transcripts (`ReplayStore.person_labelled_commands`) that the published model holds among its
   examples: a rollback to an older version takes the newer ones out of the ear with it, and
   `forget` (which deletes the rows and scrubs the models) takes a forgotten transcript out at
-  the next refresh.
+  the next refresh. The kind-labelled transcripts follow the database as the kind head does
+  (it has no versions): `forget` deletes their rows, and they leave at the next refresh.
 - **Nothing on disk.** The household LM lives in the recogniser's memory; its ARPA text is
   handed over through an anonymous in-memory file (``memfd``), never written to the state dir.
 - **Never on the utterance path.** `follow` is called after each input and pump; at most every
@@ -31,6 +35,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from edge_plm.actions import PLAIN
 from edge_plm.switch.tokenizer import normalize
 from edge_plm.voice.asr import AsrError, PocketSphinxASR
 from edge_plm.voice.ear_lm import EarLmError, build_arpa, household_sentences, read_sentences
@@ -70,9 +75,11 @@ class HouseholdEar:
     """Keeps `asr`'s language model in step with the household (module docstring)."""
 
     def __init__(self, asr: PocketSphinxASR, names: Iterable[str], synchronous: bool,
-                 min_interval_s: float = MIN_INTERVAL_S, private_dir: Path | None = None) -> None:
+                 min_interval_s: float = MIN_INTERVAL_S, private_dir: Path | None = None,
+                 dimmers: Iterable[str] = ()) -> None:
         self.asr = asr
         self.names = sorted(set(names))
+        self.dimmers = sorted(set(dimmers))  # the dimmers' names and aliases
         self.synchronous = synchronous
         self.min_interval_s = float(min_interval_s)
         self.private_dir = private_dir
@@ -82,10 +89,12 @@ class HouseholdEar:
         self._last_look: float | None = None
         self._thread: threading.Thread | None = None
 
-    def follow(self, now: float, heard: Callable[[], list[str]], model) -> None:
+    def follow(self, now: float, heard: Callable[[], list[str]], model,
+               kinds: Callable[[], list[tuple[int, str, str]]] | None = None) -> None:
         """Rebuild the household LM if its sentences changed (at most every `min_interval_s`).
         `heard` gives the person-labelled command transcripts; `model` is the published switch
-        model (its examples decide which of them the live version holds)."""
+        model (its examples decide which of them the live version holds); `kinds` gives the
+        kind labels (id, transcript, label): those not PLAIN join the heard transcripts."""
         if self._last_look is not None and now - self._last_look < self.min_interval_s:
             return
         if self._thread is not None and self._thread.is_alive():
@@ -93,7 +102,9 @@ class HouseholdEar:
         self._last_look = now
         held = model_texts(model)
         kept = [t for t in heard() if normalize(t) in held]
-        wanted = tuple(household_sentences(self.names, kept))
+        if kinds is not None:
+            kept += [t for _, t, label in kinds() if label != PLAIN]
+        wanted = tuple(household_sentences(self.names, kept, self.dimmers))
         if wanted == self.built or (not wanted and self.built is None):
             return
         if self.synchronous:
@@ -150,11 +161,13 @@ def keep_cepstral_mean(asr, path: Path) -> None:
 
 def make_household_ear(settings, asr, synchronous: bool, private: Path | None = None) -> HouseholdEar | None:
     """The ear that learns the household's words, when ``asr.lm = "household"`` and the ASR is
-    pocketsphinx; None otherwise. Its names: every ``[[devices]]`` name and alias."""
+    pocketsphinx; None otherwise. Its names: every ``[[devices]]`` name and alias; its dimmers:
+    those of the ``kind = "dimmer"`` devices."""
     if settings.asr.lm != "household" or not isinstance(asr, PocketSphinxASR):
         return None
     names = [n for d in settings.devices for n in (d.name, *d.aliases)]
-    return HouseholdEar(asr, names, synchronous=synchronous, private_dir=private)
+    dimmers = [n for d in settings.devices if d.kind == "dimmer" for n in (d.name, *d.aliases)]
+    return HouseholdEar(asr, names, synchronous=synchronous, private_dir=private, dimmers=dimmers)
 
 
 __all__ = ["CMN_FILE", "HouseholdEar", "MIN_INTERVAL_S", "hand_over", "keep_cepstral_mean", "make_household_ear",

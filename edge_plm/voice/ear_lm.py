@@ -14,6 +14,13 @@ aliases in a few command frames, and the command transcripts the household itsel
 `build_arpa` over the shipped sentences (``switch-en.ear.txt.gz``) plus those gives the
 household's LM; the recogniser swaps it in between utterances (``PocketSphinxASR.use_lm``).
 
+A household with a dimmer also hears dim, brighten and level phrasings of that dimmer's names
+(`dimmer_sentences`): the kind head's own DIM / BRIGHTEN / LEVEL templates
+(models/build_kinds_en.py writes them to ``switch-en.kinds.txt.gz``), ``{name}`` filled with each
+of the dimmer's names and aliases, ``{pct}`` with a small fixed set of levels in words
+(`LEVEL_WORDS`, in turn), the templates naming no device ("dim it", "a little brighter") as
+they are. A household without a dimmer holds exactly what it held before.
+
 Timed commands ("turn off the lights in twenty minutes", edge_plm/decide/when.py) are spoken
 with time phrases the starting model's text never has: `time_phrases` writes them from a small
 grammar (numbers as words, as the recogniser writes them), and `timed_sentences` joins them to
@@ -38,6 +45,7 @@ from edge_plm.errors import EdgePlmError
 
 EAR_LM = SHIPPED_DIR / "switch-en.ear.arpa"  # the shipped LM the ear loads
 EAR_SENTENCES = SHIPPED_DIR / "switch-en.ear.txt.gz"  # the sentences it was built from
+KIND_TEMPLATES = SHIPPED_DIR / "switch-en.kinds.txt.gz"  # the kind head's dimmer templates (`dimmer_sentences`)
 DISCOUNT_MASS = 0.5  # ArpaBoLM's fixed back-off mass (its default)
 # How many times a household sentence counts against one shipped sentence: enough that "fan on"
 # beats the shipped chatter's n-grams, bounded so that no household phrase takes over the ear.
@@ -55,6 +63,12 @@ _SECONDS = ("ten", "twenty", "thirty", "forty five")
 _CLOCK = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 #: The devices a cancel sentence names (the voice rule takes any words before "timer").
 _TIMER_NAMES = ("light", "lights", "lamp", "fan", "heater", "plug")
+#: How many times a dimmer sentence counts (`dimmer_sentences`): they are many (about 100 per
+#: name), so each counts once against a name frame's `HOUSEHOLD_WEIGHT`.
+DIMMER_WEIGHT = 1
+#: The levels a LEVEL template's ``{pct}`` is filled with, in turn (as the recogniser writes them).
+LEVEL_WORDS = ("ten", "twenty", "twenty five", "thirty", "forty", "fifty", "sixty", "seventy", "seventy five",
+               "eighty", "ninety", "one hundred")
 # Frames for a device name: what a person says to a switch, so that a new name is heard at once.
 NAME_FRAMES = ("turn on the {n}", "turn off the {n}", "turn the {n} on", "turn the {n} off",
                "switch on the {n}", "switch off the {n}", "{n} on", "{n} off")
@@ -182,17 +196,57 @@ def timed_sentences(commands: list[str], every: int = TIMED_EVERY) -> list[str]:
     return out + [s for s in map(sentence, cancel_sentences()) if s]
 
 
-def household_sentences(names: Iterable[str], heard: Iterable[str]) -> list[str]:
+def read_kind_templates(path: Path = KIND_TEMPLATES) -> list[tuple[str, str]]:
+    """The shipped (kind, template) pairs of the ear's dimmer phrasings (gzip, ``KIND<TAB>template``)."""
+    return _kind_templates(str(path))
+
+
+@functools.lru_cache(maxsize=2)
+def _kind_templates(path: str) -> list[tuple[str, str]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [tuple(line.rstrip("\n").split("\t", 1)) for line in f if line.strip()]  # type: ignore[misc]
+
+
+def dimmer_sentences(names: Iterable[str], templates: list[tuple[str, str]] | None = None) -> list[str]:
+    """Dim, brighten and level sentences for the dimmer names `names` (a dimmer's name and
+    aliases), in a fixed order: each template of `templates` (default: the shipped ones,
+    `read_kind_templates`) with ``{name}`` filled by each name in turn (sorted), ``{pct}`` by
+    the next of `LEVEL_WORDS`; a template naming no device once. Each distinct sentence once;
+    words the dictionary lacks leave their sentence out. Empty without a name."""
+    clean = sorted({" ".join(ear_words(n)) for n in names} - {""})
+    if not clean:
+        return []
+    out: list[str] = []
+    seen: set[str] = set()
+    level = 0
+    for _, template in (read_kind_templates() if templates is None else templates):
+        for name in clean if "{name}" in template else [None]:
+            text = template if name is None else template.replace("{name}", name)
+            while "{pct}" in text:
+                text = text.replace("{pct}", LEVEL_WORDS[level % len(LEVEL_WORDS)], 1)
+                level += 1
+            s = sentence(text.replace("the the ", "the "))
+            if s and s not in seen:
+                seen.add(s)
+                out.append(s)
+    return out
+
+
+def household_sentences(names: Iterable[str], heard: Iterable[str], dimmers: Iterable[str] = ()) -> list[str]:
     """The household's own sentences, in a fixed order: every device name and alias in
-    `NAME_FRAMES`, then each labelled command transcript of `heard` (at most `MAX_REPEATS`
-    times), each repeated `HOUSEHOLD_WEIGHT` times. Words the dictionary lacks are left out
-    (a name with such a word is reported by `edge-plm config check`)."""
+    `NAME_FRAMES`, each repeated `HOUSEHOLD_WEIGHT` times; the `dimmer_sentences` of the dimmer
+    names and aliases `dimmers` (none: nothing), each `DIMMER_WEIGHT` times; then each labelled
+    transcript of `heard` (at most `MAX_REPEATS` times), each `HOUSEHOLD_WEIGHT` times. Words
+    the dictionary lacks are left out (a name with such a word is reported by `edge-plm config
+    check`)."""
     out: list[str] = []
     for name in sorted({" ".join(ear_words(n)) for n in names} - {""}):
         for frame in NAME_FRAMES:
             s = sentence(frame.format(n=name))
             if s:
                 out.extend([s] * HOUSEHOLD_WEIGHT)
+    for s in dimmer_sentences(dimmers):
+        out.extend([s] * DIMMER_WEIGHT)
     counts: dict[str, int] = {}
     for text in heard:
         s = sentence(text)
@@ -202,6 +256,7 @@ def household_sentences(names: Iterable[str], heard: Iterable[str]) -> list[str]
     return out
 
 
-__all__ = ["EAR_LM", "EAR_SENTENCES", "TIMED_EVERY", "EarLmError", "build_arpa", "cancel_sentences",
-           "dictionary_words", "ear_words", "fluency", "household_sentences", "read_sentences", "sentence",
+__all__ = ["DIMMER_WEIGHT", "EAR_LM", "EAR_SENTENCES", "KIND_TEMPLATES", "LEVEL_WORDS", "TIMED_EVERY", "EarLmError",
+           "build_arpa", "cancel_sentences", "dictionary_words", "dimmer_sentences", "ear_words", "fluency",
+           "household_sentences", "read_kind_templates", "read_sentences", "sentence",
            "time_phrases", "timed_sentences", "unknown_words", "write_sentences"]

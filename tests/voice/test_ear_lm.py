@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,8 +17,9 @@ from edge_plm.config.settings import DeviceConfig, Settings
 from edge_plm.loop.household_ear import (HouseholdEar, hand_over, keep_cepstral_mean, make_household_ear,
                                          restore_cepstral_mean)
 from edge_plm.voice.asr import PocketSphinxASR, make_asr
-from edge_plm.voice.ear_lm import (EAR_LM, EAR_SENTENCES, HOUSEHOLD_WEIGHT, MAX_REPEATS, TIMED_EVERY, build_arpa,
-                                   cancel_sentences, household_sentences, read_sentences, sentence, time_phrases,
+from edge_plm.voice.ear_lm import (DIMMER_WEIGHT, EAR_LM, EAR_SENTENCES, HOUSEHOLD_WEIGHT, KIND_TEMPLATES, LEVEL_WORDS,
+                                   MAX_REPEATS, TIMED_EVERY, build_arpa, cancel_sentences, dimmer_sentences,
+                                   household_sentences, read_kind_templates, read_sentences, sentence, time_phrases,
                                    timed_sentences, unknown_words)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,6 +104,55 @@ def test_household_sentences_frame_names_cap_repeats_and_skip_unknown_words():
     assert unknown_words("Zqxjv lamp") == ["zqxjv"]
 
 
+def test_a_dimmer_brings_its_phrasings_and_a_relay_household_is_as_before():
+    names, heard = ["lamp", "light", "fan"], ["turn on the fan", "lamp on"]
+    relays = household_sentences(names, heard)
+    assert household_sentences(names, heard, []) == relays  # no dimmer: exactly as before
+    assert relays == [s for n in ("fan", "lamp", "light") for f in ("turn on the {n}", "turn off the {n}",
+                      "turn the {n} on", "turn the {n} off", "switch on the {n}", "switch off the {n}", "{n} on",
+                      "{n} off") for s in [f.format(n=n)] * HOUSEHOLD_WEIGHT] + \
+        ["turn on the fan"] * HOUSEHOLD_WEIGHT + ["lamp on"] * HOUSEHOLD_WEIGHT
+    with_dimmer = household_sentences(names, heard, ["lamp", "light"])
+    added = dimmer_sentences(["lamp", "light"])
+    assert with_dimmer == relays[:24 * HOUSEHOLD_WEIGHT] + [s for s in added for _ in range(DIMMER_WEIGHT)] + \
+        relays[24 * HOUSEHOLD_WEIGHT:]
+    for s in ("dim the lamp", "brighten the light", "turn the lamp down", "make it darker", "dim it",
+              "a little brighter", "dimmer", "set the lamp to ten percent", "lamp at half", "full brightness"):
+        assert s in added, s
+    assert all(any(f" {w} percent" in s for s in added) for w in LEVEL_WORDS)  # every level, in turn
+    assert not any("fan" in s or "{" in s for s in added)  # the relay's name never; every slot filled
+    assert len(added) == len(set(added)) and dimmer_sentences([]) == []
+    assert dimmer_sentences(["light", "lamp"]) == added  # the order of the names does not matter
+
+
+def test_the_shipped_kind_templates_are_what_the_kind_build_writes():
+    spec = importlib.util.spec_from_file_location("build_kinds_en", REPO / "models" / "build_kinds_en.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    assert build.ear_bytes() == KIND_TEMPLATES.read_bytes()
+    templates = read_kind_templates()
+    assert {k for k, _ in templates} == {"DIM", "BRIGHTEN", "LEVEL"}
+    assert not any("{area}" in t or "{dev}" in t for _, t in templates)
+    assert [f"{k}\t{t}" for k, t in templates] == build.ear_templates()
+    import hashlib
+
+    card = (REPO / "models" / "README.md").read_text()
+    assert f"<!-- kinds-ear-bytes -->{KIND_TEMPLATES.stat().st_size:,} bytes" in card
+    assert hashlib.sha256(KIND_TEMPLATES.read_bytes()).hexdigest() in card
+
+
+def test_kind_labelled_transcripts_join_the_household_ear(tmp_path):
+    asr = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM)
+    ear = HouseholdEar(asr, [], synchronous=True, min_interval_s=30.0, private_dir=tmp_path, dimmers=["lamp"])
+    ear.follow(0.0, lambda: [], _Model([]), lambda: [(1, "what a day", "PLAIN")])
+    assert ear.builds == 1 and ear.built == tuple(dimmer_sentences(["lamp"]))
+    ear.follow(31.0, lambda: [], _Model([]), lambda: [(1, "what a day", "PLAIN"), (2, "lamp a touch lower", "DIM")])
+    assert ear.builds == 2 and ear.built[-HOUSEHOLD_WEIGHT:] == ("lamp a touch lower",) * HOUSEHOLD_WEIGHT
+    assert "what a day" not in ear.built
+    ear.follow(62.0, lambda: [], _Model([]), lambda: [])  # forgotten: it leaves
+    assert ear.builds == 3 and "lamp a touch lower" not in ear.built
+
+
 @pytest.fixture(scope="module")
 def aquarium():
     """'turn on the aquarium' in two voices: a word the shipped ear LM does not hold."""
@@ -163,7 +214,11 @@ def test_the_household_ear_is_made_only_for_pocketsphinx_with_asr_lm_household()
     s = Settings()
     s.devices = [DeviceConfig("fan", ["blower"], 17, True, "off", 27, "toggle", True, 50, -1)]
     ear = make_household_ear(s, asr, synchronous=True)
-    assert ear is not None and ear.names == ["blower", "fan"]
+    assert ear is not None and ear.names == ["blower", "fan"] and ear.dimmers == []
+    s.devices = [*s.devices, replace(s.devices[0], name="lamp", aliases=["light"], kind="dimmer", relay_pin=5,
+                                     switch_pin=6)]
+    assert make_household_ear(s, asr, synchronous=True).dimmers == ["lamp", "light"]
+    s.devices = s.devices[:1]
     s.asr.lm = "shipped"
     assert make_household_ear(s, asr, synchronous=True) is None
     s.asr.lm = "household"
