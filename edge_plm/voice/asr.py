@@ -169,12 +169,22 @@ class PocketSphinxASR(AsrBackend):
             try:
                 self.decoder.add_lm(name, model)
                 self.decoder.activate_search(name)
-            except RuntimeError as exc:
-                raise AsrError(f"pocketsphinx could not switch to the language model {label}: {exc}") from exc
+            except (RuntimeError, KeyError) as exc:  # KeyError: an utterance is being decoded
+                self._drop_search(name)
+                raise AsrError(f"pocketsphinx could not switch to the language model {label} "
+                               f"(tried again at the next look): {exc}") from exc
             if old != name:
                 self.decoder.remove_search(old)
             self.lm_name, self._scorer = label, model
         log.info("the ear now decodes with %s (read in %.0f ms)", label, (time.perf_counter() - t0) * 1000.0)
+
+    def _drop_search(self, name: str) -> None:
+        """Take out a search `use_lm` added but could not activate (none is there when the add
+        itself failed: pocketsphinx's KeyError then says so, and there is nothing to take out)."""
+        try:
+            self.decoder.remove_search(name)
+        except KeyError:
+            log.debug("no search %s to take out: its add had failed", name)
 
     def cepstral_mean(self) -> str:
         """The live cepstral mean (comma-separated), to carry over a restart. pocketsphinx folds

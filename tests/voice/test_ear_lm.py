@@ -179,6 +179,24 @@ def test_a_device_name_joins_the_ear(aquarium):
     assert asr.lm_name == "household"
 
 
+def test_a_swap_asked_for_mid_utterance_is_refused_cleanly_and_works_after_it():
+    """pocketsphinx cannot activate a search while an utterance is decoded (KeyError): the swap
+    is an AsrError (the household ear logs it and tries again at its next look), never an
+    uncaught error on the ear's thread; after the utterance it swaps."""
+    import numpy as np
+
+    from edge_plm.voice.asr_base import AsrError
+
+    asr = PocketSphinxASR(adapt_cmn=False, lm=EAR_LM)
+    asr.decoder.start_utt()
+    asr.decoder.process_raw(np.zeros(8000, dtype=np.int16).tobytes(), False, False)
+    with pytest.raises(AsrError, match="tried again"):
+        asr.use_lm(EAR_LM, "household")
+    asr.decoder.end_utt()
+    asr.use_lm(EAR_LM, "household")
+    assert asr.lm_name == "household"
+
+
 class _Model:
     """The two things the household ear reads of a switch model: its live examples' texts."""
 
