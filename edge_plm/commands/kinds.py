@@ -30,4 +30,12 @@ def kind_line(iid: int, k: dict[str, Any]) -> str:
     return ": ".join(parts[:1]) + (" " + ", ".join(parts[1:]) if parts[1:] else "")
 
 
-__all__ = ["kind_line", "kinds_of"]
+def kind_counts(store: ReplayStore) -> dict[str, Any]:
+    """``status``'s ``kinds``: what the kind head's calls did (``done``: dimmed, answered, ...)
+    and the kind labels the person taught, by kind (empty for a database before schema v11)."""
+    if not store.has_kinds():
+        return {"done": {}, "labels": {}}
+    return {"done": store.kind_tally("done"), "labels": store.kind_tally("label")}
+
+
+__all__ = ["kind_counts", "kind_line", "kinds_of"]

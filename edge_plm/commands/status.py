@@ -151,6 +151,7 @@ class Status:
     config: str | None  # the config file read
     devices: list[dict[str, Any]]  # the configured devices (`device_inspection.status_devices`)
     timers: list[dict[str, Any]]  # pending timed commands (`commands.timers.timer_records`)
+    kinds: dict[str, Any]  # dimmers and questions: calls done and kind labels (`kind_counts`)
     bridge: dict[str, Any] | None = None  # [mqtt] on: the bridge's last report (else no key)
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,13 +159,14 @@ class Status:
                "interactions": self.interactions, "labels": self.labels,
                "label_sources": self.label_sources, "last_interaction": self.last_interaction,
                "asr": self.asr, "gpio": self.gpio, "config": self.config, "devices": self.devices,
-               "timers": self.timers}
+               "timers": self.timers, "kinds": self.kinds}
         return out if self.bridge is None else out | {"bridge": self.bridge}
 
 
 def status(store: ReplayStore, settings: Any = None) -> Status:
     """What `edge-plm status` shows."""
     from edge_plm.commands import device_inspection  # noqa: PLC0415
+    from edge_plm.commands.kinds import kind_counts  # noqa: PLC0415
     from edge_plm.commands.timers import timer_records  # noqa: PLC0415
     n = store.count()
     labelled = store.count(labeled=True)
@@ -206,6 +208,7 @@ def status(store: ReplayStore, settings: Any = None) -> Status:
         "config": getattr(settings, "source", None),
         "devices": device_inspection.status_devices(store, settings),
         "timers": timer_records(store),  # pending timed commands (docs/contracts.md)
+        "kinds": kind_counts(store),  # dimmers and questions (docs/contracts.md)
     }
     out["labels"].pop("none", None)
     if last:

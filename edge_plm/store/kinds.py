@@ -103,6 +103,15 @@ class KindRows:
                 "SELECT k.interaction_id, i.transcript, k.label FROM kinds k JOIN interactions i "
                 "ON i.id = k.interaction_id WHERE k.label IS NOT NULL ORDER BY k.interaction_id")]
 
+    def kind_tally(self, column: str) -> dict[str, int]:
+        """How many rows hold each value of `column` (``done`` or ``label``), NULLs left out."""
+        if column not in ("done", "label"):
+            raise ValueError(f"kind_tally counts done or label, not {column!r}")
+        with self._lock:
+            return {v: int(n) for v, n in self.db.execute(
+                f"SELECT {column}, COUNT(*) FROM kinds WHERE {column} IS NOT NULL GROUP BY {column} "
+                f"ORDER BY {column}")}
+
     def kinds_of(self, interaction_ids: list[int]) -> dict[int, KindRow]:
         """The kind rows of `interaction_ids` (for ``log``)."""
         ids = [int(i) for i in interaction_ids]

@@ -25,6 +25,7 @@ def test_record_label_and_relabel(tmp_path):
         s.label_kind(b, "PLAIN", "control", 7.0, device="lamp")  # no call before: a row is made
         assert s.kind_labels() == [(a, "dim the lamp", "DIM"), (b, "what a day", "PLAIN")]
         assert set(s.kinds_of([a, b, 99])) == {a, b}
+        assert s.kind_tally("done") == {"dimmed": 1} and s.kind_tally("label") == {"DIM": 1, "PLAIN": 1}
         with pytest.raises(ValueError, match="label source"):
             s.label_kind(a, "DIM", "guess", 8.0)
 
