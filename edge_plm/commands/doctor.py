@@ -295,6 +295,24 @@ def check_asr(s: Settings, importer: Callable[[str], Any] = importlib.import_mod
 
 
 # --- GPIO -------------------------------------------------------------------------------------
+def check_kinds(s: Settings) -> Check:
+    """The kind head (dimmers and questions, docs/loop.md "Dimmers and questions") loads when
+    the household uses it: a ``kind = "dimmer"`` device, or ``[kinds] questions`` on."""
+    from edge_plm.plm.checkpoint import CheckpointError  # noqa: PLC0415
+    from edge_plm.switch.kinds import SHIPPED, load_shipped  # noqa: PLC0415
+
+    dimmers = [d.name for d in s.devices if d.kind == "dimmer"] if s.kinds.dimmers else []
+    if not (dimmers or s.kinds.questions):
+        return Check("kinds", OK, "off: no dimmer and [kinds] questions = false (the kind head is not loaded)")
+    try:
+        load_shipped()
+    except (CheckpointError, OSError) as exc:
+        return Check("kinds", FAIL, f"the kind head {SHIPPED} cannot be loaded ({exc}): no dimming or "
+                     "answers by voice", "reinstall edge-plm (install.sh)")
+    uses = ([f"dimmers: {', '.join(dimmers)}"] if dimmers else []) + (["questions"] if s.kinds.questions else [])
+    return Check("kinds", OK, f"the kind head {SHIPPED.name} ({'; '.join(uses)})")
+
+
 def check_gpio(s: Settings, pin_factory: Callable[[str], tuple[Any, str]] | None = None) -> Check:
     """A real pin factory loads (else: mock only, a warning); the pins in use are distinct."""
     g = s.gpio
@@ -658,6 +676,7 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
         ("platform", lambda: check_platform()),
         ("microphone", lambda: check_microphone(s, sounddevice=sounddevice, importer=importer)),
         ("asr", lambda: check_asr(s, importer=importer)),
+        ("kinds", lambda: check_kinds(s)),
         ("gpio", lambda: check_gpio(s, pin_factory=pin_factory)),
         ("database", lambda: check_database(s)),
         ("numba_cache", lambda: check_numba_cache(env)),
@@ -678,5 +697,5 @@ def run_checks(config: str | Path | None = None, *, sounddevice: Any = None,
 
 
 __all__ = ["Check", "Report", "OK", "WARN", "FAIL", "run_checks", "check_config", "check_microphone", "check_speech",
-           "check_asr", "check_gpio", "check_platform", "check_database", "check_numba_cache", "check_disk", "check_mqtt",
+           "check_asr", "check_kinds", "check_gpio", "check_platform", "check_database", "check_numba_cache", "check_disk", "check_mqtt",
            "warm_numba_cache", "kernel_names"]

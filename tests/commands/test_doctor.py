@@ -105,11 +105,11 @@ def statuses(report):
 def test_healthy_setup_is_all_ok(healthy):
     report = doctor.run_checks(**healthy)
     assert statuses(report) == {n: "ok" for n in
-                                ("config", "platform", "microphone", "asr", "gpio", "database", "numba_cache",
-                                 "disk")}
+                                ("config", "platform", "microphone", "asr", "kinds", "gpio", "database",
+                                 "numba_cache", "disk")}
     assert report.ok
     d = report.to_dict()
-    assert d["ok"] is True and [set(c) for c in d["checks"]] == [{"name", "status", "detail", "remedy"}] * 8
+    assert d["ok"] is True and [set(c) for c in d["checks"]] == [{"name", "status", "detail", "remedy"}] * 9
     assert "vosk-model-small-en-us-0.15" in report.by_name()["asr"].detail
     assert "USB PnP Sound Device" in report.by_name()["microphone"].detail
 
@@ -187,7 +187,7 @@ def test_bad_config_fails_and_other_checks_still_run(healthy, tmp_path):
     report = doctor.run_checks(**{**healthy, "config": cfg})
     c = report.by_name()["config"]
     assert c.status == "fail" and "relay_pn" in c.detail and "config defaults" in c.remedy
-    assert len(report.checks) == 8 and not report.ok
+    assert len(report.checks) == 9 and not report.ok
 
 
 def test_missing_config_file_fails(healthy, tmp_path):
@@ -349,7 +349,7 @@ def test_cli_json_healthy(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     d = json.loads(result.stdout)
     assert d["ok"] is True
-    assert [c["name"] for c in d["checks"]] == ["config", "platform", "microphone", "asr", "gpio",
+    assert [c["name"] for c in d["checks"]] == ["config", "platform", "microphone", "asr", "kinds", "gpio",
                                                 "database", "numba_cache", "disk"]
     assert all(c["status"] == "ok" for c in d["checks"])
 
@@ -445,3 +445,23 @@ def test_mqtt_on_without_paho_gives_the_install_line(tmp_path):
     c = doctor.check_mqtt(s, timeout=0.5, importer=no_paho)
     assert c.status == doctor.FAIL and "paho-mqtt is not installed" in c.detail
     assert "pip install" in c.remedy and "edge-plm[mqtt]" in c.remedy
+
+
+def test_the_kind_head_is_checked_when_the_household_uses_it(monkeypatch):
+    from dataclasses import replace
+
+    from edge_plm.config.settings import DeviceConfig, Settings
+    from edge_plm.plm.checkpoint import CheckpointError
+    from edge_plm.switch import kinds
+
+    s = Settings(devices=[DeviceConfig("lamp", [], relay_pin=5, switch_pin=6, kind="dimmer")])
+    ok = doctor.check_kinds(s)
+    assert ok.status == "ok" and "dimmers: lamp; questions" in ok.detail
+    off = replace(s, kinds=replace(s.kinds, dimmers=False, questions=False))
+    assert doctor.check_kinds(off).status == "ok" and "not loaded" in doctor.check_kinds(off).detail
+
+    def broken():
+        raise CheckpointError("damaged")
+    monkeypatch.setattr(kinds, "load_shipped", broken)
+    bad = doctor.check_kinds(s)
+    assert bad.status == "fail" and "damaged" in bad.detail and bad.remedy
