@@ -179,16 +179,14 @@ class MqttBridge:
         self.undo = undo  # the *undo last lesson* button's action (None: no button)
         self.timers = timers  # the pending timers (the sensor's payload; None: no sensor)
         self.mac = t.mac_address()
-        # the config topics this node published itself (its own state, beside the status
-        # file): only those are ever blanked, never another node's
+        # the config topics this node published itself (beside the status file): only those are ever blanked
         self.entities = Entities(status_file.with_name(status_file.name.replace(
             ".mqtt.json", ".mqtt-entities.json")) if status_file else None)
         self._asks: tuple[str, int] = ("", 0)  # (local date, asks that day since the start)
         self._version_sent: str | None = None
         self.client = client if client is not None else make_client(cfg, topics)
-        self.client.on_connect = self._on_connect
-        self.client.on_disconnect = self._on_disconnect
-        self.client.on_message = self._on_message
+        c = self.client
+        c.on_connect, c.on_disconnect, c.on_message = self._on_connect, self._on_disconnect, self._on_message
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._connected = threading.Event()

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edge_plm.actions import LEVEL_KINDS
+from edge_plm.learning.household import several
 
 #: Words that ask about a device's state ("is the heater on", "what's running").
 STATE_WORDS = frozenset({"on", "off", "running", "lit", "dimmed", "bright", "brightness", "level"})
@@ -98,13 +99,14 @@ def label_for(level_before: float, level_after: float, named_level: bool) -> str
     return "BRIGHTEN" if level_after > level_before else "DIM"
 
 
-def answer_text(states: dict[str, float | bool], asked: tuple[str, ...], several: bool) -> str:
+def answer_text(states: dict[str, float | bool], asked: tuple[str, ...], name_them: bool) -> str:
     """The spoken answer to a question about `asked` (every device: "what's on?"), from
-    `states` (a relay: on / off; a dimmer: its level, 0 = off). One device is "it"; about
-    several devices the answer names those that are on ("Everything is off." when none is)."""
+    `states` (a relay: on / off; a dimmer: its level, 0 = off). `name_them`: the household has
+    several devices (one device is "it"); about several the answer names those that are on
+    ("Everything is off." when none is)."""
     def phrase(name: str) -> str:
         s = states[name]
-        who = f"the {name}" if several else "it"
+        who = f"the {name}" if name_them else "it"
         if isinstance(s, bool) or s in (0, 1):
             return f"{who} is {'on' if s else 'off'}"
         return f"{who} is at {round(float(s) * 100)} percent"
@@ -112,7 +114,7 @@ def answer_text(states: dict[str, float | bool], asked: tuple[str, ...], several
     names = [n for n in asked if n in states]
     if not names:
         return "I don't know that device."
-    if len(names) > 1:
+    if several(names):  # about several devices: those that are on
         names = [n for n in names if states[n]]
         if not names:
             return "Everything is off."

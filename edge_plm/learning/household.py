@@ -21,7 +21,10 @@ with one device (tests/test_layout.py lists the places and forbids new ad-hoc ch
 - ``run --audio``'s number keys flip devices 1-9 only with several (`loop.tryout`);
 - a resolution's reason is prefixed with each device's name only with several
   (`decide.devices`);
-- ``eval``: lines without ``"device"`` are refused only when the lines name several.
+- ``eval``: lines without ``"device"`` are refused only when the lines name several;
+- a question about several devices is answered with those that are on ("Everything is off."
+  when none is), and shown on the shared LED; about one device, that device's state on its
+  own LED (`decide.kinds.answer_text`, `loop.kinds`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from edge_plm.decide.kinds import (ACT, ASK, KindCall, KindRules, about_devices,
                                    label_for)
 from edge_plm.decide.level import read_level
 from edge_plm.device import Devices
-from edge_plm.learning.household import Household
+from edge_plm.learning.household import Household, several
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ReplayStore
 from edge_plm.switch.tokenizer import normalize
@@ -171,7 +171,7 @@ class KindActions:
         if self.talkback is not None:
             self.talkback.tell(text, now)
         else:
-            asked = call.devices[0] if len(call.devices) == 1 else None
+            asked = None if several(call.devices) else call.devices[0]  # several: the shared LED
             self.devices.show(asked, any(bool(states[n]) for n in call.devices))
         self._record(iid, call, DONE["QUERY"])
         log.info("#%d question answered: %s", iid, text)

@@ -92,24 +92,9 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
             answer_by_voice(wants, controller, clock, answer_ep, answerer, result)
         after, said_at = {n: devices.relays[n].is_on for n in names}, clock()
         levels_after = controller.kinds.levels()
-        flips = 0
-        for n in names if wants is not None else ():  # a delayed wish: nothing yet (wants_now)
-            for flip in person.react(wants_now(line, wants)[n], before[n], after[n], clock()):
-                clock.set(max(clock(), flip.at))
-                switch = devices.switches[n]
-                flip_switch(switch, devices.factory.pin(switch.cfg.pin), clock)
-                flips += 1
-                failures = controller.storage_failures
-                controller.pump()
-                if controller.storage_failures > failures:
-                    raise ReplayStorageError(i + 1, len(lines), controller.last_storage_error or "")
-                if devices.relays[n].is_on != flip.desired:
-                    log.warning("line %d: after the simulated flip%s the relay is %s, the person "
-                                "wanted %s", i + 1, controller.household.of(n, " of {!r}"),
-                                devices.relays[n].is_on, flip.desired)
-        kind = follow_kind_line(i, line, outcome, controller, (before, after), (levels, levels_after), clock())
-        if kind is not None:
-            result.kinds.append(kind)
+        flips = _react(person, controller, clock, wants_now(line, wants), before, after, (i + 1, len(lines)))
+        result.kinds += filter(None, [follow_kind_line(i, line, outcome, controller, (before, after),
+                                                       (levels, levels_after), clock())])
         result.timed += filter(None, [follow_line(i, line, wants, outcome, controller, clock, said_at,
                                                   before, after, lambda n: _hand(controller, n, clock))])
         first = names[0]
@@ -120,6 +105,29 @@ def run_session(lines: list[SessionLine], controller: Controller, clock: SimCloc
         if progress:
             progress()
     return _finish(result, controller, clock, gap)
+
+
+def _react(person: SimulatedPerson, controller: Controller, clock: SimClock, wants: dict | None,
+           before: dict[str, bool], after: dict[str, bool], where: tuple[int, int]) -> int:
+    """The simulated person puts each device where they want it now (`wants`; None: not
+    known) with its own switch; returns the flips. A label that could not be stored stops the
+    replay at line ``where[0]`` of ``where[1]``."""
+    devices, flips = controller.devices, 0
+    for n in devices.names if wants is not None else ():
+        for flip in person.react(wants[n], before[n], after[n], clock()):
+            clock.set(max(clock(), flip.at))
+            switch = devices.switches[n]
+            flip_switch(switch, devices.factory.pin(switch.cfg.pin), clock)
+            flips += 1
+            failures = controller.storage_failures
+            controller.pump()
+            if controller.storage_failures > failures:
+                raise ReplayStorageError(*where, controller.last_storage_error or "")
+            if devices.relays[n].is_on != flip.desired:
+                log.warning("line %d: after the simulated flip%s the relay is %s, the person "
+                            "wanted %s", where[0], controller.household.of(n, " of {!r}"),
+                            devices.relays[n].is_on, flip.desired)
+    return flips
 
 
 def _hand(controller: Controller, name: str, clock: SimClock) -> None:
