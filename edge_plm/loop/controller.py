@@ -234,6 +234,9 @@ class Controller:
         answered = self.dialogue.spoken_answer(text, utt, watch, self.stop_flag.is_set())
         if answered is not None:
             return answered
+        said = None if self.stop_flag.is_set() else self.kinds.answer(text, self.clock())
+        if said is not None:  # a yes / no to "Dim the lamp?": no row of its own
+            return Outcome(said[0], text, watch.stop(), answer=said[1])
         if self.timed.voice_cancel(text) is not None:  # "cancel the fan timer": no row, no model
             return Outcome(None, text, watch.stop())
         slot = self.timed.read(text)  # a time: the model predicts on the command without it

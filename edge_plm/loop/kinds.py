@@ -13,6 +13,8 @@ percent", "is the heater on?" (docs/loop.md, "Dimmers and questions").
   ``kinds.teach_window_s``: a turn of a dimmer's own knob (or a brightness from the home hub)
   in that time teaches the head its kind (`edge_plm.decide.kinds.label_for`), stored in the
   ``kinds`` table and learned at once.
+- `answer(text, now)`: with talk-back, a spoken yes / no to an open dim question does it (or
+  not) and teaches its kind.
 - `pump()`: the dimmers' level changes become labels; an ask's signal goes out when its window
   ends; after a `forget` the head is rebuilt from the shipped head and the labels left.
 """
@@ -23,7 +25,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from edge_plm.actions import LEVEL_KINDS, PLAIN
@@ -35,6 +37,7 @@ from edge_plm.device import Devices
 from edge_plm.learning.household import Household, several
 from edge_plm.plm.checkpoint import CheckpointError
 from edge_plm.store import ReplayStore
+from edge_plm.voice.answers import classify_answer
 from edge_plm.switch.tokenizer import normalize
 
 if TYPE_CHECKING:
@@ -50,6 +53,17 @@ Address = Callable[[str], tuple[str, ...]]
 #: What a carried-out call did, by kind (the ``kinds.done`` column).
 DONE = {"DIM": "dimmed", "BRIGHTEN": "brightened", "LEVEL": "levelled", "QUERY": "answered"}
 ASK_WORDS = {"DIM": "Dim", "BRIGHTEN": "Brighter", "LEVEL": "Set the level"}
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The open dim / brighten / level question: its row, the words, the call, and until when
+    a spoken yes / no answers it."""
+
+    iid: int
+    text: str
+    call: KindCall
+    until: float
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,7 @@ class KindActions:
         self.head: KindHead | None = None
         self.recent: deque[Heard] = deque(maxlen=8)
         self.asking: dict[str, float] = {}  # dimmer -> when its ask's signal goes out
+        self.asked: Asked | None = None  # the open question a spoken yes / no answers (talk-back)
         self.labels = 0  # kind labels taught in this run
         self._forget_seq = store.forget_seq()
         if self.reads and load_head is not None:
@@ -140,6 +155,7 @@ class KindActions:
         if call.what == ACT:
             return self._move(iid, call, now)
         if call.what == ASK:
+            self.asked = Asked(iid, text, call, now + self.cfg.teach_window_s)
             for name in call.devices:
                 self.devices.ask(name)
                 self.asking[name] = now + self.cfg.teach_window_s
@@ -193,6 +209,27 @@ class KindActions:
         """Each dimmer's level now."""
         return {n: self.devices.dimmers[n].level for n in self.dimmers}
 
+    def answer(self, text: str, now: float) -> tuple[int, bool] | None:
+        """A spoken yes / no (talk-back) to the open dim / brighten / level question: yes does it
+        (a level the words did not name: nothing to do) and teaches its kind, no teaches PLAIN
+        (label source ``spoken``); returns (the question's row, yes). None: no such question
+        open, or `text` is not a yes or a no (then it is an ordinary utterance)."""
+        a = self.asked
+        if self.talkback is None or a is None or now > a.until:
+            return None
+        yes = classify_answer(text, states=False)
+        if yes is None:
+            return None
+        self.asked = None
+        for name in a.call.devices:
+            self.asking.pop(name, None)
+            self.devices.done(name)
+        if yes and (a.call.kind != "LEVEL" or a.call.level is not None):
+            self._move(a.iid, replace(a.call, what=ACT), now)
+        device = a.call.devices[0] if a.call.devices else None
+        self._learn(a.iid, a.text, a.call.kind if yes else PLAIN, "spoken", device)
+        return a.iid, yes
+
     # --- time and the knobs -----------------------------------------------------------------
     def pump(self) -> int:
         """Level changes into labels, ask signals out at their time, a forget into a rebuilt
@@ -208,6 +245,8 @@ class KindActions:
         for change in self.devices.level_changes():
             taught += self._teach(change)
         now = self.clock()
+        if self.asked is not None and now > self.asked.until:
+            self.asked = None
         for name, until in list(self.asking.items()):
             if now >= until:
                 del self.asking[name]
@@ -225,17 +264,20 @@ class KindActions:
         if h is None:
             return 0
         label = label_for(h.before[change.device], change.after, read_level(h.text) is not None)
-        source = change.source  # "control" (its knob) or "remote" (the home hub)
-        old = self.store.label_kind(h.iid, label, source, self.wall(), change.device)
+        return self._learn(h.iid, h.text, label, change.source, change.device)
+
+    def _learn(self, iid: int, text: str, label: str, source: str, device: str | None) -> int:
+        """Store and learn the kind label of interaction `iid` (a relabel takes the old one out
+        of the head); returns 1 when it is new."""
+        old = self.store.label_kind(iid, label, source, self.wall(), device)
         if old == label:
             return 0
         if old is not None:
-            self.head.forget(h.text, old)
-        self.head.learn(h.text, label)
+            self.head.forget(text, old)
+        self.head.learn(text, label)
         self.labels += 1
-        log.info("#%d taught %s by the %s of %r", h.iid, label,
-                 "home hub" if source == "remote" else "dimmer's control", change.device)
+        log.info("#%d taught %s (%s%s)", iid, label, source, f", {device!r}" if device else "")
         return 1
 
 
-__all__ = ["KindActions", "Heard"]
+__all__ = ["Asked", "Heard", "KindActions"]

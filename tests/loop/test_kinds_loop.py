@@ -176,3 +176,31 @@ def test_bad_kind_lines_are_refused_with_the_line(tmp_path, line, message):
     path.write_text(line + "\n")
     with pytest.raises(SessionError, match=message):
         read_session(path)
+
+
+def test_a_spoken_yes_to_a_dim_question_dims_and_teaches_a_no_teaches_plain(tmp_path):
+    rep = build_replay(household(), tmp_path / "y.db", epoch=1.8e9, talkback=True)
+    try:
+        c = rep.controller
+        c.devices.set_level("lamp", 1.0)
+        text = "decrease the brightness of the living room lamp"  # the head: DIM, unsure (asked)
+        out = say(rep, text)
+        assert rep.store.kind(out.interaction_id).done == "asked" and lamp(rep) == 1.0
+        assert list(c.talkback.told) == ["Dim the lamp?"]
+        rep.clock.advance(2.0)
+        answered = c.handle(text_utterance("yes"))
+        assert (answered.interaction_id, answered.answer) == (out.interaction_id, True)
+        row = rep.store.kind(out.interaction_id)
+        assert lamp(rep) == pytest.approx(0.75) and (row.done, row.label, row.label_source) == \
+            ("dimmed", "DIM", "spoken")
+        assert c.kinds.head.predict(text).distribution["DIM"] > load_shipped().predict(text).distribution["DIM"]
+        out = say(rep, "dim the lamp a bit more")  # DIM, unsure: asked
+        assert rep.store.kind(out.interaction_id).done == "asked"
+        rep.clock.advance(2.0)
+        assert c.handle(text_utterance("no")).answer is False
+        assert rep.store.kind(out.interaction_id).label == "PLAIN" and lamp(rep) == pytest.approx(0.75)
+        rep.clock.advance(60.0)
+        c.pump()
+        assert c.handle(text_utterance("yes")).answer is None  # no question open: an utterance
+    finally:
+        rep.close()
