@@ -233,7 +233,9 @@ class KindActions:
     # --- time and the knobs -----------------------------------------------------------------
     def pump(self) -> int:
         """Level changes into labels, ask signals out at their time, a forget into a rebuilt
-        head; returns the labels taught."""
+        head; returns the labels taught. Without a head the level changes are drained and
+        dropped (nothing learns from them; the queue stays bounded)."""
+        changes = self.devices.level_changes()
         if self.head is None:
             return 0
         seq = self.store.forget_seq()
@@ -242,7 +244,7 @@ class KindActions:
             self.head = self._rebuilt()
             self.recent.clear()  # they may be gone: no label for a forgotten utterance
         taught = 0
-        for change in self.devices.level_changes():
+        for change in changes:
             taught += self._teach(change)
         now = self.clock()
         if self.asked is not None and now > self.asked.until:

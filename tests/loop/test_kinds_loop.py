@@ -139,6 +139,10 @@ def test_dimmers_off_leave_dim_commands_to_the_switch_model(tmp_path):
         rep.controller.devices.set_level("lamp", 1.0)
         out = say(rep, "dim the lamp")
         assert rep.store.kind(out.interaction_id) is None
+        c = rep.controller
+        turn_knob(c.devices.controls["lamp"], c.devices.factory, lamp(rep), 0.5)
+        c.pump()  # the knob's changes are drained (and dropped): nothing learns, nothing piles up
+        assert c.devices.level_changes() == [] and rep.store.kind(out.interaction_id) is None
     finally:
         rep.close()
 
