@@ -185,6 +185,20 @@ class Dimmer(Relay):
             self._move_to(target, now)
             return before, self._level
 
+    def set_lit_level(self, level: float) -> None:
+        """The level ON lights it at (a restart restores it, `edge_plm.device.restore`); lit
+        now: it goes there (not a toggle, no rate limit). A level <= 0 is refused."""
+        target = self.clamp(level)
+        if target <= 0:
+            raise ValueError(f"a lit level must be > 0, got {level}")
+        with self._lock:
+            if self._closed:
+                raise RelayClosed("dimmer is closed; cannot set its lit level")
+            self._lit = target
+            if self.is_on and target != self._level:
+                self._write(target)
+                self._tell_level()
+
     def step(self, direction: int, now: float | None = None) -> float:
         """One ``level_step`` up (+1) or down (-1); the level after it (`move`)."""
         return self.move(direction, now)[1]

@@ -15,9 +15,10 @@ or ``"on"`` the record does not matter at all. `Relay.close` (a stop) is not rec
 stop followed by a start restores the state the relay had before the stop.
 
 A dimmer (`edge_plm.device.dimmer.Dimmer`, a relay on a PWM output) is restored the same way:
-its on / off is recorded and restored as a relay's. Its level is not recorded: a dimmer
-restored ON is lit at full level (1.0, its lit level after a start), the level of a lamp
-switched on at the wall; a level change while lit is not a change of state and writes nothing.
+its on / off is recorded and restored as a relay's, and the level it was last lit at is
+recorded too (``relay_state.level``, at every change of level while lit): with ``"last"`` or
+``"on"`` it comes back at that level (never dimmed: full), as a smart dimmer does. A knob turned
+quickly writes a row per detent (a write is about a millisecond).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
+from edge_plm.device.dimmer import Dimmer
 from edge_plm.device.relay import Relay
 from edge_plm.config.settings import RELAY_RESTORE as POLICIES
 
@@ -38,6 +40,10 @@ class RelayStateStore(Protocol):
     def relay_state(self, name: str) -> bool | None: ...
 
     def set_relay_state(self, name: str, is_on: bool) -> None: ...
+
+    def relay_level(self, name: str) -> float | None: ...
+
+    def set_relay_level(self, name: str, level: float) -> None: ...
 
 
 def restored_state(policy: str, recorded: bool | None, safe_state: bool) -> bool:
@@ -61,6 +67,8 @@ def restore_relays(relays: Mapping[str, Relay], policies: Mapping[str, str],
         recorded = store.relay_state(name) if policy == "last" else None
         target = restored_state(policy, recorded, relay.safe_state)
         relay.on_change = _recorder(store, name)
+        if isinstance(relay, Dimmer):
+            _restore_level(relay, name, policy, store)
         if relay.is_on != target and not relay.set(target):
             raise RuntimeError(f"relay {name!r} refused its restored state")  # no toggle before it
         if store.relay_state(name) != relay.is_on:
@@ -70,6 +78,19 @@ def restore_relays(relays: Mapping[str, Relay], policies: Mapping[str, str],
                  _word(relay.safe_state), _word(relay.is_on), policy,
                  "" if policy != "last" else f", recorded {_word(recorded)}")
     return out
+
+
+def _restore_level(dimmer: Dimmer, name: str, policy: str, store: RelayStateStore) -> None:
+    """A dimmer lights at the level it was last lit at (``"last"`` / ``"on"``), and every later
+    lit level is recorded."""
+    level = store.relay_level(name) if policy != "off" else None
+    if level is not None and level > 0:
+        dimmer.set_lit_level(level)
+
+    def record(level: float) -> None:
+        if level > 0:
+            store.set_relay_level(name, level)
+    dimmer.level_watchers.append(record)
 
 
 def _recorder(store: RelayStateStore, name: str):

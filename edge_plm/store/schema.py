@@ -264,6 +264,13 @@ def _kinds(db: sqlite_utils.Database) -> None:
         )""")
 
 
+def _dimmer_level(db: sqlite_utils.Database) -> None:
+    """``relay_state.level``: the level a dimmer was last lit at (NULL for a relay, and for a
+    dimmer never dimmed), restored with its on / off after a restart."""
+    if "level" not in db["relay_state"].columns_dict:  # idempotent, as the other migrations
+        db["relay_state"].add_column("level", float)
+
+
 #: Ordered migrations: (version reached, what it does, function).
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial schema", _v1),
@@ -277,6 +284,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (9, "forgotten: keyed digests of forgotten transcripts (model import checks them)", _tombstones),
     (10, "timers: the pending actions of timed commands", _timers),
     (11, "kinds: dim, brighten, level and question calls and labels", _kinds),
+    (12, "relay_state.level: a dimmer's lit level, restored after a restart", _dimmer_level),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -291,16 +291,44 @@ class MemoryStates:
     def set_relay_state(self, name: str, is_on: bool) -> None:
         self.states[name] = is_on
 
+    def relay_level(self, name: str) -> float | None:
+        return self.levels.get(name)
+
+    def set_relay_level(self, name: str, level: float) -> None:
+        self.levels[name] = level
+
+    levels: dict[str, float] = {}
+
 
 def test_a_dimmer_is_restored_on_at_full_level_and_recorded(clock):
     store = MemoryStates({"lamp": True, "spots": False})
+    store.levels = {}
     devices = build(clock, state_store=store)
     pin = devices.factory.pin
-    assert devices.dimmers["lamp"].level == 1.0 and pin(17).state == 1.0  # on, at full
+    assert devices.dimmers["lamp"].level == 1.0 and pin(17).state == 1.0  # on, never dimmed: full
     assert not devices.dimmers["spots"].is_on
-    devices.set_level("lamp", 0.3)  # a level change while lit: no record of it
-    assert store.states["lamp"] is True
+    devices.set_level("lamp", 0.3)  # a level change while lit: its lit level is recorded
+    assert store.states["lamp"] is True and store.levels["lamp"] == 0.3
     devices.drive("OFF", "lamp")
-    assert store.states["lamp"] is False
+    assert store.states["lamp"] is False and store.levels["lamp"] == 0.3  # off keeps the lit level
     devices.close()
     assert restore_relays({}, {}, store) == {}
+
+
+def test_a_dimmer_comes_back_at_its_last_level_after_a_restart(clock, tmp_path):
+    from edge_plm.store import ReplayStore
+
+    with ReplayStore(tmp_path / "r.db") as store:
+        devices = build(clock, state_store=store)
+        devices.drive("ON", "lamp")
+        devices.set_level("lamp", 0.4)
+        devices.close()  # a stop: the safe state, not recorded
+        devices = build(clock, state_store=store)  # the restart
+        assert devices.dimmers["lamp"].level == 0.4 and devices.factory.pin(17).state == 0.4
+        devices.drive("OFF", "lamp")
+        devices.close()
+        devices = build(clock, state_store=store)  # off stays off, and ON lights it at 0.4
+        assert not devices.dimmers["lamp"].is_on
+        devices.drive("ON", "lamp")
+        assert devices.dimmers["lamp"].level == 0.4
+        devices.close()
