@@ -22,7 +22,13 @@ relay moved), level lines right, wrong (a relay moved, the lamp went the other w
 relays moved by a dim / brighten / question line; questions answered; on / off lines acted
 wrong.
 
-    python3 benchmarks/bench_dimmer.py [--tag TAG]
+`--chatter`: also the 360 NOOP lines of the crowd train split (<data>/switch-dev-train.jsonl,
+lines the crowd wrote for a relay: chatter, colour, and dim requests labelled NOOP) said to the
+same household, the lamp at half before each: which lines moved the lamp, were asked about or
+answered as a question (printed, and in the results, to be read: a dim request moving the lamp
+is right in a dimmer household, chatter moving it is a wrong action).
+
+    python3 benchmarks/bench_dimmer.py [--tag TAG] [--chatter] [--data DIR]
 
 Prints a markdown table; writes benchmarks/results/dimmer[-<tag>].json.
 """
@@ -35,9 +41,11 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchinfo import header, markdown_table, write_result  # noqa: E402
+from benchinfo import DEFAULT_DATA, header, markdown_table, write_result  # noqa: E402
 
 from edge_plm.config.settings import load  # noqa: E402
+from edge_plm.jsonl import read_objects  # noqa: E402
+from edge_plm.loop.controller import text_utterance  # noqa: E402
 from edge_plm.loop.replay import build_replay, read_session, run_session  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "data" / "dimmer"
@@ -71,9 +79,34 @@ def run(name: str, head: bool) -> dict:
         rep.close()
 
 
+def chatter(data: Path) -> dict:
+    """The crowd train split's NOOP lines said to the dimmer household (module docstring)."""
+    texts = [row["text"] for _, row in read_objects(data / "switch-dev-train.jsonl", "data")
+             if row.get("label") == "NOOP"]
+    rep = build_replay(load(HERE / "household.toml"), None, epoch=1.8e9)
+    out: dict[str, list] = {"moved": [], "asked": [], "answered": []}
+    try:
+        for text in texts:
+            rep.clock.advance(30.0)
+            rep.controller.pump()
+            rep.controller.devices.set_level("lamp", 0.5)
+            rep.clock.advance(2.0)  # past the toggle's rate limit
+            o = rep.controller.handle(text_utterance(text))
+            k = rep.store.kind(o.interaction_id) if o.interaction_id else None
+            what = {"dimmed": "moved", "brightened": "moved", "levelled": "moved", "asked": "asked",
+                    "answered": "answered"}.get(k.done if k else "", None)
+            if what:
+                out[what].append([text, k.predicted, round(k.confidence, 2)])
+    finally:
+        rep.close()
+    return {"lines": len(texts), **out}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tag", default="")
+    ap.add_argument("--chatter", action="store_true", help="also the crowd train split's NOOP lines")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = ap.parse_args()
     out = {**header(), "sessions": {}}
     rows = []
@@ -92,6 +125,13 @@ def main() -> int:
                          tot(("DIM", "BRIGHTEN", "LEVEL", "QUERY"), "relays_moved"),
                          f"{tot(('QUERY',), 'right')}/{tot(('QUERY',), 'lines')}",
                          f"{r['onoff_acted_wrong']}/{r['onoff_acted']}"])
+    if args.chatter:
+        out["chatter"] = c = chatter(args.data)
+        print(f"crowd NOOP lines: {c['lines']}; moved the lamp {len(c['moved'])}, asked "
+              f"{len(c['asked'])}, answered {len(c['answered'])}")
+        for what in ("moved", "asked", "answered"):
+            for text, kind, conf in c[what]:
+                print(f"  {what}: {text!r} ({kind} {conf})")
     print(markdown_table(["session", "device", "dim/brighten right", "level right", "dimmer lines wrong",
                           "relays moved by them", "questions answered", "on/off acted wrong"], rows))
     path = write_result("dimmer" + (f"-{args.tag}" if args.tag else ""), out)

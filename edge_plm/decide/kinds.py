@@ -5,7 +5,8 @@ question) beside the switch model's ON / OFF / NOOP. `call_for` turns its predic
 `KindCall` the loop carries out, or None (the switch model decides, exactly as without the
 head):
 
-- DIM / BRIGHTEN / LEVEL are read only in a household with a dimmer (``[kinds] dimmers``).
+- DIM / BRIGHTEN / LEVEL are read only in a household with a dimmer (``[kinds] dimmers``), and
+  not when the words name another thing and no device ("turn up the heat a bit": `OTHER_THINGS`).
   At or above ``act_threshold`` the addressed dimmers move (a LEVEL whose level the words do
   not name is asked about); between ``ask_threshold`` and it, they are asked about (the
   dimmer's own knob answers). A call about devices none of which is a dimmer does nothing:
@@ -29,6 +30,18 @@ from edge_plm.learning.household import several
 
 #: Words that ask about a device's state ("is the heater on", "what's running").
 STATE_WORDS = frozenset({"on", "off", "running", "lit", "dimmed", "bright", "brightness", "level"})
+
+#: Words that name something a dimmer is not (media, climate, covers, appliances: the other
+#: devices of Home Assistant's intents, models/data/ha_intents.py ``OTHER_NAMES``, and their
+#: volume, heat and screens): "turn up the heat a bit", "dim the screen", "turn down the tv" are
+#: not about the lamp. A level command holding one and naming no dimmer is left to the switch
+#: model (`call_for`), as before the kind head.
+OTHER_THINGS = frozenset({
+    "tv", "television", "radio", "stereo", "speaker", "speakers", "music", "song", "volume", "sound",
+    "heat", "heating", "heater", "thermostat", "temperature", "radiator", "ac", "aircon", "air",
+    "conditioner", "conditioning", "fan", "purifier", "blinds", "curtains", "shades", "shutters",
+    "awning", "screen", "monitor", "phone", "oven", "stove", "kettle", "dishwasher", "dehumidifier",
+    "vacuum", "mower", "sprinkler", "valve", "tap", "water", "lock", "gate"})
 
 #: What the loop does with a call.
 ACT, ASK, HOLD = "act", "ask", "hold"
@@ -61,25 +74,37 @@ class KindRules:
     questions: bool
 
 
+#: Words that may follow the state word of a question about the devices ("what's on right now").
+STATE_TAIL = frozenset({"right", "now", "still", "at", "the", "moment", "currently", "anymore", "yet",
+                        "please", "in", "here", "there", "house", "home"})
+
+
 def about_devices(words: list[str], name_words: set[str]) -> bool:
-    """A question's words are about the devices: a state word (`STATE_WORDS`) or a word of a
-    device's name or alias (`name_words`)."""
-    return any(w in STATE_WORDS or w in name_words for w in words)
+    """A question's words are about the devices: a word of a device's name or alias
+    (`name_words`), or a state word (`STATE_WORDS`) that ends the question but for a few
+    filler words (`STATE_TAIL`): "what's on right now", not "what are the headlines on cnn"."""
+    if any(w in name_words for w in words):
+        return True
+    return any(w in STATE_WORDS and all(t in STATE_TAIL for t in words[i + 1:]) for i, w in enumerate(words))
 
 
 def call_for(kind: str, confidence: float, rules: KindRules, addressed: tuple[str, ...],
              dimmers: tuple[str, ...], level: float | None, about: bool = True,
-             commanded: bool = False) -> KindCall | None:
+             commanded: bool = False, other_thing: bool = False) -> KindCall | None:
     """The call for a head prediction `kind` at `confidence`; `addressed`: the devices the words
     address (every device for a question naming none); `dimmers`: the household's dimmers, in
     order; `level`: the level the words name (`edge_plm.decide.level.read_level`); `about`: a
     question's words are about the devices (`about_devices`); `commanded`: the switch model
-    would act on the words (then they are a command, not a question: "fan on please")."""
+    would act on the words (then they are a command, not a question: "fan on please");
+    `other_thing`: the words name something a dimmer is not (`OTHER_THINGS`) and no device by
+    its name (`addressed` is then the default dimmer)."""
     if kind == "QUERY":
         if rules.questions and about and not commanded and confidence >= rules.act_threshold:
             return KindCall(kind, confidence, ACT, addressed)
         return None
     if kind not in LEVEL_KINDS or not (rules.dimmers and dimmers) or confidence < rules.ask_threshold:
+        return None
+    if other_thing:  # "turn up the heat a bit": not the lamp; the switch model decides
         return None
     targets = tuple(d for d in addressed if d in dimmers)
     if not targets:

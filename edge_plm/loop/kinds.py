@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 from edge_plm.actions import LEVEL_KINDS, PLAIN
 from edge_plm.config.settings import Settings
-from edge_plm.decide.kinds import (ACT, ASK, KindCall, KindRules, about_devices, answer_text, call_for,
-                                   label_for)
+from edge_plm.decide.kinds import (ACT, ASK, OTHER_THINGS, KindCall, KindRules, about_devices, answer_text,
+                                   call_for, label_for)
 from edge_plm.decide.level import read_level
 from edge_plm.device import Devices
 from edge_plm.learning.household import Household, several
@@ -131,9 +131,12 @@ class KindActions:
             return None
         level = read_level(text) if p.kind in LEVEL_KINDS else None
         addressed = self._addressed(text, p.kind)
-        about = p.kind != "QUERY" or about_devices(normalize(text).split(), self.name_words)
+        words = normalize(text).split()
+        about = p.kind != "QUERY" or about_devices(words, self.name_words)
         commanded = any(q.action != "NOOP" and q.confidence >= self.act_threshold for q in preds.values())
-        return call_for(p.kind, p.confidence, self.rules, addressed, self.dimmers, level, about, commanded)
+        other = not (self.name_words & set(words)) and bool(OTHER_THINGS & set(words))
+        return call_for(p.kind, p.confidence, self.rules, addressed, self.dimmers, level, about, commanded,
+                        other)
 
     def _addressed(self, text: str, kind: str) -> tuple[str, ...]:
         """The devices the words address; naming none: every device for a question, the first

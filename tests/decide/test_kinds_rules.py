@@ -67,9 +67,16 @@ def test_a_question_must_be_about_the_devices():
     assert about_devices("whats on".split(), names)
     assert not about_devices("how far is the airport".split(), names)
     assert not about_devices("how are you doing".split(), names)
+    assert about_devices("whats on right now".split(), names)
+    assert not about_devices("what are the headlines on cnn".split(), names)
     assert call_for("QUERY", 0.99, RULES, ("fan",), (), None, about=False) is None
 
 
 def test_words_the_switch_model_would_act_on_are_a_command_not_a_question():
     assert call_for("QUERY", 0.99, RULES, ("fan",), (), None, commanded=True) is None
     assert call_for("DIM", 0.99, RULES, ("lamp",), ("lamp",), None, commanded=True).what == ACT
+
+
+def test_a_level_command_about_another_thing_is_left_to_the_switch_model():
+    assert call_for("BRIGHTEN", 0.97, RULES, ("lamp",), ("lamp",), None, other_thing=True) is None
+    assert call_for("DIM", 0.97, RULES, ("lamp",), ("lamp",), None, other_thing=False).what == ACT

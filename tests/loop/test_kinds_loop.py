@@ -64,6 +64,9 @@ def test_dim_and_brighten_move_the_dimmer_and_never_a_relay(house):
     out = say(house, "brighten the fan")
     assert relays(house)["fan"] is True and lamp(house) == pytest.approx(0.3)
     assert house.store.kind(out.interaction_id).done == "held"
+    # another thing named, no device: not the lamp ("turn up the heat a bit" is BRIGHTEN 0.97 to the head)
+    out = say(house, "turn up the heat a bit")
+    assert lamp(house) == pytest.approx(0.3) and house.store.kind(out.interaction_id) is None
 
 
 def test_a_question_is_answered_on_the_led_and_moves_nothing(house):
