@@ -72,4 +72,25 @@ def make_replay(db: str | Path | None, *, settings: Settings | None = None, star
     return build_replay(settings, db, seed=seed, asr=asr, learner_cfg=learner_cfg)
 
 
-__all__ = ["EPOCH", "FakeClock", "PHRASES", "make_replay", "session"]
+class MemoryStates:
+    """A relay state store in memory (the replay buffer's relay-state methods: on / off by relay,
+    and a dimmer's lit level)."""
+
+    def __init__(self, states: dict[str, bool], levels: dict[str, float] | None = None) -> None:
+        self.states = dict(states)
+        self.levels = dict(levels or {})
+
+    def relay_state(self, name: str) -> bool | None:
+        return self.states.get(name)
+
+    def set_relay_state(self, name: str, is_on: bool) -> None:
+        self.states[name] = is_on
+
+    def relay_level(self, name: str) -> float | None:
+        return self.levels.get(name)
+
+    def set_relay_level(self, name: str, level: float) -> None:
+        self.levels[name] = level
+
+
+__all__ = ["EPOCH", "FakeClock", "MemoryStates", "PHRASES", "make_replay", "session"]

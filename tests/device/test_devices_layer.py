@@ -10,24 +10,11 @@ from gpiozero.pins.mock import MockFactory
 
 from edge_plm.device import Devices
 from edge_plm.config.settings import DeviceConfig, GpioConfig
-from kit import FakeClock
+from kit import FakeClock, MemoryStates
 
 HOUSE = [DeviceConfig("lamp", ["light"], relay_pin=17, switch_pin=27),
          DeviceConfig("fan", [], relay_pin=23, relay_active_high=False, switch_pin=24),
          DeviceConfig("heater", [], relay_pin=5, switch_pin=6, led_pin=13)]
-
-
-class MemoryStates:
-    """A relay state store in memory (the replay buffer's two methods)."""
-
-    def __init__(self, states: dict[str, bool]) -> None:
-        self.states = dict(states)
-
-    def relay_state(self, name: str) -> bool | None:
-        return self.states.get(name)
-
-    def set_relay_state(self, name: str, is_on: bool) -> None:
-        self.states[name] = is_on
 
 
 def build(clock, **kw) -> Devices:

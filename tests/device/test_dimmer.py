@@ -14,7 +14,7 @@ from edge_plm.device.level_control import LevelChanges, LevelControl, LevelContr
 from edge_plm.device.relay import RelayClosed
 from edge_plm.device.restore import restore_relays
 from edge_plm.config.settings import DeviceConfig, GpioConfig
-from kit import FakeClock
+from kit import FakeClock, MemoryStates
 
 PIN = 18
 
@@ -281,28 +281,8 @@ def test_level_control_pins_need_their_own(clock):
                             install_exit_handlers=False, devices=clash)
 
 
-class MemoryStates:
-    def __init__(self, states: dict[str, bool]) -> None:
-        self.states = dict(states)
-
-    def relay_state(self, name: str) -> bool | None:
-        return self.states.get(name)
-
-    def set_relay_state(self, name: str, is_on: bool) -> None:
-        self.states[name] = is_on
-
-    def relay_level(self, name: str) -> float | None:
-        return self.levels.get(name)
-
-    def set_relay_level(self, name: str, level: float) -> None:
-        self.levels[name] = level
-
-    levels: dict[str, float] = {}
-
-
 def test_a_dimmer_is_restored_on_at_full_level_and_recorded(clock):
     store = MemoryStates({"lamp": True, "spots": False})
-    store.levels = {}
     devices = build(clock, state_store=store)
     pin = devices.factory.pin
     assert devices.dimmers["lamp"].level == 1.0 and pin(17).state == 1.0  # on, never dimmed: full
