@@ -46,6 +46,7 @@ from benchinfo import DEFAULT_DATA, header, markdown_table, write_result  # noqa
 from edge_plm.config.settings import load  # noqa: E402
 from edge_plm.jsonl import read_objects  # noqa: E402
 from edge_plm.loop.controller import text_utterance  # noqa: E402
+from edge_plm.loop.kind_replay import per_kind  # noqa: E402
 from edge_plm.loop.replay import build_replay, read_session, run_session  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "data" / "dimmer"
@@ -61,22 +62,21 @@ def run(name: str, head: bool) -> dict:
     try:
         res = run_session(lines, rep.controller, rep.clock)
         summary = res.summary()
-        by_kind: dict[str, dict[str, int]] = {}
-        for k in res.kinds:
-            c = by_kind.setdefault(k.kind, dict.fromkeys(("lines", "right", "asked", "wrong", "missed",
-                                                           "relays_moved"), 0))
-            c["lines"] += 1
-            c["right"] += k.right
-            c["asked"] += k.asked
-            c["wrong"] += k.wrong
-            c["missed"] += k.missed
-            c["relays_moved"] += k.relays_moved
+        by_kind = per_kind(res.kinds)
         plain = [r for r in res.lines if lines[r.index].kind is None]
         return {"summary": summary, "kinds": by_kind,
                 "onoff_acted_wrong": sum(r.acted_wrong for r in plain),
                 "onoff_acted": sum(r.acted for r in plain)}
     finally:
         rep.close()
+
+
+STEPS = ("DIM", "BRIGHTEN")  # the step kinds (a level is counted apart)
+
+
+def tot(r: dict, kinds: tuple[str, ...], key: str) -> int:
+    """The sum of count `key` over `kinds` in a run's ``kinds`` (`per_kind`)."""
+    return sum(r["kinds"].get(x, {}).get(key, 0) for x in kinds)
 
 
 def chatter(data: Path) -> dict:
@@ -114,16 +114,11 @@ def main() -> int:
         for head in (True, False):
             r = run(name, head)
             out["sessions"][f"{name}{'' if head else '-without-head'}"] = r
-            k = r["kinds"]
-
-            def tot(kinds, key, k=k):
-                return sum(k.get(x, {}).get(key, 0) for x in kinds)
             rows.append([name, "head" if head else "switch model only",
-                         f"{tot(('DIM', 'BRIGHTEN'), 'right')}/{tot(('DIM', 'BRIGHTEN'), 'lines')}",
-                         f"{tot(('LEVEL',), 'right')}/{tot(('LEVEL',), 'lines')}",
-                         tot(("DIM", "BRIGHTEN", "LEVEL"), "wrong"),
-                         tot(("DIM", "BRIGHTEN", "LEVEL", "QUERY"), "relays_moved"),
-                         f"{tot(('QUERY',), 'right')}/{tot(('QUERY',), 'lines')}",
+                         f"{tot(r, STEPS, 'right')}/{tot(r, STEPS, 'lines')}",
+                         f"{tot(r, ('LEVEL',), 'right')}/{tot(r, ('LEVEL',), 'lines')}",
+                         tot(r, (*STEPS, "LEVEL"), "wrong"), tot(r, (*STEPS, "LEVEL", "QUERY"), "relays_moved"),
+                         f"{tot(r, ('QUERY',), 'right')}/{tot(r, ('QUERY',), 'lines')}",
                          f"{r['onoff_acted_wrong']}/{r['onoff_acted']}"])
     if args.chatter:
         out["chatter"] = c = chatter(args.data)

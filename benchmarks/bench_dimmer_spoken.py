@@ -34,16 +34,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchinfo import header, markdown_table, write_result  # noqa: E402
+from bench_dimmer import HERE, SESSIONS, STEPS, tot  # noqa: E402
 from spoken_answers import speech_wav  # noqa: E402
 
 from edge_plm.config.settings import load  # noqa: E402
+from edge_plm.loop.kind_replay import per_kind  # noqa: E402
 from edge_plm.loop.replay import build_replay, read_session, replay_asr, run_session  # noqa: E402
 
-HERE = Path(__file__).resolve().parent / "data" / "dimmer"
-SESSIONS = ("dimmer-crowd", "dimmer-ha", "dimmer-mixed")
+
 VOICES = ("flite:slt", "flite:rms", "espeak:en-us:160")
 WAV_DIR = Path(tempfile.gettempdir()) / "edge-plm-spoken" / "dimmer"
-STEPS = ("DIM", "BRIGHTEN")
 MOVES = ("dimmed", "brightened", "levelled")
 
 
@@ -72,13 +72,7 @@ def run(path: Path) -> dict:
     rep = build_replay(settings, None, asr=replay_asr(lines, settings), epoch=1.8e9)
     try:
         res = run_session(lines, rep.controller, rep.clock, endpointer=rep.endpointer)
-        by_kind: dict[str, dict[str, int]] = {}
-        for k in res.kinds:
-            c = by_kind.setdefault(k.kind, dict.fromkeys(("lines", "right", "asked", "wrong", "missed",
-                                                           "relays_moved"), 0))
-            c["lines"] += 1
-            for key in ("right", "asked", "wrong", "missed", "relays_moved"):
-                c[key] += getattr(k, key)
+        by_kind = per_kind(res.kinds)
         store = rep.controller.store
         rows = {r.index: store.kind(r.outcome.interaction_id) if r.outcome.interaction_id else None
                 for r in res.lines}
@@ -98,10 +92,6 @@ def run(path: Path) -> dict:
                 "kind_lines_heard": heard}
     finally:
         rep.close()
-
-
-def tot(r: dict, kinds: tuple[str, ...], key: str) -> int:
-    return sum(r["kinds"].get(x, {}).get(key, 0) for x in kinds)
 
 
 def row(name: str, voice: str, r: dict) -> list:

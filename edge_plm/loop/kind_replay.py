@@ -26,6 +26,9 @@ from edge_plm.loop.simulation import turn_knob
 if TYPE_CHECKING:
     from edge_plm.loop.controller import Controller, Outcome
 
+#: What `per_kind` counts of each kind's lines.
+COUNTS = ("right", "asked", "wrong", "missed", "relays_moved")
+
 #: A LEVEL line is right when the dimmer ends this close to the level asked for.
 LEVEL_TOLERANCE = 0.05
 
@@ -121,6 +124,18 @@ def _wanted(kind: str, before: float, level: float | None, dimmer) -> float:
     return min(before + dimmer.level_step, 1.0)
 
 
+def per_kind(lines: list[KindLine]) -> dict[str, dict[str, int]]:
+    """The kind lines' counts by kind (``lines``, ``right``, ``asked``, ``wrong``, ``missed``,
+    ``relays_moved``), for benchmarks that report each kind."""
+    out: dict[str, dict[str, int]] = {}
+    for k in lines:
+        c = out.setdefault(k.kind, dict.fromkeys(("lines", *COUNTS), 0))
+        c["lines"] += 1
+        for key in COUNTS:
+            c[key] += getattr(k, key)
+    return out
+
+
 def summary_keys(lines: list[KindLine], labels: int) -> dict[str, int]:
     """The keys a session with dimmer or question lines adds to the replay summary."""
     if not lines:
@@ -131,4 +146,4 @@ def summary_keys(lines: list[KindLine], labels: int) -> dict[str, int]:
             "relays_moved_by_kind": sum(k.relays_moved for k in lines), "kind_labels": int(labels)}
 
 
-__all__ = ["KindLine", "LEVEL_TOLERANCE", "follow_kind_line", "kind_of", "summary_keys"]
+__all__ = ["KindLine", "LEVEL_TOLERANCE", "follow_kind_line", "kind_of", "per_kind", "summary_keys"]
